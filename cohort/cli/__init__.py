@@ -1,0 +1,36 @@
+"""The ``cohort`` command. Each sub-module registers its commands on ``app``.
+
+Heavy imports (torch, SymPy, grpc) happen inside the commands, so ``cohort --help``
+stays fast and the verifier images never import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="cohort",
+    help="Cohort: GRPO training with rewards from verifier services over gRPC.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+
+# Command modules; each does `from cohort.cli import app` and decorates its commands.
+COMMAND_MODULES = ["serve", "verify", "sandbox", "train", "conformance", "scaffold"]
+
+
+def _load_commands() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(f"cohort.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"cohort.cli.{name}":
+                raise
+
+
+def main() -> None:
+    _load_commands()
+    app()

@@ -1,0 +1,207 @@
+"""Domain types of the verifier contract, free of gRPC.
+
+Verifier logic (built-ins and plugins) only ever sees these plain dataclasses;
+``verifiers.convert`` maps them to and from ``grpo.verifier.v1`` messages.
+
+A plugin implements :class:`Verifier`::
+
+    class ExactMatch:
+        name = "exact"
+        version = "1.0.0"
+        description = "reward 1 when the completion equals the gold answer"
+        reference_kinds = ("answer",)
+
+        def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:
+            gold = group.reference.answer
+            return [RolloutResult.ok(r.index, float(r.completion.strip() == gold)) for r in group.rollouts]
+
+and registers a factory (the class, or any callable returning an instance) under the entry-point
+group ``cohort.verifiers``.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+
+class RolloutStatus(enum.Enum):
+    """Is this a usable verdict? Only OK enters the learner's statistics."""
+
+    OK = "ok"
+    INVALID_REFERENCE = "invalid_reference"
+    VERIFIER_TIMEOUT = "verifier_timeout"
+    VERIFIER_ERROR = "verifier_error"
+    DEPENDENCY_UNAVAILABLE = "dependency_unavailable"
+
+
+class Verdict(enum.Enum):
+    UNSPECIFIED = "unspecified"
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    NO_ANSWER = "no_answer"
+    PARTIAL = "partial"
+    RESOURCE_LIMIT_EXCEEDED = "resource_limit_exceeded"
+    RUNTIME_ERROR = "runtime_error"
+
+
+@dataclass(frozen=True)
+class Rollout:
+    index: int
+    completion: str
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class IoCase:
+    stdin: str
+    expected_stdout: str
+
+
+@dataclass(frozen=True)
+class CodeTests:
+    """Unit tests for a code answer; ``kind`` says which fields are used.
+
+    - ``asserts``: MBPP-style ``asserts`` (+ optional ``setup_code``)
+    - ``function``: HumanEval-style ``test_code`` defining ``check(candidate)`` and ``entry_point``
+    - ``io``: stdin/stdout ``io_cases`` compared ``exact`` or ``whitespace``-normalised
+    """
+
+    kind: Literal["asserts", "function", "io"]
+    asserts: tuple[str, ...] = ()
+    setup_code: str = ""
+    test_code: str = ""
+    entry_point: str = ""
+    io_cases: tuple[IoCase, ...] = ()
+    comparison: Literal["exact", "whitespace"] = "whitespace"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Ground truth: a gold ``answer`` string, or ``code_tests``; at most one is set."""
+
+    answer: str | None = None
+    code_tests: CodeTests | None = None
+
+    @property
+    def kind(self) -> Literal["answer", "code_tests", "none"]:
+        if self.code_tests is not None:
+            return "code_tests"
+        return "answer" if self.answer is not None else "none"
+
+
+@dataclass(frozen=True)
+class GroupRequest:
+    """One group: G rollouts of one prompt, scored by one verifier."""
+
+    verifier: str
+    rollouts: tuple[Rollout, ...]
+    reference: Reference = field(default_factory=Reference)
+    group_id: str = ""
+    prompt: str = ""
+    rollout_timeout_s: float | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RolloutResult:
+    index: int
+    status: RolloutStatus
+    verdict: Verdict = Verdict.UNSPECIFIED
+    reward: float = 0.0
+    components: Mapping[str, float] = field(default_factory=dict)
+    detail: str = ""
+    duration_s: float = 0.0
+    flags: tuple[str, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        return self.status is RolloutStatus.OK
+
+    @classmethod
+    def ok(
+        cls,
+        index: int,
+        reward: float,
+        verdict: Verdict | None = None,
+        components: Mapping[str, float] | None = None,
+        detail: str = "",
+        flags: Sequence[str] = (),
+    ) -> RolloutResult:
+        """A real verdict. The default verdict is CORRECT for reward >= 1, INCORRECT for 0, else PARTIAL."""
+        if verdict is None:
+            verdict = Verdict.CORRECT if reward >= 1.0 else Verdict.INCORRECT if reward <= 0.0 else Verdict.PARTIAL
+        return cls(index, RolloutStatus.OK, verdict, float(reward), dict(components or {}), detail, 0.0, tuple(flags))
+
+    @classmethod
+    def unusable(cls, index: int, status: RolloutStatus, detail: str) -> RolloutResult:
+        """A rollout the verifier could not judge: masked by the learner, never a reward of 0."""
+        if status is RolloutStatus.OK:
+            raise ValueError("unusable() needs a non-OK status")
+        return cls(index, status, Verdict.UNSPECIFIED, 0.0, {}, detail)
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    group_id: str
+    verifier: str
+    verifier_version: str
+    results: tuple[RolloutResult, ...]
+
+
+@dataclass(frozen=True)
+class VerifyContext:
+    """What a verifier may know about the call: its deadline (``time.monotonic()`` seconds)."""
+
+    deadline: float | None = None
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def expired(self) -> bool:
+        remaining = self.remaining()
+        return remaining is not None and remaining <= 0
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    """What every verifier implements. Pure: the same input gives the same results.
+
+    ``verify_group`` returns exactly one :class:`RolloutResult` per rollout, with the rollout's
+    index; it may run in any thread and must not raise for a bad rollout (return an in-band
+    status instead). Raise :class:`InvalidRequest` for a request that can never be scored
+    (a missing reference of the wrong kind, a bad option): the server maps it to
+    INVALID_ARGUMENT.
+    """
+
+    name: str
+    version: str
+    description: str
+    reference_kinds: tuple[str, ...]
+
+    def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> Sequence[RolloutResult]: ...
+
+
+class InvalidRequest(ValueError):
+    """A request a verifier can never score (maps to INVALID_ARGUMENT)."""
+
+
+def option(group: GroupRequest, key: str, default: str, choices: Sequence[str] | None = None) -> str:
+    """Read a string option, rejecting values outside ``choices`` with a clear message."""
+    value = group.options.get(key, default)
+    if choices is not None and value not in choices:
+        raise InvalidRequest(f"option {key}={value!r} for verifier {group.verifier!r}: expected one of {list(choices)}")
+    return value
+
+
+def float_option(group: GroupRequest, key: str, default: float) -> float:
+    raw = group.options.get(key)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidRequest(f"option {key}={raw!r} for verifier {group.verifier!r}: expected a number") from None

@@ -1,0 +1,3 @@
+from cohort.cli import main
+
+main()

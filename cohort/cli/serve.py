@@ -1,0 +1,97 @@
+"""``cohort serve``: host verifiers (or the sandbox) as a gRPC service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cohort.cli import app
+
+
+@app.command()
+def serve(
+    names: list[str] = typer.Argument(..., help="Verifier names to host (see `cohort serve --list`), or `sandbox` alone."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind. Loopback by default; use 0.0.0.0 in containers."),
+    port: int = typer.Option(50051, min=0, max=65535, help="Port to bind; 0 picks a free one (see --port-file)."),
+    port_file: Path | None = typer.Option(None, help="Write the bound port to this file once serving."),
+    metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Serve Prometheus metrics over HTTP on this port."),
+    workers: int = typer.Option(16, min=1, help="Threads scoring groups concurrently."),
+    max_queued_groups: int = typer.Option(16384, min=1, help="Admitted-but-unscored groups before RESOURCE_EXHAUSTED."),
+    max_groups_per_batch: int = typer.Option(4096, min=1, help="Groups per call before INVALID_ARGUMENT."),
+    max_rollouts_per_group: int = typer.Option(1024, min=1, help="Rollouts per group before INVALID_ARGUMENT."),
+    max_message_mb: float = typer.Option(8.0, min=0.001, help="Largest request in MiB (larger: RESOURCE_EXHAUSTED)."),
+    grace: float = typer.Option(30.0, min=0, help="Seconds in-flight calls may run after SIGTERM."),
+    drain_delay: float = typer.Option(0.0, min=0, help="Seconds to stay NOT_SERVING before stopping (for load balancers)."),
+    log_level: str = typer.Option("INFO", help="Logging level."),
+) -> None:
+    """Serve verifiers over gRPC (grpo.verifier.v1) with health, reflection, metrics and graceful drain."""
+    import asyncio
+
+    from cohort.grpc_runtime import RuntimeOptions, configure_logging
+
+    configure_logging(log_level.upper())
+    options = RuntimeOptions(
+        host=host, port=port, max_message_bytes=int(max_message_mb * 1024 * 1024), grace_s=grace,
+        drain_delay_s=drain_delay, port_file=port_file,
+    )
+    if "sandbox" in names:
+        if names != ["sandbox"]:
+            raise typer.BadParameter("`sandbox` is served alone: run it as its own service", param_hint="NAMES")
+        from sandbox.server import serve as serve_sandbox
+
+        asyncio.run(serve_sandbox(options))
+        return
+
+    from verifiers import registry
+    from verifiers.server import Limits
+    from verifiers.server import serve as serve_verifiers
+
+    try:
+        verifiers = registry.load_many(names)
+    except registry.PluginError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+    limits = Limits(
+        max_groups_per_batch=max_groups_per_batch, max_rollouts_per_group=max_rollouts_per_group,
+        max_queued_groups=max_queued_groups, workers=workers,
+    )
+    try:
+        asyncio.run(serve_verifiers(verifiers, options, limits, metrics_port))
+    except OSError as exc:
+        typer.secho(f"error: cannot serve on {host}:{port}: {exc}", err=True, fg="red")
+        raise typer.Exit(1) from None
+
+
+@app.command("list-verifiers")
+def list_verifiers() -> None:
+    """List the verifiers registered through the `cohort.verifiers` entry points."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from verifiers import registry
+
+    table = Table("name", "entry point")
+    for name, ep in registry.available().items():
+        table.add_row(name, ep.value)
+    Console().print(table)
+
+
+@app.command()
+def health(
+    endpoint: str = typer.Argument(..., help="host:port of a Cohort service."),
+    service: str = typer.Option("", help="Service or verifier name; empty = overall health."),
+    timeout: float = typer.Option(3.0, min=0.01, help="Seconds before giving up."),
+) -> None:
+    """Check gRPC health (exit 0 when SERVING, 1 otherwise): container health checks use it."""
+    import grpc
+
+    from cohort.launch import health_status
+
+    try:
+        status = health_status(endpoint, service, timeout)
+    except grpc.RpcError as exc:
+        typer.echo(f"{endpoint}: {exc.code().name}: {exc.details()}")
+        raise typer.Exit(1) from None
+    typer.echo(f"{endpoint} {service or '(overall)'}: {status}")
+    raise typer.Exit(0 if status == "SERVING" else 1)

@@ -1,0 +1,145 @@
+"""Server plumbing shared by every Cohort gRPC service: health, reflection, drain, port file.
+
+A service module builds its servicer(s), then::
+
+    runtime = GrpcRuntime(RuntimeOptions(host="127.0.0.1", port=50051))
+    add_FooServicer_to_server(servicer, runtime.server)
+    await runtime.start(service_names=["grpo.verifier.v1.VerifierService"], health_names=["math"])
+    await runtime.serve_until_signal()   # SIGTERM / SIGINT -> drain
+
+Drain sequence on SIGTERM: every health status turns NOT_SERVING (load balancers and
+Kubernetes stop routing), ``draining`` becomes true (servicers answer new work with
+UNAVAILABLE), in-flight calls finish (up to ``grace_s``), then the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection
+
+log = logging.getLogger("cohort.grpc")
+
+HEALTH_SERVICE = "grpc.health.v1.Health"
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    host: str = "127.0.0.1"
+    port: int = 0
+    """0 picks a free port; the bound port is written to ``port_file`` when given."""
+    max_message_bytes: int = 8 * 1024 * 1024
+    """Larger requests are rejected by gRPC with RESOURCE_EXHAUSTED."""
+    grace_s: float = 30.0
+    """How long in-flight calls may run after SIGTERM."""
+    drain_delay_s: float = 0.0
+    """Extra time spent NOT_SERVING before stopping, for load balancers to notice."""
+    port_file: Path | None = None
+
+
+class GrpcRuntime:
+    def __init__(self, options: RuntimeOptions, interceptors: list | None = None) -> None:
+        self.options = options
+        limit = options.max_message_bytes
+        self.server = grpc.aio.server(
+            interceptors=interceptors or [],
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        self.health = health_aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.draining = False
+        self.in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._health_names: list[str] = []
+        self.port = 0
+
+    async def start(self, service_names: list[str], health_names: list[str]) -> int:
+        """Bind, start, and mark overall health plus each name SERVING; returns the bound port."""
+        reflection.enable_server_reflection([*service_names, HEALTH_SERVICE, reflection.SERVICE_NAME], self.server)
+        address = f"{self.options.host}:{self.options.port}"
+        if ":" in self.options.host and not self.options.host.startswith("["):
+            address = f"[{self.options.host}]:{self.options.port}"
+        self.port = self.server.add_insecure_port(address)
+        if self.port == 0:
+            raise OSError(f"could not bind {address}")
+        await self.server.start()
+        self._health_names = ["", *service_names, *health_names]
+        for name in self._health_names:
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        if self.options.port_file is not None:
+            tmp = self.options.port_file.with_suffix(".tmp")
+            tmp.write_text(str(self.port))
+            os.replace(tmp, self.options.port_file)
+        log.info("serving %s on %s:%d", ", ".join(health_names or service_names), self.options.host, self.port)
+        return self.port
+
+    def track(self) -> _InFlight:
+        """``with runtime.track():`` around each unit of work that a drain must wait for."""
+        return _InFlight(self)
+
+    async def drain_and_stop(self) -> None:
+        if self.draining:
+            return
+        self.draining = True
+        log.info("draining: health NOT_SERVING, waiting for %d in-flight calls", self.in_flight)
+        await self.health.enter_graceful_shutdown()
+        deadline = time.monotonic() + self.options.grace_s
+        if self.options.drain_delay_s > 0:
+            await asyncio.sleep(self.options.drain_delay_s)
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            log.warning("grace period over with %d calls in flight; cancelling them", self.in_flight)
+        await self.server.stop(grace=max(0.0, deadline - time.monotonic()))
+
+    async def serve_until_signal(self, on_stop: Callable[[], None] | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        waiter = asyncio.ensure_future(self.server.wait_for_termination())
+        stopper = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            await self.drain_and_stop()
+        waiter.cancel()
+        stopper.cancel()
+        if on_stop is not None:
+            on_stop()
+
+
+class _InFlight:
+    def __init__(self, runtime: GrpcRuntime) -> None:
+        self.runtime = runtime
+
+    def __enter__(self) -> None:
+        self.runtime.in_flight += 1
+        self.runtime._idle.clear()
+
+    def __exit__(self, *exc: object) -> None:
+        self.runtime.in_flight -= 1
+        if self.runtime.in_flight == 0:
+            self.runtime._idle.set()
+
+
+def configure_logging(level: str = "INFO") -> None:
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+async def abort_draining(context: grpc.aio.ServicerContext) -> None:
+    await context.abort(grpc.StatusCode.UNAVAILABLE, "server is draining (shutting down); retry on another replica")

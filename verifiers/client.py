@@ -1,0 +1,319 @@
+"""Async client of ``grpo.verifier.v1``: what the trainer (and ``cohort verify``) use to score.
+
+- One ``BatchVerifyGroups`` per batch per verifier (split only above the server's advertised
+  ``max_groups_per_batch``, or into ``calls_per_batch`` calls spread over replicas).
+- Several endpoints per verifier: round robin across calls, failover to the next endpoint
+  on UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED / INTERNAL / UNKNOWN, with
+  exponential backoff once every endpoint has been tried. Scoring is pure, so retries are safe.
+- Every answer is checked against the request it answers (group ids in order, one result per
+  rollout, indexes echoed); a mismatch makes those rollouts VERIFIER_ERROR.
+- When every attempt fails, the rollouts come back DEPENDENCY_UNAVAILABLE: an infrastructure
+  failure is never a reward of 0. INVALID_ARGUMENT is a bug in the request and raises.
+- :meth:`VerifierClient.score` combines several verifiers with weights into one reward per
+  rollout plus named components; a rollout is usable only when every verifier could judge it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from grpo.verifier.v1 import verifier_service_pb2 as pb
+from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+
+from verifiers import convert
+from verifiers.base import GroupRequest, GroupResult, Reference, Rollout, RolloutResult, RolloutStatus
+
+log = logging.getLogger("cohort.verifiers.client")
+
+RETRYABLE = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class VerifierRequestError(ValueError):
+    """The server rejected the request itself (INVALID_ARGUMENT etc.): a bug, not an outage."""
+
+
+class HandshakeError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class WeightedVerifier:
+    name: str
+    weight: float = 1.0
+    endpoints: tuple[str, ...] = ()
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "endpoints", tuple(self.endpoints))
+        if not self.endpoints:
+            raise ValueError(f"verifier {self.name!r} has no endpoints")
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """One prompt's group, scored by every configured verifier."""
+
+    group_id: str
+    rollouts: tuple[Rollout, ...]
+    reference: Reference = field(default_factory=Reference)
+    prompt: str = ""
+    rollout_timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ScoredRollout:
+    index: int
+    reward: float
+    status: RolloutStatus
+    components: Mapping[str, float]
+    detail: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.status is RolloutStatus.OK
+
+
+@dataclass
+class _Endpoint:
+    address: str
+    channel: grpc.aio.Channel
+    stub: pb_grpc.VerifierServiceStub
+
+
+class _Pool:
+    """The endpoints of one verifier, tried in round-robin order."""
+
+    def __init__(self, addresses: Sequence[str]) -> None:
+        opts = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.enable_retries", 0),  # retries and failover are ours, across endpoints
+        ]
+        self.endpoints = []
+        for address in addresses:
+            channel = grpc.aio.insecure_channel(address, options=opts)
+            self.endpoints.append(_Endpoint(address, channel, pb_grpc.VerifierServiceStub(channel)))
+        self._next = itertools.count()
+
+    def rotation(self) -> list[_Endpoint]:
+        start = next(self._next) % len(self.endpoints)
+        return self.endpoints[start:] + self.endpoints[:start]
+
+    async def close(self) -> None:
+        await asyncio.gather(*(e.channel.close() for e in self.endpoints))
+
+
+class VerifierClient:
+    def __init__(
+        self,
+        verifiers: Sequence[WeightedVerifier] | Mapping[str, Sequence[str]],
+        *,
+        timeout_s: float = 60.0,
+        retries: int = 4,
+        backoff_s: float = 0.05,
+        calls_per_batch: int = 1,
+    ) -> None:
+        if isinstance(verifiers, Mapping):
+            verifiers = [WeightedVerifier(name, 1.0, tuple(eps)) for name, eps in verifiers.items()]
+        names = [v.name for v in verifiers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"verifier configured twice: {names}")
+        if timeout_s <= 0 or retries < 0 or calls_per_batch < 1:
+            raise ValueError("timeout_s must be > 0, retries >= 0, calls_per_batch >= 1")
+        self.verifiers = {v.name: v for v in verifiers}
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.calls_per_batch = calls_per_batch
+        self._pools = {v.name: _Pool(v.endpoints) for v in verifiers}
+        self.versions: dict[str, str] = {}
+        self.max_groups: dict[str, int] = {}
+        self.stats = {"calls": 0, "retries": 0, "failed_groups": 0}
+
+    async def __aenter__(self) -> VerifierClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await asyncio.gather(*(p.close() for p in self._pools.values()))
+
+    # ---- handshake ----------------------------------------------------------------------------
+
+    async def handshake(self, timeout_s: float = 10.0) -> dict[str, str]:
+        """``ListVerifiers`` on every endpoint; raises unless each verifier is served somewhere."""
+        problems: list[str] = []
+        for name, pool in self._pools.items():
+            reachable = 0
+            for ep in pool.endpoints:
+                try:
+                    resp = await ep.stub.ListVerifiers(pb.ListVerifiersRequest(), timeout=timeout_s)
+                except grpc.aio.AioRpcError as exc:
+                    problems.append(f"{name} @ {ep.address}: {exc.code().name} {exc.details()}")
+                    continue
+                served = {v.name: v.version for v in resp.verifiers}
+                if name not in served:
+                    problems.append(f"{name} @ {ep.address}: not served there (serves {sorted(served)})")
+                    continue
+                reachable += 1
+                self.versions[name] = served[name]
+                if resp.limits.max_groups_per_batch:
+                    self.max_groups[name] = min(self.max_groups.get(name, 1 << 30), resp.limits.max_groups_per_batch)
+            if reachable == 0:
+                raise HandshakeError(f"no endpoint serves verifier {name!r}: " + "; ".join(problems))
+        for p in problems:
+            log.warning("handshake: %s", p)
+        return dict(self.versions)
+
+    # ---- one verifier -------------------------------------------------------------------------
+
+    async def verify_groups(self, groups: Sequence[GroupRequest]) -> list[GroupResult]:
+        """Score groups (any mix of configured verifiers); results in request order."""
+        by_verifier: dict[str, list[int]] = {}
+        for i, g in enumerate(groups):
+            if g.verifier not in self._pools:
+                raise ValueError(f"verifier {g.verifier!r} is not configured (have {sorted(self._pools)})")
+            by_verifier.setdefault(g.verifier, []).append(i)
+        out: list[GroupResult | None] = [None] * len(groups)
+        deadline = time.monotonic() + self.timeout_s
+
+        async def run(name: str, positions: list[int]) -> None:
+            chunk_size = -(-len(positions) // self.calls_per_batch)
+            chunk_size = min(chunk_size, self.max_groups.get(name, chunk_size))
+            chunks = [positions[i : i + chunk_size] for i in range(0, len(positions), chunk_size)]
+            results = await asyncio.gather(*(self._call(name, [groups[p] for p in c], deadline) for c in chunks))
+            for chunk, res in zip(chunks, results):
+                for p, r in zip(chunk, res):
+                    out[p] = r
+
+        await asyncio.gather(*(run(name, pos) for name, pos in by_verifier.items()))
+        return out  # type: ignore[return-value]
+
+    async def _call(self, name: str, groups: list[GroupRequest], deadline: float) -> list[GroupResult]:
+        request = pb.BatchVerifyGroupsRequest(requests=[convert.group_to_pb(g) for g in groups])
+        pool = self._pools[name]
+        errors: list[str] = []
+        attempts = self.retries + 1
+        rotation = pool.rotation()
+        for attempt in range(attempts):
+            ep = rotation[attempt % len(rotation)]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                errors.append("client deadline passed")
+                break
+            if attempt and attempt % len(rotation) == 0:  # every endpoint tried: back off
+                delay = self.backoff_s * (2 ** (attempt // len(rotation) - 1)) * (0.5 + random.random())
+                await asyncio.sleep(min(delay, max(0.0, remaining - 0.01)))
+                remaining = deadline - time.monotonic()
+            self.stats["calls"] += 1
+            if attempt:
+                self.stats["retries"] += 1
+            try:
+                response = await ep.stub.BatchVerifyGroups(request, timeout=max(remaining, 0.001))
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                if code not in RETRYABLE:
+                    raise VerifierRequestError(f"{name} @ {ep.address} rejected the request: {code.name}: {exc.details()}") from None
+                errors.append(f"{ep.address}: {code.name} {exc.details()}")
+                log.warning("verifier %s @ %s: %s (%s); failing over", name, ep.address, code.name, exc.details())
+                continue
+            return _checked(name, groups, response, ep.address)
+        self.stats["failed_groups"] += len(groups)
+        detail = f"verifier {name!r} unavailable after {len(errors)} attempt(s): " + " | ".join(errors[-3:])
+        log.error("%s", detail)
+        return [
+            GroupResult(g.group_id, name, "", tuple(RolloutResult.unusable(r.index, RolloutStatus.DEPENDENCY_UNAVAILABLE, detail) for r in g.rollouts))
+            for g in groups
+        ]
+
+    # ---- several verifiers, weighted ----------------------------------------------------------
+
+    async def score(self, requests: Sequence[ScoreRequest]) -> list[list[ScoredRollout]]:
+        """Score every request with every configured verifier and combine them with weights."""
+        groups = [
+            GroupRequest(
+                verifier=v.name,
+                rollouts=req.rollouts,
+                reference=req.reference,
+                group_id=req.group_id,
+                prompt=req.prompt,
+                rollout_timeout_s=req.rollout_timeout_s,
+                options=dict(v.options),
+            )
+            for v in self.verifiers.values()
+            for req in requests
+        ]
+        results = await self.verify_groups(groups)
+        n = len(requests)
+        per_verifier = {name: results[k * n : (k + 1) * n] for k, name in enumerate(self.verifiers)}
+        return [combine(req.rollouts, {name: per_verifier[name][i] for name in self.verifiers}, self.weights) for i, req in enumerate(requests)]
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {name: v.weight for name, v in self.verifiers.items()}
+
+
+def combine(rollouts: Sequence[Rollout], results: Mapping[str, GroupResult], weights: Mapping[str, float]) -> list[ScoredRollout]:
+    """Weighted sum per rollout; components ``name`` and ``name/component``; unusable if any verifier is."""
+    scored = []
+    for pos, rollout in enumerate(rollouts):
+        reward, components, details = 0.0, {}, []
+        status = RolloutStatus.OK
+        for name, group in results.items():
+            r = group.results[pos]
+            if r.status is not RolloutStatus.OK and status is RolloutStatus.OK:
+                status = r.status
+            reward += weights[name] * r.reward
+            components[name] = r.reward
+            components.update({f"{name}/{k}": v for k, v in r.components.items()})
+            if r.detail:
+                details.append(f"{name}: {r.detail}")
+        scored.append(ScoredRollout(rollout.index, reward if status is RolloutStatus.OK else 0.0, status, components, " | ".join(details)))
+    return scored
+
+
+def _checked(name: str, groups: list[GroupRequest], response: pb.BatchVerifyGroupsResponse, address: str) -> list[GroupResult]:
+    """Results that answer exactly these groups, one per rollout, else VERIFIER_ERROR."""
+    if len(response.responses) != len(groups):
+        detail = f"{address} answered {len(response.responses)} groups for {len(groups)} requested"
+        log.error("verifier %s: %s", name, detail)
+        return [_unusable(g, name, RolloutStatus.VERIFIER_ERROR, detail) for g in groups]
+    out = []
+    for g, msg in zip(groups, response.responses):
+        result = convert.group_result_from_pb(msg)
+        got = [r.index for r in result.results]
+        want = [r.index for r in g.rollouts]
+        if msg.group_id != g.group_id or got != want:
+            detail = f"{address} answered group {msg.group_id!r} with indexes {got[:8]} for group {g.group_id!r} with {want[:8]}"
+            if msg.group_id == g.group_id and sorted(got) == sorted(want) and len(set(got)) == len(got):
+                by_index = {r.index: r for r in result.results}  # same set, other order: reorder
+                out.append(GroupResult(result.group_id, name, result.verifier_version, tuple(by_index[i] for i in want)))
+                continue
+            log.error("verifier %s: %s", name, detail)
+            out.append(_unusable(g, name, RolloutStatus.VERIFIER_ERROR, detail))
+            continue
+        out.append(result)
+    return out
+
+
+def _unusable(group: GroupRequest, name: str, status: RolloutStatus, detail: str) -> GroupResult:
+    return GroupResult(group.group_id, name, "", tuple(RolloutResult.unusable(r.index, status, detail) for r in group.rollouts))

@@ -1,0 +1,160 @@
+"""Conversion between ``grpo.verifier.v1`` messages and the domain types of ``verifiers.base``.
+
+The only module besides the server and the client that imports the generated stubs.
+"""
+
+from __future__ import annotations
+
+from grpo.verifier.v1 import verifier_service_pb2 as pb
+
+from verifiers.base import (
+    CodeTests,
+    GroupRequest,
+    GroupResult,
+    IoCase,
+    Reference,
+    Rollout,
+    RolloutResult,
+    RolloutStatus,
+    Verdict,
+)
+
+_STATUS_TO_PB = {
+    RolloutStatus.OK: pb.ROLLOUT_STATUS_OK,
+    RolloutStatus.INVALID_REFERENCE: pb.ROLLOUT_STATUS_INVALID_REFERENCE,
+    RolloutStatus.VERIFIER_TIMEOUT: pb.ROLLOUT_STATUS_VERIFIER_TIMEOUT,
+    RolloutStatus.VERIFIER_ERROR: pb.ROLLOUT_STATUS_VERIFIER_ERROR,
+    RolloutStatus.DEPENDENCY_UNAVAILABLE: pb.ROLLOUT_STATUS_DEPENDENCY_UNAVAILABLE,
+}
+_STATUS_FROM_PB = {v: k for k, v in _STATUS_TO_PB.items()}
+
+_VERDICT_TO_PB = {
+    Verdict.UNSPECIFIED: pb.VERDICT_UNSPECIFIED,
+    Verdict.CORRECT: pb.VERDICT_CORRECT,
+    Verdict.INCORRECT: pb.VERDICT_INCORRECT,
+    Verdict.NO_ANSWER: pb.VERDICT_NO_ANSWER,
+    Verdict.PARTIAL: pb.VERDICT_PARTIAL,
+    Verdict.RESOURCE_LIMIT_EXCEEDED: pb.VERDICT_RESOURCE_LIMIT_EXCEEDED,
+    Verdict.RUNTIME_ERROR: pb.VERDICT_RUNTIME_ERROR,
+}
+_VERDICT_FROM_PB = {v: k for k, v in _VERDICT_TO_PB.items()}
+
+_COMPARISON_TO_PB = {"exact": pb.OUTPUT_COMPARISON_EXACT, "whitespace": pb.OUTPUT_COMPARISON_WHITESPACE}
+
+
+class MalformedMessage(ValueError):
+    """A message that cannot be turned into domain types (maps to INVALID_ARGUMENT)."""
+
+
+# ---- requests ---------------------------------------------------------------------------------
+
+
+def code_tests_from_pb(msg: pb.CodeTests) -> CodeTests:
+    kind = msg.WhichOneof("kind")
+    if kind == "asserts":
+        return CodeTests("asserts", asserts=tuple(msg.asserts.asserts), setup_code=msg.asserts.setup_code)
+    if kind == "function":
+        return CodeTests("function", test_code=msg.function.test_code, entry_point=msg.function.entry_point)
+    if kind == "io":
+        comparison = "exact" if msg.io.comparison == pb.OUTPUT_COMPARISON_EXACT else "whitespace"
+        cases = tuple(IoCase(c.stdin, c.expected_stdout) for c in msg.io.cases)
+        return CodeTests("io", io_cases=cases, comparison=comparison)
+    raise MalformedMessage("reference.code_tests has none of asserts / function / io set")
+
+
+def code_tests_to_pb(tests: CodeTests) -> pb.CodeTests:
+    if tests.kind == "asserts":
+        return pb.CodeTests(asserts=pb.AssertTests(asserts=list(tests.asserts), setup_code=tests.setup_code))
+    if tests.kind == "function":
+        return pb.CodeTests(function=pb.FunctionTests(test_code=tests.test_code, entry_point=tests.entry_point))
+    cases = [pb.IoCase(stdin=c.stdin, expected_stdout=c.expected_stdout) for c in tests.io_cases]
+    return pb.CodeTests(io=pb.IoTests(cases=cases, comparison=_COMPARISON_TO_PB[tests.comparison]))
+
+
+def group_from_pb(msg: pb.VerifyGroupRequest) -> GroupRequest:
+    kind = msg.reference.WhichOneof("kind") if msg.HasField("reference") else None
+    if kind == "answer":
+        reference = Reference(answer=msg.reference.answer)
+    elif kind == "code_tests":
+        reference = Reference(code_tests=code_tests_from_pb(msg.reference.code_tests))
+    else:
+        reference = Reference()
+    timeout = msg.rollout_timeout.ToTimedelta().total_seconds() if msg.HasField("rollout_timeout") else None
+    if timeout is not None and timeout <= 0:
+        raise MalformedMessage(f"group {msg.group_id!r}: rollout_timeout must be positive, got {timeout}s")
+    return GroupRequest(
+        verifier=msg.verifier,
+        rollouts=tuple(Rollout(r.index, r.completion, r.truncated) for r in msg.rollouts),
+        reference=reference,
+        group_id=msg.group_id,
+        prompt=msg.prompt,
+        rollout_timeout_s=timeout,
+        options=dict(msg.options),
+    )
+
+
+def group_to_pb(group: GroupRequest) -> pb.VerifyGroupRequest:
+    msg = pb.VerifyGroupRequest(
+        group_id=group.group_id,
+        verifier=group.verifier,
+        prompt=group.prompt,
+        rollouts=[pb.Rollout(index=r.index, completion=r.completion, truncated=r.truncated) for r in group.rollouts],
+        options=dict(group.options),
+    )
+    if group.reference.code_tests is not None:
+        msg.reference.code_tests.CopyFrom(code_tests_to_pb(group.reference.code_tests))
+    elif group.reference.answer is not None:
+        msg.reference.answer = group.reference.answer
+    if group.rollout_timeout_s is not None:
+        msg.rollout_timeout.FromNanoseconds(int(group.rollout_timeout_s * 1e9))
+    return msg
+
+
+# ---- results ----------------------------------------------------------------------------------
+
+
+def result_to_pb(result: RolloutResult) -> pb.RolloutResult:
+    msg = pb.RolloutResult(
+        index=result.index,
+        status=_STATUS_TO_PB[result.status],
+        verdict=_VERDICT_TO_PB[result.verdict],
+        reward=result.reward,
+        reward_components=dict(result.components),
+        detail=result.detail,
+        flags=list(result.flags),
+    )
+    msg.verify_duration.FromNanoseconds(int(result.duration_s * 1e9))
+    return msg
+
+
+def result_from_pb(msg: pb.RolloutResult) -> RolloutResult:
+    status = _STATUS_FROM_PB.get(msg.status)
+    if status is None:  # UNSPECIFIED or a value from a newer server: not a usable verdict
+        return RolloutResult.unusable(msg.index, RolloutStatus.VERIFIER_ERROR, f"server sent status {msg.status}")
+    return RolloutResult(
+        index=msg.index,
+        status=status,
+        verdict=_VERDICT_FROM_PB.get(msg.verdict, Verdict.UNSPECIFIED),
+        reward=msg.reward,
+        components=dict(msg.reward_components),
+        detail=msg.detail,
+        duration_s=msg.verify_duration.ToNanoseconds() / 1e9,
+        flags=tuple(msg.flags),
+    )
+
+
+def group_result_to_pb(result: GroupResult) -> pb.VerifyGroupResponse:
+    return pb.VerifyGroupResponse(
+        group_id=result.group_id,
+        verifier=result.verifier,
+        verifier_version=result.verifier_version,
+        results=[result_to_pb(r) for r in result.results],
+    )
+
+
+def group_result_from_pb(msg: pb.VerifyGroupResponse) -> GroupResult:
+    return GroupResult(msg.group_id, msg.verifier, msg.verifier_version, tuple(result_from_pb(r) for r in msg.results))
+
+
+status_name = {s: pb.RolloutStatus.Name(v) for s, v in _STATUS_TO_PB.items()}
+verdict_name = {v: pb.Verdict.Name(p) for v, p in _VERDICT_TO_PB.items()}

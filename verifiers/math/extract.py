@@ -1,0 +1,246 @@
+"""Find the final answer in a model response. Pure string code: no SymPy, no regex backtracking traps.
+
+Order of precedence (the first that applies wins):
+
+1. Everything before ``</think>`` is reasoning and never scored.
+2. ``<answer>...</answer>``: the last block is the answer. An empty block is NO_ANSWER (flag
+   ``empty_answer_tag``); it never borrows a number from the reasoning.
+3. An answer marker ("Final Answer:", "the answer is", "Answer:", GSM8K ``####``) that comes after the
+   last ``\\boxed{}``: the text after the last such marker.
+4. ``\\boxed{}`` / ``\\fbox{}`` (nested braces): the last *cluster* of boxes (boxes separated by short
+   connecting text such as ``\\quad\\text{and}\\quad``). Several different boxes in that cluster are
+   returned as several answers (flag ``multiple_answers``); the comparison decides whether the gold
+   answer has that many parts, otherwise the response is hedging and incorrect.
+5. A short response (a bare answer) is its own answer; a long one without any marker is scored from its
+   last concluding sentence ("Therefore ... is 12.") and flagged ``bare_answer``; if there is none, NO_ANSWER.
+
+>>> extract_answer("so $x=2$ and the answer is $\\\\boxed{\\\\frac{1}{2}}$.").answers
+('\\\\frac{1}{2}',)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_RESPONSE_CHARS = 200_000  # the tail is kept: the answer is at the end
+MAX_ANSWER_CHARS = 2_000
+SHORT_RESPONSE_CHARS = 160
+BOX_CLUSTER_GAP = 80
+
+
+@dataclass(frozen=True)
+class Extraction:
+    answers: tuple[str, ...]  # empty: no answer found
+    source: str  # answer_tag | marker | boxed | bare | none
+    flags: tuple[str, ...] = ()
+
+
+_ANSWER_TAG = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S | re.I)
+_MARKER = re.compile(
+    r"(final\s+answer\s*(?:is)?\s*[:：]?|the\s+(?:final\s+)?answer\s+is\s*[:：]?|\banswer\s*[:：]|^\s*answer\b|####)",
+    re.I | re.M,
+)
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{|\\boxed\s+(?=[^\s{])")
+_CHAT_TAIL = re.compile(r"<\|im_(?:start|end)\|>.*$", re.S)
+_HOPE = re.compile(r"\.?\s*I hope it is correct\.?.*$", re.S | re.I)
+_CONCLUDE = re.compile(r"\b(therefore|thus|hence|so|finally|in conclusion|the result is)\b", re.I)
+_NUMBER = re.compile(r"[-+−]?\$?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\s*%?|[-+−]?\.\d+")
+
+
+def _matching_brace(text: str, open_pos: int) -> int:
+    """Index of the brace closing ``text[open_pos] == '{'``, or -1."""
+    depth = 0
+    i = open_pos
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def find_boxes(text: str) -> list[tuple[int, int, str]]:
+    """All ``\\boxed{...}`` as (start, end, content), outermost only."""
+    boxes: list[tuple[int, int, str]] = []
+    pos = 0
+    while True:
+        m = _BOX.search(text, pos)
+        if m is None:
+            return boxes
+        if m.group(0).endswith("{"):
+            close = _matching_brace(text, m.end() - 1)
+            if close < 0:  # unbalanced: take the rest of the line
+                end = text.find("\n", m.end())
+                end = len(text) if end < 0 else end
+                boxes.append((m.start(), end, text[m.end() : end]))
+                return boxes
+            boxes.append((m.start(), close + 1, text[m.end() : close]))
+            pos = close + 1
+        else:  # "\boxed 5"
+            tok = re.match(r"[^\s$.,]+", text[m.end() :])
+            end = m.end() + (tok.end() if tok else 0)
+            boxes.append((m.start(), end, text[m.end() : end]))
+            pos = end
+
+
+def _math_spans(text: str) -> list[str]:
+    """Contents of $..$, $$..$$, \\(..\\), \\[..\\] in order."""
+    spans = []
+    for m in re.finditer(r"\$\$(.+?)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", text, re.S):
+        content = next(g for g in m.groups() if g is not None)
+        if content.strip():
+            spans.append(content.strip())
+    return spans
+
+
+def _first_sentence(text: str) -> str:
+    """Cut at the first newline-paragraph or sentence end outside math."""
+    text = _HOPE.sub("", text)
+    out = []
+    in_math = False
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n:
+            if text[i + 1] in "([":
+                in_math = True
+            elif text[i + 1] in ")]":
+                in_math = False
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        if c == "$":
+            in_math = not in_math
+        elif not in_math and c == "\n" and "".join(out).strip():
+            break
+        elif not in_math and c == "." and (i + 1 == n or text[i + 1].isspace()) and not (out and out[-1][-1:].isdigit() and i + 1 < n and text[i + 1 : i + 2].isdigit()):
+            break
+        out.append(c)
+        i += 1
+    return "".join(out).strip()
+
+
+def answer_from_phrase(phrase: str) -> str:
+    """The answer inside a sentence such as 'The largest $n$ is 34' or 'the answer is $\\frac12$'."""
+    phrase = phrase.strip().strip('"“”').strip()
+    boxes = find_boxes(phrase)
+    if boxes:
+        return boxes[-1][2]
+    spans = _math_spans(phrase)
+    lowered = phrase.lower()
+    cut = max(lowered.rfind(" is "), lowered.rfind(" are "), lowered.rfind(" be "))
+    if cut >= 0:
+        tail = phrase[cut:].split(" ", 2)[-1]
+        tail_spans = _math_spans(tail)
+        if tail_spans:
+            return _join_spans(tail, tail_spans)
+        if "$" not in tail:
+            return tail.strip().strip('"“”').strip()
+    if spans:
+        return _join_spans(phrase, spans)
+    if len(phrase) <= 40 or not _NUMBER.search(phrase):
+        return phrase
+    return _NUMBER.search(phrase).group(0)
+
+
+def _join_spans(text: str, spans: list[str]) -> str:
+    """Several math spans joined by words ('$12$ and $13$') become one answer text."""
+    if len(spans) == 1:
+        return spans[0]
+    first = text.find("$")
+    last = text.rfind("$")
+    if first >= 0 and last > first:
+        return text[first : last + 1].replace("$", " ")
+    return spans[-1]
+
+
+def _strip_reasoning(text: str) -> str:
+    close = text.rfind("</think>")
+    if close >= 0:
+        return text[close + len("</think>") :]
+    return text
+
+
+def extract_answer(response: str) -> Extraction:
+    text = response[-MAX_RESPONSE_CHARS:].replace("\\\\boxed", "\\boxed")
+    text = _CHAT_TAIL.sub("", _strip_reasoning(text))
+    flags: list[str] = []
+    if len(response) > MAX_RESPONSE_CHARS:
+        flags.append("response_truncated_for_extraction")
+
+    tags = list(_ANSWER_TAG.finditer(text))
+    if tags:
+        content = tags[-1].group(1).strip()
+        if not content:
+            return Extraction((), "answer_tag", (*flags, "empty_answer_tag"))
+        inner = extract_answer(content) if (find_boxes(content) or _MARKER.search(content)) else None
+        if inner and inner.answers:
+            return Extraction(inner.answers, "answer_tag", (*flags, *inner.flags))
+        return Extraction((_clip(content),), "answer_tag", tuple(flags))
+
+    boxes = find_boxes(text)
+    markers = list(_MARKER.finditer(text))
+    last_box_end = boxes[-1][1] if boxes else -1
+    if markers and markers[-1].end() > last_box_end:
+        phrase = _first_sentence(text[markers[-1].end() :])
+        if phrase:
+            return Extraction((_clip(answer_from_phrase(phrase)),), "marker", tuple(flags))
+
+    if boxes:
+        cluster = [boxes[-1]]
+        for box in reversed(boxes[:-1]):
+            gap = text[box[1] : cluster[0][0]]
+            if len(_strip_connectors(gap)) > BOX_CLUSTER_GAP:
+                break
+            cluster.insert(0, box)
+        contents = [b[2].strip() for b in cluster if b[2].strip()]
+        if not contents:
+            return Extraction((), "boxed", (*flags, "empty_box"))
+        distinct = list(dict.fromkeys(contents))
+        if len(distinct) > 1:
+            flags.append("multiple_answers")
+        return Extraction(tuple(_clip(c) for c in distinct), "boxed", tuple(flags))
+
+    if markers:  # a marker with nothing after it on the line: fall through to bare
+        pass
+    stripped = text.strip()
+    if not stripped:
+        return Extraction((), "none", tuple(flags))
+    if len(stripped) <= SHORT_RESPONSE_CHARS:
+        spans = _math_spans(stripped)
+        if len(spans) == 1 and stripped.startswith(("$", "\\(", "\\[")):
+            return Extraction((_clip(spans[0]),), "bare", tuple(flags))
+        return Extraction((_clip(answer_from_phrase(stripped)),), "bare", tuple(flags))
+    sentence = _last_concluding_sentence(stripped)
+    if sentence is None:
+        return Extraction((), "none", tuple(flags))
+    return Extraction((_clip(answer_from_phrase(sentence)),), "bare", (*flags, "bare_answer"))
+
+
+def _strip_connectors(gap: str) -> str:
+    gap = re.sub(r"\\(?:quad|qquad|text|textbf|mathrm|\(|\)|\[|\]|,|;)", "", gap)
+    return re.sub(r"[\s${}().,;:&\\]|and|or", "", gap)
+
+
+def _last_concluding_sentence(text: str) -> str | None:
+    tail = text[-1500:]
+    sentences = re.split(r"(?<=[^\d\s])\.\s+|\n\s*\n", tail)
+    for sentence in reversed(sentences):
+        if _CONCLUDE.search(sentence) and (_NUMBER.search(sentence) or "$" in sentence):
+            start = _CONCLUDE.search(sentence).start()
+            return _first_sentence(sentence[start:] + ".")
+    return None
+
+
+def _clip(answer: str) -> str:
+    return answer.strip()[:MAX_ANSWER_CHARS + 1]

@@ -1,0 +1,50 @@
+"""Prometheus metrics of a verifier server, on their own registry (several servers may share a process)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from verifiers.base import RolloutResult
+
+
+class ServerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("cohort_verifier_requests", "RPCs by method and status code", ["method", "code"], registry=r)
+        self.latency = Histogram(
+            "cohort_verifier_request_seconds",
+            "RPC latency by method",
+            ["method"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=r,
+        )
+        self.rollouts = Counter(
+            "cohort_verifier_rollouts", "Scored rollouts by verifier, status and verdict", ["verifier", "status", "verdict"], registry=r
+        )
+        self.in_flight = Gauge("cohort_verifier_in_flight", "RPCs being scored now", registry=r)
+        self.queue_depth = Gauge("cohort_verifier_queue_depth", "Groups admitted and not yet scored", registry=r)
+
+    def count_request(self, method: str, code: str, seconds: float | None = None) -> None:
+        self.requests.labels(method, code).inc()
+        if seconds is not None:
+            self.latency.labels(method).observe(seconds)
+
+    def observe_results(self, verifier: str, results: Sequence[RolloutResult]) -> None:
+        for r in results:
+            self.rollouts.labels(verifier, r.status.value, r.verdict.value).inc()
+
+    @contextlib.contextmanager
+    def track_in_flight(self) -> Iterator[None]:
+        self.in_flight.inc()
+        try:
+            yield
+        finally:
+            self.in_flight.dec()
+
+    def start_http(self, host: str, port: int) -> int:
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return server.server_port

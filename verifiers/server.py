@@ -1,0 +1,265 @@
+"""The verifier server: hosts any registered verifiers behind ``grpo.verifier.v1.VerifierService``.
+
+The servicer only validates and converts messages; the scoring itself is
+``Verifier.verify_group`` on plain dataclasses, run in a bounded thread pool
+(each verifier owns its hard deadlines, e.g. killable worker processes).
+
+Request-level errors (documented limits, see :class:`Limits`):
+
+==============================================  ====================
+unknown verifier, empty group, duplicate index,  INVALID_ARGUMENT
+too many groups / rollouts, completion too long,
+missing or wrong kind of reference, bad option
+message larger than ``max_message_bytes``        RESOURCE_EXHAUSTED (by gRPC)
+queue full (``max_queued_groups``)               RESOURCE_EXHAUSTED
+draining after SIGTERM                           UNAVAILABLE
+deadline passed                                  DEADLINE_EXCEEDED
+==============================================  ====================
+
+A verifier that raises or returns the wrong rollouts yields in-band VERIFIER_ERROR for
+the affected rollouts: a bug in a verifier is never a reward of 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+import grpc
+from grpo.verifier.v1 import verifier_service_pb2 as pb
+from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+
+from cohort import __version__
+from cohort.grpc_runtime import GrpcRuntime, RuntimeOptions, abort_draining
+from verifiers import convert
+from verifiers.base import GroupRequest, GroupResult, InvalidRequest, RolloutResult, RolloutStatus, Verifier, VerifyContext
+from verifiers.metrics import ServerMetrics
+
+log = logging.getLogger("cohort.verifiers.server")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["VerifierService"].full_name
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_groups_per_batch: int = 4096
+    max_rollouts_per_group: int = 1024
+    max_completion_chars: int = 1_000_000
+    max_queued_groups: int = 16384
+    max_rollout_timeout_s: float = 60.0
+    workers: int = 16
+    """Threads running ``verify_group``; a batch is split into at most this many chunks."""
+
+
+class RequestError(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Scorer:
+    """Validates requests and runs verifiers; knows nothing about gRPC messages."""
+
+    def __init__(self, verifiers: dict[str, Verifier], limits: Limits, metrics: ServerMetrics | None = None) -> None:
+        self.verifiers = verifiers
+        self.limits = limits
+        self.metrics = metrics
+        self.executor = ThreadPoolExecutor(max_workers=limits.workers, thread_name_prefix="verify")
+        self.queued = 0
+
+    def validate(self, group: GroupRequest) -> None:
+        lim = self.limits
+        verifier = self.verifiers.get(group.verifier)
+        if verifier is None:
+            served = ", ".join(sorted(self.verifiers))
+            raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, f"unknown verifier {group.verifier!r}; served here: {served}")
+        if not group.rollouts:
+            raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, f"group {group.group_id!r} has no rollouts")
+        if len(group.rollouts) > lim.max_rollouts_per_group:
+            raise RequestError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"group {group.group_id!r} has {len(group.rollouts)} rollouts; the limit is {lim.max_rollouts_per_group}",
+            )
+        seen: set[int] = set()
+        for r in group.rollouts:
+            if r.index in seen:
+                raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, f"group {group.group_id!r}: duplicate rollout index {r.index}")
+            seen.add(r.index)
+            if len(r.completion) > lim.max_completion_chars:
+                raise RequestError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"group {group.group_id!r} rollout {r.index}: completion of {len(r.completion)} characters; "
+                    f"the limit is {lim.max_completion_chars}",
+                )
+        kinds = tuple(verifier.reference_kinds)
+        if kinds and group.reference.kind not in kinds:
+            raise RequestError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"group {group.group_id!r}: verifier {group.verifier!r} needs reference.{' or reference.'.join(kinds)}, "
+                f"got {group.reference.kind}",
+            )
+
+    def admit(self, n_groups: int) -> None:
+        if n_groups > self.limits.max_groups_per_batch:
+            raise RequestError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{n_groups} groups in one call; the limit is {self.limits.max_groups_per_batch}",
+            )
+        if self.queued + n_groups > self.limits.max_queued_groups:
+            raise RequestError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"queue full ({self.queued} groups queued, limit {self.limits.max_queued_groups}); retry with backoff",
+            )
+
+    def _clamp(self, group: GroupRequest) -> GroupRequest:
+        t = group.rollout_timeout_s
+        if t is not None and t > self.limits.max_rollout_timeout_s:
+            return replace(group, rollout_timeout_s=self.limits.max_rollout_timeout_s)
+        return group
+
+    def _score_one(self, group: GroupRequest, ctx: VerifyContext) -> GroupResult:
+        verifier = self.verifiers[group.verifier]
+        start = time.perf_counter()
+        if ctx.expired():
+            results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_TIMEOUT, "call deadline passed before scoring") for r in group.rollouts]
+        else:
+            try:
+                results = list(verifier.verify_group(self._clamp(group), ctx))
+            except InvalidRequest:
+                raise
+            except Exception as exc:  # a verifier bug: in-band VERIFIER_ERROR, logged, never reward 0
+                log.exception("verifier %s failed on group %r", group.verifier, group.group_id)
+                results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"verifier raised {exc!r}") for r in group.rollouts]
+        results = _match_results(group, results, time.perf_counter() - start)
+        if self.metrics is not None:
+            self.metrics.observe_results(group.verifier, results)
+        return GroupResult(group.group_id, group.verifier, verifier.version, tuple(results))
+
+    def _score_chunk(self, groups: Sequence[GroupRequest], ctx: VerifyContext) -> list[GroupResult]:
+        return [self._score_one(g, ctx) for g in groups]
+
+    async def score(self, groups: Sequence[GroupRequest], ctx: VerifyContext) -> list[GroupResult]:
+        """Score groups concurrently (at most ``workers`` chunks); results in request order."""
+        for g in groups:
+            self.validate(g)
+        self.admit(len(groups))
+        self.queued += len(groups)
+        if self.metrics is not None:
+            self.metrics.queue_depth.set(self.queued)
+        try:
+            loop = asyncio.get_running_loop()
+            n_chunks = min(len(groups), self.limits.workers)
+            size = -(-len(groups) // n_chunks)
+            chunks = [groups[i : i + size] for i in range(0, len(groups), size)]
+            futures = [loop.run_in_executor(self.executor, self._score_chunk, chunk, ctx) for chunk in chunks]
+            try:
+                done = await asyncio.gather(*futures)
+            except InvalidRequest as exc:
+                raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+            return [r for chunk in done for r in chunk]
+        finally:
+            self.queued -= len(groups)
+            if self.metrics is not None:
+                self.metrics.queue_depth.set(self.queued)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        for verifier in self.verifiers.values():
+            close = getattr(verifier, "close", None)
+            if callable(close):
+                close()
+
+
+def _match_results(group: GroupRequest, results: list[RolloutResult], elapsed: float) -> list[RolloutResult]:
+    """One result per rollout, in rollout order; anything missing or unknown becomes VERIFIER_ERROR."""
+    by_index: dict[int, RolloutResult] = {}
+    for r in results:
+        by_index.setdefault(r.index, r)
+    out = []
+    for rollout in group.rollouts:
+        r = by_index.get(rollout.index)
+        if r is None:
+            r = RolloutResult.unusable(rollout.index, RolloutStatus.VERIFIER_ERROR, "verifier returned no result for this rollout")
+        elif r.duration_s == 0.0:
+            r = replace(r, duration_s=elapsed / len(group.rollouts))
+        out.append(r)
+    return out
+
+
+class VerifierServicer(pb_grpc.VerifierServiceServicer):
+    """Converts messages and maps errors to status codes; nothing else."""
+
+    def __init__(self, scorer: Scorer, runtime: GrpcRuntime, metrics: ServerMetrics) -> None:
+        self.scorer = scorer
+        self.runtime = runtime
+        self.metrics = metrics
+
+    async def _score(self, method: str, requests: Sequence[pb.VerifyGroupRequest], context) -> list[GroupResult] | None:
+        if self.runtime.draining:
+            self.metrics.count_request(method, "UNAVAILABLE")
+            await abort_draining(context)
+        start = time.perf_counter()
+        remaining = context.time_remaining()
+        ctx = VerifyContext(deadline=None if remaining is None else time.monotonic() + remaining)
+        with self.runtime.track(), self.metrics.track_in_flight():
+            try:
+                groups = [convert.group_from_pb(r) for r in requests]
+                results = await self.scorer.score(groups, ctx)
+            except convert.MalformedMessage as exc:
+                code, message = grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+            except RequestError as exc:
+                code, message = exc.code, str(exc)
+            else:
+                self.metrics.count_request(method, "OK", time.perf_counter() - start)
+                return results
+        self.metrics.count_request(method, code.name, time.perf_counter() - start)
+        await context.abort(code, message)
+        return None
+
+    async def VerifyGroup(self, request, context):
+        results = await self._score("VerifyGroup", [request], context)
+        return convert.group_result_to_pb(results[0])
+
+    async def BatchVerifyGroups(self, request, context):
+        if not request.requests:
+            self.metrics.count_request("BatchVerifyGroups", "INVALID_ARGUMENT")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "BatchVerifyGroupsRequest.requests is empty")
+        results = await self._score("BatchVerifyGroups", request.requests, context)
+        return pb.BatchVerifyGroupsResponse(responses=[convert.group_result_to_pb(r) for r in results])
+
+    async def ListVerifiers(self, request, context):
+        lim = self.scorer.limits
+        limits = pb.ServerLimits(
+            max_groups_per_batch=lim.max_groups_per_batch,
+            max_rollouts_per_group=lim.max_rollouts_per_group,
+            max_message_bytes=self.runtime.options.max_message_bytes,
+            max_queued_groups=lim.max_queued_groups,
+        )
+        limits.max_rollout_timeout.FromNanoseconds(int(lim.max_rollout_timeout_s * 1e9))
+        infos = [
+            pb.VerifierInfo(name=name, version=v.version, description=v.description, reference_kinds=list(v.reference_kinds))
+            for name, v in sorted(self.scorer.verifiers.items())
+        ]
+        return pb.ListVerifiersResponse(verifiers=infos, limits=limits, server_version=f"cohort-rl {__version__}")
+
+
+async def serve(
+    verifiers: dict[str, Verifier],
+    options: RuntimeOptions,
+    limits: Limits = Limits(),
+    metrics_port: int | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT, then drain."""
+    metrics = ServerMetrics()
+    if metrics_port is not None:
+        bound = metrics.start_http(options.host, metrics_port)
+        log.info("metrics on http://%s:%d/metrics", options.host, bound)
+    runtime = GrpcRuntime(options)
+    scorer = Scorer(verifiers, limits, metrics)
+    pb_grpc.add_VerifierServiceServicer_to_server(VerifierServicer(scorer, runtime, metrics), runtime.server)
+    await runtime.start(service_names=[SERVICE_NAME], health_names=sorted(verifiers))
+    await runtime.serve_until_signal(on_stop=scorer.close)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install and configure rootful podman for the container tests (`pytest -m container`).
+#
+# Called by .ci/run on a clean Debian bookworm machine (root, no Docker engine, no image
+# registry reachable). Idempotent: safe to run again.
+#   - podman + runc: the container engine, run as root (no Docker engine here). The runtime is
+#     pinned to runc, the one this setup installs and the tests ran with.
+#   - debootstrap: builds the local Debian base image (deploy/build-base.sh), because no
+#     registry is reachable to pull python:3.11-slim-bookworm.
+#   - default_ulimits = []: podman's default sets RLIMIT_NOFILE for every container; on the CI
+#     machine raising it is not permitted and every `podman run` fails with
+#     "error setting rlimit type 7: operation not permitted".
+set -euo pipefail
+
+need=()
+for cmd in podman runc debootstrap; do
+  command -v "$cmd" >/dev/null 2>&1 || need+=("$cmd")
+done
+if ((${#need[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends podman runc debootstrap ca-certificates
+fi
+
+conf=/etc/containers/containers.conf
+marker="# cohort: container test settings"
+if ! grep -qF "$marker" "$conf" 2>/dev/null; then
+  mkdir -p /etc/containers
+  if [[ -s "$conf" ]]; then cp "$conf" "$conf.cohort-backup"; fi
+  cat >"$conf" <<CONF
+$marker
+[containers]
+default_ulimits = []
+
+[engine]
+runtime = "runc"
+CONF
+fi
+podman info --format '{{.Host.OCIRuntime.Name}} {{.Version.Version}}'

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Container health check: ask a gRPC server's ``grpc.health.v1.Health`` for SERVING.
+
+    cohort-healthcheck [ENDPOINT] [--service NAME] [--timeout SECONDS]
+
+ENDPOINT defaults to ``$COHORT_HEALTH_ENDPOINT`` or ``127.0.0.1:50051``; the service
+name ``""`` (the default) is the server as a whole. Exit 0 when SERVING, 1 otherwise,
+with one line on stderr saying why. This is what the images' HEALTHCHECK runs (podman,
+Docker, compose); Kubernetes uses its native gRPC probe on the same service instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def check(endpoint: str, service: str = "", timeout: float = 3.0) -> tuple[bool, str]:
+    """(serving?, human-readable status) for one Health.Check call with a deadline."""
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
+        except grpc.RpcError as exc:
+            return False, f"{exc.code().name}: {exc.details()}"
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    return reply.status == health_pb2.HealthCheckResponse.SERVING, status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cohort-healthcheck", description=__doc__.splitlines()[0])
+    parser.add_argument("endpoint", nargs="?", default=os.environ.get("COHORT_HEALTH_ENDPOINT", "127.0.0.1:50051"))
+    parser.add_argument("--service", default="", help="health service name ('' = whole server)")
+    parser.add_argument("--timeout", type=float, default=3.0, help="deadline in seconds")
+    args = parser.parse_args(argv)
+    ok, status = check(args.endpoint, args.service, args.timeout)
+    print(f"{args.endpoint} {args.service or '<server>'}: {status}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

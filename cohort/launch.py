@@ -50,6 +50,12 @@ class ServiceProcess:
     def endpoint(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def metrics_port(self) -> int | None:
+        """The Prometheus port when started with ``--metrics-port``."""
+        path = self.port_file.with_name(self.port_file.name + ".metrics")
+        return int(path.read_text()) if path.exists() else None
+
     def start(self, timeout_s: float = 60.0) -> ServiceProcess:
         cmd = [sys.executable, "-m", "cohort.cli", "serve", *self.names, "--host", self.host, "--port", "0",
                "--port-file", str(self.port_file), *self.extra_args]

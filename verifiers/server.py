@@ -258,6 +258,8 @@ async def serve(
     if metrics_port is not None:
         bound = metrics.start_http(options.host, metrics_port)
         log.info("metrics on http://%s:%d/metrics", options.host, bound)
+        if options.port_file is not None:
+            options.port_file.with_name(options.port_file.name + ".metrics").write_text(str(bound))
     runtime = GrpcRuntime(options)
     scorer = Scorer(verifiers, limits, metrics)
     pb_grpc.add_VerifierServiceServicer_to_server(VerifierServicer(scorer, runtime, metrics), runtime.server)

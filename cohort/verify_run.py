@@ -1,0 +1,85 @@
+"""The work behind ``cohort verify``: batch the records, score them, print rows and totals."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from verifiers.base import GroupRequest, GroupResult
+from verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier, combine
+from verifiers.convert import status_name
+from verifiers.records import Record
+
+
+def _groups(rec: Record, names: Sequence[str]) -> list[GroupRequest]:
+    return [
+        GroupRequest(name, rec.rollouts, rec.reference, rec.group_id, rec.prompt, rec.rollout_timeout_s, rec.options.get(name, {}))
+        for name in names
+    ]
+
+
+async def run_verify(records: list[Record], endpoints: dict[str, list[str]], weights: dict[str, float],
+                     timeout: float, retries: int, batch_size: int, as_json: bool, max_rows: int) -> int:
+    console = Console(stderr=as_json)
+    out = Console()
+    configured = [WeightedVerifier(n, weights.get(n, 1.0), tuple(eps)) for n, eps in endpoints.items()]
+    async with VerifierClient(configured, timeout_s=timeout, retries=retries) as client:
+        try:
+            await client.handshake()
+        except HandshakeError as exc:
+            console.print(f"[red]error:[/] {exc}")
+            return 3
+        rows = []
+        with Progress(console=console, transient=True, disable=len(records) <= batch_size) as progress:
+            task = progress.add_task("scoring", total=len(records))
+            for start in range(0, len(records), batch_size):
+                batch = records[start : start + batch_size]
+                plan = [(rec, list(rec.verifiers or endpoints)) for rec in batch]
+                groups = [g for rec, names in plan for g in _groups(rec, names)]
+                try:
+                    results = iter(await client.verify_groups(groups))
+                except VerifierRequestError as exc:
+                    console.print(f"[red]error:[/] {exc}")
+                    return 2
+                for rec, names in plan:
+                    by_name: dict[str, GroupResult] = {n: next(results) for n in names}
+                    scored = combine(rec.rollouts, by_name, {n: weights.get(n, 1.0) for n in names})
+                    for rollout, s in zip(rec.rollouts, scored):
+                        rows.append((rec, rollout, by_name, s))
+                progress.advance(task, len(batch))
+    names = list(endpoints)
+    if as_json:
+        for rec, rollout, by_name, s in rows:
+            pos = rec.rollouts.index(rollout)
+            print(json.dumps({
+                "group_id": rec.group_id, "index": rollout.index, "status": status_name[s.status], "reward": s.reward,
+                "components": dict(s.components),
+                "verifiers": {n: {"status": status_name[g.results[pos].status], "verdict": g.results[pos].verdict.value,
+                                  "reward": g.results[pos].reward, "detail": g.results[pos].detail,
+                                  "flags": list(g.results[pos].flags)} for n, g in by_name.items()},
+            }))
+    else:
+        table = Table("group", "idx", *names, "reward", "detail", title=f"{len(rows)} rollouts")
+        for rec, rollout, by_name, s in rows[:max_rows]:
+            pos = rec.rollouts.index(rollout)
+            cells = []
+            for n in names:
+                g = by_name.get(n)
+                if g is None:
+                    cells.append("-")
+                    continue
+                r = g.results[pos]
+                cells.append(f"{r.reward:g} {r.verdict.value}" if r.usable else f"[red]{r.status.value}[/]")
+            table.add_row(rec.group_id, str(rollout.index), *cells, f"{s.reward:.3g}" if s.usable else "[red]unusable[/]", s.detail[:80])
+        out.print(table)
+    statuses = Counter(s.status.value for *_, s in rows)
+    usable = [s.reward for *_, s in rows if s.usable]
+    mean = sum(usable) / len(usable) if usable else float("nan")
+    console.print(f"groups {len(records)}  rollouts {len(rows)}  usable {len(usable)}  mean reward {mean:.4f}  "
+                  f"statuses {dict(statuses)}")
+    return 0

@@ -1,0 +1,480 @@
+"""Is an extracted answer equivalent to the gold answer? Structure first, SymPy only for leaves.
+
+``compare(gold, answers, leaf)`` splits both sides into the same structure (lists, tuples,
+intervals and unions, relations, matrices, quantities with units/percent/degrees, multiple-choice
+letters, text) with plain string code, and compares leaves with exact rational arithmetic. A leaf it
+cannot decide that way goes to ``leaf`` (:func:`verifiers.math.symbolic.sympy_leaf_equal` in a worker
+process). In the parent the cheap pass uses :func:`cheap_leaf`, which raises :class:`NeedSympy`.
+
+Tolerance policy (decimals). Integers, fractions and exact expressions compare exactly. When one side
+is written as a decimal with ``d`` digits after the point, the other side matches if it is within half a
+unit of the last digit (``|x - y| <= 0.5 * 10**-d``) *and* within a relative error of 1e-3: ``7.78``
+matches ``70/9`` and ``0.0833333`` matches ``1/12``, but ``0.3`` does not match ``1/3`` and ``5.001``
+does not match ``5``.
+
+Policies that decide verdicts:
+- lists (``1, 2``, ``1 and 2``, ``\\{1,2\\}``, several boxes) are unordered; tuples ``(a, b)`` are ordered;
+  open and closed interval ends must match; a union is an unordered list of intervals.
+- ``label = value`` (``x = 3``, ``(p,q) = (3,2)``, ``f(x) = 1``) is compared by its value when the
+  other side is a bare value; two equations are equal when ``lhs - rhs`` are proportional.
+- an inequality in one variable equals the matching interval (``-2 \\le x \\le 7`` = ``[-2, 7]``).
+- units: both sides with different units are different (``5 cm`` vs ``5 m``); a unit on one side only
+  is ignored (``10\\text{ units}`` = ``10``). ``28\\%`` matches ``28`` and ``0.28``. ``90^\\circ`` = ``90``.
+- a multiple-choice gold (a single letter A-E) needs exactly that letter (``(C)``, ``\\text{C}``,
+  ``C. x = 42``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from verifiers.math.normalize import normalize, over_limits, split_quantity
+
+REL_TOL = Fraction(1, 1000)
+
+
+class NeedSympy(Exception):
+    """The cheap pass cannot decide this leaf."""
+
+
+class OverLimits(Exception):
+    def __init__(self, side: str, why: str):
+        super().__init__(f"{side} {why}")
+        self.side = side
+        self.why = why
+
+
+@dataclass(frozen=True)
+class Outcome:
+    equal: bool
+    how: str
+
+
+Leaf = Callable[[str, str], Outcome]
+
+
+def cheap_leaf(gold: str, answer: str) -> Outcome:
+    raise NeedSympy
+
+
+# --------------------------------------------------------------------------------------------- splitting
+
+
+def _top_level_split(s: str, seps: re.Pattern) -> list[str]:
+    """Split on ``seps`` where no bracket is open."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and s.startswith(("\\{", "\\}"), i):
+            depth += 1 if s[i + 1] == "{" else -1
+            i += 2
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth <= 0:
+            m = seps.match(s, i)
+            if m and m.end() > i:
+                parts.append(s[start:i])
+                start = i = m.end()
+                continue
+        i += 1
+    parts.append(s[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+_LIST_SEP = re.compile(r"\s*(?:,\s*(?:\\text\{\s*(?:and|or)\s*\}|and\b|or\b)?|;|\\text\{\s*,?\s*(?:and|or)\s*\}|\band\b|\bor\b)\s*")
+_SEMI = re.compile(r"\s*;\s*")
+_COMMA = re.compile(r"\s*,\s*")
+_REL = re.compile(r"\\le |\\ge |\\ne |\\in |\\approx |\\equiv |<|>|=")
+_LABEL = re.compile(
+    r"^(?:[a-zA-Z](?:_\{?[\w,]+\}?)?'*|\\[a-zA-Z]+(?:_\{?[\w,]+\}?)?|[a-zA-Z]\s*\([a-zA-Z0-9, ]*\)|\([a-zA-Z ,_{}0-9]+\)"
+    r"|\|[a-zA-Z]+\||[A-Z]{1,4}|\\text\{[^{}]*\}|\\frac\{[A-Za-z]+\}\{[A-Za-z]+\}|[A-Za-z_{}0-9]+\s*:\s*[A-Za-z_{}0-9]+"
+    r"|\\angle\s*[A-Z]+|[a-zA-Z]\s*\(\s*[-\d./]+\s*\))$"
+)
+
+
+def _strip_set_braces(s: str) -> str:
+    for opener, closer in (("\\{", "\\}"), ("{", "}")):
+        if s.startswith(opener) and s.endswith(closer) and _balanced(s[len(opener) : -len(closer)]):
+            return s[len(opener) : -len(closer)].strip()
+    return s
+
+
+def _balanced(s: str) -> bool:
+    depth = 0
+    for c in s:
+        depth += c in "([{"
+        depth -= c in ")]}"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def split_items(s: str) -> list[str]:
+    """Top-level answers of one string: '1, 2', '1 and 2', '{1,2}', 'p=5,q=2;p=7,q=2', '1 \\pm 2'."""
+    s = s.strip().rstrip(".").strip()
+    inner = _strip_set_braces(s)
+    groups = _top_level_split(inner, _SEMI)
+    items: list[str] = []
+    for group in groups:
+        parts = _top_level_split(group, _LIST_SEP)
+        if len(groups) > 1 and len(parts) > 1 and all(_label_value(p) is not None for p in parts):
+            items.append("(" + ", ".join(_label_value(p) for p in parts) + ")")
+            continue
+        items.extend(parts)
+    out: list[str] = []
+    for item in items:
+        out.extend(_expand_pm(item))
+    return out
+
+
+def _expand_pm(item: str) -> list[str]:
+    if "\\pm" not in item and "\\mp" not in item:
+        return [item]
+    if item.count("\\pm") + item.count("\\mp") > 1:
+        return [item]
+    item = item.replace("\\mp", "\\pm")
+    lhs, rel, rhs = _split_relation(item)
+    if rel == "=" and _LABEL.match(lhs):
+        item = rhs
+    plus = item.replace("\\pm", "+").strip()
+    minus = item.replace("\\pm", "-").strip()
+    return [plus.lstrip("+").strip() if plus.startswith("+") else plus, minus]
+
+
+def _split_relation(s: str) -> tuple[str, str | None, str]:
+    """First top-level relation: (lhs, op, rest)."""
+    depth = 0
+    for i, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0:
+            m = _REL.match(s, i)
+            if m:
+                return s[:i].strip(), m.group(0).strip(), s[m.end() :].strip()
+    return s, None, ""
+
+
+def _relation_chain(s: str) -> tuple[list[str], list[str]]:
+    terms, ops = [], []
+    rest = s
+    while True:
+        lhs, op, rhs = _split_relation(rest)
+        terms.append(lhs)
+        if op is None:
+            return terms, ops
+        ops.append(op)
+        rest = rhs
+
+
+def _label_value(item: str) -> str | None:
+    """'x = 3' -> '3' when the left side is a name; None otherwise."""
+    terms, ops = _relation_chain(item)
+    if ops and all(op in ("=", "\\approx") for op in ops) and _LABEL.match(terms[0].strip()) and terms[-1]:
+        return terms[-1]
+    return None
+
+
+# --------------------------------------------------------------------------------------------- numbers
+
+_NUM = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+_FRAC = re.compile(r"^([-+]?)\s*\\frac\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}\s*\{\s*(-?\d+(?:\.\d+)?)\s*\}$|^([-+]?)\s*\\frac\s*(\d)(\d)$")
+_SLASH = re.compile(r"^([-+]?\d+)\s*/\s*(\d+)$")
+_MIXED = re.compile(r"^(-?\d+)\s*\\frac\s*\{(\d+)\}\s*\{(\d+)\}$")
+_SCI = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([-+]?\d{1,3})\s*\}?$")
+
+
+@dataclass(frozen=True)
+class Number:
+    value: Fraction
+    decimals: int | None  # digits after the point when written as a decimal
+
+
+def parse_number(s: str) -> Number | None:
+    s = s.replace(" ", "").strip().lstrip("+") if len(s) < 60 else s
+    s = re.sub(r"^\((-?[\d.]+)\)$", r"\1", s)
+    if _NUM.match(s):
+        mantissa = s.lower().split("e")[0]
+        decimals = len(mantissa.split(".")[1]) if "." in mantissa else None
+        if "e" in s.lower() and abs(int(s.lower().split("e")[1])) > 400:
+            return None
+        return Number(Fraction(s), decimals)
+    m = _FRAC.match(s)
+    if m:
+        if m.group(5):
+            sign, num, den = m.group(4), m.group(5), m.group(6)
+        else:
+            sign, num, den = m.group(1), m.group(2), m.group(3)
+        if Fraction(den) == 0:
+            return None
+        value = Fraction(num) / Fraction(den)
+        return Number(-value if sign == "-" else value, None)
+    m = _SLASH.match(s)
+    if m and int(m.group(2)) != 0:
+        return Number(Fraction(int(m.group(1)), int(m.group(2))), None)
+    m = _MIXED.match(s)
+    if m and int(m.group(3)) != 0:
+        whole = int(m.group(1))
+        frac = Fraction(int(m.group(2)), int(m.group(3)))
+        return Number(whole - frac if m.group(1).startswith("-") else whole + frac, None)
+    m = _SCI.match(s)
+    if m:
+        mantissa = Fraction(m.group(1))
+        return Number(mantissa * Fraction(10) ** int(m.group(2)), None)
+    return None
+
+
+def numbers_equal(gold: Number, answer: Number) -> Outcome:
+    if gold.value == answer.value:
+        return Outcome(True, "exact number")
+    # the side written with fewer decimals decides the precision
+    decs = [d for d in (gold.decimals, answer.decimals) if d is not None]
+    if not decs:
+        return Outcome(False, "exact numbers differ")
+    return close_decimal(gold.value, answer.value, min(decs))
+
+
+def close_decimal(x: Fraction, y: Fraction, decimals: int) -> Outcome:
+    diff = abs(x - y)
+    half_ulp = Fraction(1, 2 * 10**decimals) * (1 + Fraction(1, 10**9))
+    if diff <= half_ulp and diff <= REL_TOL * max(abs(x), abs(y)):
+        return Outcome(True, f"decimal within half a unit of the {decimals}th decimal")
+    return Outcome(False, "numbers differ")
+
+
+# --------------------------------------------------------------------------------------------- leaves
+
+_CHOICE = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-Ea-e]))\s*\)?$")
+_CHOICE_ANSWER = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-Ea-e]))\s*\)?(?:\s*[.:)]\s.*|\s*[.:)])?$", re.S)
+_TEXT = re.compile(r"^(?:\\text\{[^{}\\]*\}|\s)+$")
+_MATRIX = re.compile(r"^\\begin\{([pbvBV]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}$", re.S)
+_BRACKETED = re.compile(r"^([(\[])(.*)([)\]])$", re.S)
+_BASE = re.compile(r"^([0-9A-Fa-f]+)_\{?(\d+)\}?$")
+
+
+def _choice(s: str) -> str | None:
+    m = _CHOICE.match(s.strip())
+    return (m.group(1) or m.group(2)).upper() if m else None
+
+
+def _plain_text(s: str) -> str:
+    s = re.sub(r"\\text\{([^{}]*)\}", r"\1", s)
+    return re.sub(r"[^a-z0-9]+", " ", s.lower()).strip()
+
+
+def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
+    if gold == answer:
+        return Outcome(True, "identical")
+    gold_choice = _choice(gold)
+    if gold_choice is not None:
+        m = _CHOICE_ANSWER.match(answer.strip())
+        letter = (m.group(1) or m.group(2)).upper() if m else None
+        return Outcome(letter == gold_choice, f"choice {gold_choice} vs {letter}")
+    if _TEXT.match(gold) or _TEXT.match(answer):
+        if _plain_text(gold) == _plain_text(answer):
+            return Outcome(True, "same text")
+        if _TEXT.match(gold) and not re.search(r"\d", gold):
+            return Outcome(False, "different text")
+
+    # relations
+    g_terms, g_ops = _relation_chain(gold)
+    a_terms, a_ops = _relation_chain(answer)
+    if g_ops or a_ops:
+        return _relations_equal(gold, answer, g_terms, g_ops, a_terms, a_ops, leaf)
+
+    # unions and brackets
+    if "\\cup" in gold or "\\cup" in answer:
+        g_parts = [p.strip() for p in _top_level_split(gold, re.compile(r"\s*\\cup\s*"))]
+        a_parts = [p.strip() for p in _top_level_split(answer, re.compile(r"\s*\\cup\s*"))]
+        return _unordered(g_parts, a_parts, leaf, "union")
+    g_br, a_br = _BRACKETED.match(gold), _BRACKETED.match(answer)
+    if g_br and a_br and _balanced(g_br.group(2)) and _balanced(a_br.group(2)):
+        g_items = _top_level_split(g_br.group(2), _COMMA)
+        a_items = _top_level_split(a_br.group(2), _COMMA)
+        if len(g_items) > 1 or len(a_items) > 1:
+            if len(g_items) != len(a_items):
+                return Outcome(False, "tuples of different length")
+            if (g_br.group(1), g_br.group(3)) != (a_br.group(1), a_br.group(3)):
+                return Outcome(False, "different brackets (open vs closed end)")
+            for g, a in zip(g_items, a_items):
+                sub = leaf_equal(_infinity(g), _infinity(a), leaf)
+                if not sub.equal:
+                    return Outcome(False, f"tuple element {g!r} vs {a!r}: {sub.how}")
+            return Outcome(True, "tuple elementwise")
+    g_inner = _unwrap_parens(gold)
+    a_inner = _unwrap_parens(answer)
+    if (g_inner, a_inner) != (gold, answer):
+        return leaf_equal(g_inner, a_inner, leaf)
+
+    # matrices
+    g_mat, a_mat = _MATRIX.match(gold), _MATRIX.match(answer)
+    if g_mat and a_mat:
+        g_rows = [_top_level_split(r, re.compile(r"\s*&\s*")) for r in _matrix_rows(g_mat.group(2))]
+        a_rows = [_top_level_split(r, re.compile(r"\s*&\s*")) for r in _matrix_rows(a_mat.group(2))]
+        if [len(r) for r in g_rows] != [len(r) for r in a_rows]:
+            return Outcome(False, "matrices of different shape")
+        for g_row, a_row in zip(g_rows, a_rows):
+            for g, a in zip(g_row, a_row):
+                sub = leaf_equal(g, a, leaf)
+                if not sub.equal:
+                    return Outcome(False, f"matrix entry {g!r} vs {a!r}: {sub.how}")
+        return Outcome(True, "matrix elementwise")
+
+    # quantities
+    gq, aq = split_quantity(gold), split_quantity(answer)
+    if gq.unit and aq.unit and gq.unit != aq.unit:
+        return Outcome(False, f"units differ: {gq.unit} vs {aq.unit}")
+    g_val, a_val = gq.value, aq.value
+    if not g_val or not a_val:
+        return Outcome(False, "empty value")
+    g_base, a_base = _BASE.match(g_val.replace(" ", "")), _BASE.match(a_val.replace(" ", ""))
+    if g_base or a_base:
+        same = bool(g_base and a_base and g_base.groups() == a_base.groups())
+        return Outcome(same, "base-n digits")
+    g_num, a_num = parse_number(g_val), parse_number(a_val)
+    if g_num is not None and a_num is not None:
+        result = numbers_equal(g_num, a_num)
+        if not result.equal and gq.percent != aq.percent:
+            scaled = Number(g_num.value / 100, None) if gq.percent else g_num
+            other = Number(a_num.value / 100, None) if aq.percent else a_num
+            alt = numbers_equal(Number(scaled.value, g_num.decimals), Number(other.value, a_num.decimals))
+            if alt.equal:
+                return Outcome(True, "percent as a fraction")
+        return result
+    if (g_num is None) != (a_num is None) and _is_simple_text(g_val if g_num is None else a_val):
+        return Outcome(False, "number vs text")
+    for side, value in (("gold", g_val), ("answer", a_val)):
+        why = over_limits(value)
+        if why:
+            raise OverLimits(side, why)
+    return leaf(g_val, a_val)
+
+
+def _is_simple_text(s: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z ]{2,}", s)) and len(s) > 3 and " " in s.strip() or bool(_TEXT.match(s))
+
+
+def _infinity(s: str) -> str:
+    return s.replace("+\\infty", "\\infty").replace("+ \\infty", "\\infty").replace("\\infin", "\\infty")
+
+
+def _unwrap_parens(s: str) -> str:
+    while len(s) > 2 and s[0] == "(" and s[-1] == ")" and _balanced(s[1:-1]) and "," not in s:
+        s = s[1:-1].strip()
+    while len(s) > 2 and s[0] == "{" and s[-1] == "}" and _balanced(s[1:-1]):
+        s = s[1:-1].strip()
+    return s
+
+
+def _matrix_rows(body: str) -> list[str]:
+    rows = [r.strip() for r in re.split(r"\\\\", body)]
+    return [r for r in rows if r and r != "\\hline"]
+
+
+def _unordered(gold_items: list[str], answer_items: list[str], leaf: Leaf, what: str) -> Outcome:
+    if len(gold_items) != len(answer_items):
+        return Outcome(False, f"{what}: {len(answer_items)} answers for {len(gold_items)} gold items")
+    remaining = list(answer_items)
+    for g in gold_items:
+        for j, a in enumerate(remaining):
+            if leaf_equal(g, a, leaf).equal:
+                del remaining[j]
+                break
+        else:
+            return Outcome(False, f"{what}: no answer matches {g!r}")
+    return Outcome(True, f"{what}: all {len(gold_items)} items match")
+
+
+_FLIP = {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le"}
+
+
+def _as_interval(terms: list[str], ops: list[str]) -> tuple[str, str] | None:
+    """'a < x \\le b' / 'x > a' / 'x \\in S' -> (variable, interval string)."""
+    if ops == ["\\in"]:
+        return terms[0], terms[1]
+    if not ops or any(op not in _FLIP for op in ops):
+        return None
+    if len(ops) == 1:
+        lhs, op, rhs = terms[0], ops[0], terms[1]
+        if _LABEL.match(rhs) and not _LABEL.match(lhs):
+            lhs, rhs, op = rhs, lhs, _FLIP[op]
+        if not _LABEL.match(lhs):
+            return None
+        if op in (">", "\\ge"):
+            return lhs, ("(" if op == ">" else "[") + rhs + ", \\infty)"
+        return lhs, "(-\\infty, " + rhs + (")" if op == "<" else "]")
+    if len(ops) == 2 and _LABEL.match(terms[1]):
+        lo, var, hi = terms
+        if ops[0] in (">", "\\ge") and ops[1] in (">", "\\ge"):
+            lo, hi, ops = hi, lo, [_FLIP[ops[1]], _FLIP[ops[0]]]
+        if ops[0] in ("<", "\\le") and ops[1] in ("<", "\\le"):
+            return var, ("(" if ops[0] == "<" else "[") + lo + ", " + hi + (")" if ops[1] == "<" else "]")
+    return None
+
+
+def _relations_equal(gold, answer, g_terms, g_ops, a_terms, a_ops, leaf: Leaf) -> Outcome:
+    g_eq = bool(g_ops) and all(op in ("=", "\\approx") for op in g_ops)
+    a_eq = bool(a_ops) and all(op in ("=", "\\approx") for op in a_ops)
+    g_label, a_label = _label_value(gold), _label_value(answer)
+    if g_eq and a_eq:
+        g_lhs, a_lhs = g_terms[0], a_terms[0]
+        if g_label is not None and a_label is not None and (g_lhs.replace(" ", "") == a_lhs.replace(" ", "")):
+            return leaf_equal(g_label, a_label, leaf)
+        return leaf(f"{g_lhs} = {g_terms[-1]}", f"{a_lhs} = {a_terms[-1]}")
+    if g_eq and not a_ops:
+        if g_label is not None:
+            return leaf_equal(g_label, answer, leaf)
+        return Outcome(False, "gold is an equation, the answer is not")
+    if a_eq and not g_ops:
+        if a_label is not None:
+            return leaf_equal(gold, a_label, leaf)
+        if not re.search(r"[a-zA-Z]", re.sub(r"\\(?:frac|sqrt|cdot|times|pi)", "", a_terms[0])):
+            return leaf_equal(gold, a_terms[-1], leaf)  # '1/2 + 1/3 = 5/6': a computation
+        return Outcome(False, "answer is an equation, the gold is not")
+    g_int = _as_interval(g_terms, g_ops) if g_ops else (None, gold)
+    a_int = _as_interval(a_terms, a_ops) if a_ops else (None, answer)
+    if g_int is not None and a_int is not None:
+        g_var, g_set = g_int
+        a_var, a_set = a_int
+        if g_var is not None and a_var is not None and g_var.replace(" ", "") != a_var.replace(" ", ""):
+            return Outcome(False, f"different variables {g_var} vs {a_var}")
+        return leaf_equal(_infinity(g_set), _infinity(a_set), leaf)
+    if g_ops and a_ops:
+        if len(g_ops) == 1 and len(a_ops) == 1:
+            return leaf(gold, answer)
+        if [o for o in g_ops] == [o for o in a_ops] and len(g_terms) == len(a_terms):
+            for g, a in zip(g_terms, a_terms):
+                if not leaf_equal(g, a, leaf).equal:
+                    return Outcome(False, "chained relations differ")
+            return Outcome(True, "chained relations termwise")
+        return leaf(gold, answer)
+    return Outcome(False, "relation vs value")
+
+
+# --------------------------------------------------------------------------------------------- entry
+
+
+def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
+    """Compare gold with the extracted answer(s). Raises NeedSympy (cheap pass) or OverLimits."""
+    gold = normalize(gold_raw)
+    parts = [normalize(a) for a in answers]
+    if len(parts) == 1 and parts[0] == gold:
+        return Outcome(True, "identical after normalisation")
+    g_items = split_items(gold)
+    a_items = [item for p in parts for item in split_items(p)]
+    if not g_items:
+        raise OverLimits("gold", "is empty")
+    if not a_items:
+        return Outcome(False, "empty answer")
+    if len(g_items) == 1 and len(a_items) == 1:
+        return leaf_equal(g_items[0], a_items[0], leaf)
+    g_labels = [_label_value(g) or g for g in g_items]
+    a_labels = [_label_value(a) or a for a in a_items]
+    return _unordered(g_labels, a_labels, leaf, "list")

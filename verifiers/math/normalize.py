@@ -1,0 +1,242 @@
+"""String normalisation of answers (no SymPy): LaTeX noise, unicode, units, percent, thousands separators.
+
+The normaliser never parses mathematics; it only removes presentation so that the structure
+(:mod:`verifiers.math.structure`) and latex2sympy see a canonical string.
+
+>>> normalize("$\\\\dfrac{1}{2}\\\\,\\\\text{m}$")
+'\\\\frac{1}{2}\\\\text{m}'
+>>> normalize("12{,}000")
+'12000'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Inputs beyond these are never given to SymPy.
+MAX_LEAF_CHARS = 400
+MAX_NESTING = 24
+MAX_EXPONENT_DIGITS = 4  # integer exponents above 9999 (with a non-trivial base)
+MAX_FACTORIAL_ARG = 2_000
+MAX_BINOM_DIGITS = 4
+MAX_POWER_TOWER = 2  # a^{b^{c}} is already two levels
+
+_UNICODE = {
+    "−": "-", "–": "-", "—": "-", "×": "\\times ", "·": "\\cdot ", "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ",
+    "≠": "\\ne ", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "²": "^2", "³": "^3", "°": "^\\circ",
+    "∪": "\\cup ", "∩": "\\cap ", "∈": "\\in ", "±": "\\pm ", "⁄": "/", "½": "1/2", "¼": "1/4", "¾": "3/4",
+    "\u00a0": " ", "\u2009": " ", "\u202f": " ", "：": ":", "，": ",", "θ": "\\theta ", "α": "\\alpha ",
+    "β": "\\beta ", "∅": "\\emptyset ", "ℝ": "\\mathbb{R}",
+}
+_UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
+
+_NOISE = [
+    (re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?=[\s(\[|.\\{}])\.?"), ""),
+    (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)\b"), ""),
+    (re.compile(r"\\[dtc]frac"), r"\\frac"),
+    (re.compile(r"\\(?:!|,|;|:|quad|qquad|enspace|thinspace)"), " "),
+    (re.compile(r"\\ "), " "),
+    (re.compile(r"~"), " "),
+    (re.compile(r"\\(?:lt)\b"), "<"),
+    (re.compile(r"\\(?:gt)\b"), ">"),
+    (re.compile(r"\\(?:leq|leqslant|le)\b"), r"\\le "),
+    (re.compile(r"\\(?:geq|geqslant|ge)\b"), r"\\ge "),
+    (re.compile(r"\\(?:neq|ne)\b|!="), r"\\ne "),
+    (re.compile(r"<="), r"\\le "),
+    (re.compile(r">="), r"\\ge "),
+    (re.compile(r"\\(?:textnormal|textrm|mbox|mathrm|textup|textbf|mathbf|textit|mathit|text)\s*\{"), r"\\text{"),
+    (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree"), r"^\\circ"),
+    (re.compile(r"\\dfrac|\\tfrac"), r"\\frac"),
+    (re.compile(r"\\operatorname\s*\{(\w+)\}"), r"\\\1"),
+]
+
+
+def normalize(text: str) -> str:
+    """Presentation-free LaTeX (deterministic, idempotent in practice)."""
+    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], text)
+    s = s.replace("\\\\frac", "\\frac").replace("\\\\sqrt", "\\sqrt").replace("\\\\pi", "\\pi")
+    s = s.replace("\\$", " ").replace("$", " ")
+    s = re.sub(r"\\[()\[\]]", " ", s)
+    for pattern, repl in _NOISE:
+        s = pattern.sub(repl, s)
+    s = s.replace("{,}", "")
+    s = re.sub(r"(\d)\s*,\s*!?\s*(?=\d{3}(?!\d))", _thousands, s)
+    s = re.sub(r"\b(\d{1,3})((?: \d{3})+)(?![\d.,]| ?\d)", lambda m: m.group(1) + m.group(2).replace(" ", ""), s)
+    s = re.sub(r"\\text\{\s*\}", "", s)
+    s = re.sub(r"\s+", " ", s).strip()
+    s = s.rstrip(".").strip()
+    s = re.sub(r"^\\text\{(.*)\}$", lambda m: _unwrap_text(m.group(1)), s) if _single_group(s, "\\text{") else s
+    return s
+
+
+def _thousands(m: re.Match) -> str:
+    """'12,000' -> '12000' when the comma is a thousands separator (no space after it)."""
+    full = m.string
+    comma = full.find(",", m.start())
+    if comma + 1 < len(full) and full[comma + 1] == " ":
+        return m.group(0)  # "32, 349" is a list
+    # the run of digits before must be at most 3 long ("1234,567" is a list)
+    start = m.start(1)
+    while start > 0 and full[start - 1].isdigit():
+        start -= 1
+    if m.start(1) - start >= 3:
+        return m.group(0)
+    return m.group(1)
+
+
+def _unwrap_text(inner: str) -> str:
+    return "\\text{" + inner + "}" if re.search(r"\d", inner) else inner.strip()
+
+
+def _single_group(s: str, opener: str) -> bool:
+    """Is ``s`` exactly one ``opener...}`` group?"""
+    if not s.startswith(opener) or not s.endswith("}"):
+        return False
+    depth = 0
+    for i, c in enumerate(s):
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0 and i != len(s) - 1:
+                return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------- units, %
+
+_UNIT_ALIASES = {
+    "centimeter": "cm", "centimetre": "cm", "cm": "cm", "millimeter": "mm", "millimetre": "mm", "mm": "mm",
+    "meter": "m", "metre": "m", "m": "m", "kilometer": "km", "kilometre": "km", "km": "km",
+    "inch": "in", "inches": "in", "in": "in", "foot": "ft", "feet": "ft", "ft": "ft", "yard": "yd", "yd": "yd",
+    "mile": "mi", "mi": "mi", "second": "s", "sec": "s", "s": "s", "minute": "min", "min": "min",
+    "hour": "h", "hr": "h", "h": "h", "day": "day", "week": "week", "year": "year", "yr": "year",
+    "gram": "g", "g": "g", "kilogram": "kg", "kg": "kg", "liter": "l", "litre": "l", "l": "l",
+    "milliliter": "ml", "ml": "ml", "degree": "deg", "deg": "deg", "radian": "rad", "rad": "rad",
+    "dollar": "usd", "cent": "cent", "yuan": "cny", "euro": "eur", "pound": "gbp",
+}
+_CURRENCY = re.compile(r"(?:\\\$|\$|€|£|¥|\\euro|\\pounds|USD|EUR|dollars?|cents?\b)")
+_PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*(?:percent|pct|percentage)\s*\}|\b(?:percent|pct|percentage)\b)\s*$", re.I)
+_TEXT_TAIL = re.compile(r"^(.*?\d[^a-zA-Z]*?)\s*\\text\{\s*([a-zA-Z][a-zA-Z .]*?)\s*\}\s*(\^\s*\{?[23]\}?)?\s*$")
+_PLAIN_TAIL = re.compile(r"^([-+]?[\d.,/\\{}\s]+?|.*?\d\s*)\s+([a-zA-Z]{1,12}(?:\s[a-zA-Z]{1,12})?)(\^\s*\{?[23]\}?|²|³)?$")
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """An answer split into a value and its decorations."""
+
+    value: str
+    unit: str | None = None  # canonical unit name, or the lowercased text
+    percent: bool = False
+    degrees: bool = False
+    currency: bool = False
+
+
+def canonical_unit(raw: str) -> str:
+    words = raw.strip().lower().rstrip(".").split()
+    out = []
+    for word in words:
+        base = _UNIT_ALIASES.get(word) or (_UNIT_ALIASES.get(word[:-1]) if word.endswith("s") else None)
+        base = base or (_UNIT_ALIASES.get(word[:-2]) if word.endswith("es") else None)
+        out.append(base or word)
+    return " ".join(out)
+
+
+def split_quantity(s: str) -> Quantity:
+    """Separate %, degrees, currency and a trailing unit from the value."""
+    percent = degrees = currency = False
+    unit = None
+    if _CURRENCY.search(s):
+        stripped = _CURRENCY.sub(" ", s).strip()
+        if stripped != s and re.search(r"\d", stripped):
+            s, currency = stripped, True
+    m = _PERCENT.search(s)
+    if m and m.start() > 0:
+        s, percent = s[: m.start()].strip(), True
+    if s.endswith("^\\circ"):
+        s, degrees = s[: -len("^\\circ")].strip(), True
+    m = _TEXT_TAIL.match(s)
+    if m:
+        s, unit = m.group(1).strip(), canonical_unit(m.group(2)) + (m.group(3) or "").replace("{", "").replace("}", "").replace(" ", "")
+    else:
+        m = _PLAIN_TAIL.match(s)
+        if m and re.search(r"\d", m.group(1)) and not re.search(r"\\[a-zA-Z]+\s*$", m.group(1)):
+            word = m.group(2)
+            if canonical_unit(word) != word.lower() or len(word) > 1:
+                s, unit = m.group(1).strip(), canonical_unit(word) + (m.group(3) or "").replace("{", "").replace("}", "").replace("²", "^2").replace("³", "^3")
+    if s.endswith("^\\circ"):
+        s, degrees = s[: -len("^\\circ")].strip(), True
+    if unit in ("deg",):
+        unit, degrees = None, True
+    return Quantity(s, unit, percent, degrees, currency)
+
+
+# --------------------------------------------------------------------------------------------- caps
+
+
+def over_limits(s: str) -> str | None:
+    """Why ``s`` must not reach SymPy, or None. Cheap, linear-time checks."""
+    if len(s) > MAX_LEAF_CHARS:
+        return f"longer than {MAX_LEAF_CHARS} characters"
+    depth = worst = 0
+    for c in s:
+        if c in "{([":
+            depth += 1
+            worst = max(worst, depth)
+        elif c in "})]":
+            depth -= 1
+    if worst > MAX_NESTING:
+        return f"nesting deeper than {MAX_NESTING}"
+    if s.count("\\frac") > 40:
+        return "more than 40 fractions"
+    for m in re.finditer(r"\^\s*\{?\s*([\d\s.,]+)", s):
+        digits = re.sub(r"\D", "", m.group(1).split(".")[0])
+        if len(digits) > MAX_EXPONENT_DIGITS:
+            return f"exponent {digits[:12]}... larger than 10^{MAX_EXPONENT_DIGITS}"
+    if _power_tower_height(s) > MAX_POWER_TOWER:
+        return "power tower"
+    for m in re.finditer(r"(\d+)\s*!", s):
+        if int(m.group(1)[:8]) > MAX_FACTORIAL_ARG:
+            return f"factorial of {m.group(1)[:12]}"
+    if re.search(r"!\s*\)?\s*!|\)\s*!\s*!|!\s*!", s) and re.search(r"\d{3,}\s*!|\)\s*!", s):
+        return "nested factorial"
+    if re.search(r"\\(?:d|t)?binom\s*\{[^}]*(?:\d{%d,}|\^)" % (MAX_BINOM_DIGITS + 1), s):
+        return "binomial of a huge number"
+    if re.search(r"\\(?:int|iint|iiint|oint|lim|prod)\b", s):
+        return "integrals, limits and products are not evaluated"
+    if re.search(r"\\sum", s) and re.search(r"\\sum\s*_\{[^}]*\}\s*\^\s*\{?\s*\d{4,}", s):
+        return "sum with too many terms"
+    if re.search(r"\\(?:det|begin\{vmatrix\})", s) and len(s) > 120:
+        return "large determinant"
+    return None
+
+
+def _power_tower_height(s: str) -> int:
+    """How many ``^`` are nested inside each other's exponents."""
+    worst = 0
+    stack: list[bool] = []  # per open brace: is it an exponent group?
+    height = 0
+    pending = False
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "^":
+            pending = True
+            if i + 1 < len(s) and s[i + 1] not in "{ ":
+                worst = max(worst, height + 1)
+        elif c == "{":
+            stack.append(pending)
+            if pending:
+                height += 1
+                worst = max(worst, height)
+            pending = False
+        elif c == "}":
+            if stack and stack.pop():
+                height -= 1
+        elif not c.isspace():
+            pending = False
+        i += 1
+    # a^b^c without braces also counts
+    bare = max((len(m.group(0).split("^")) - 1 for m in re.finditer(r"\w+(?:\s*\^\s*\w+){2,}", s)), default=0)
+    return max(worst, bare)

@@ -1,0 +1,390 @@
+"""The fork server that runs *inside* one bubblewrap sandbox (PID 1 of its PID namespace).
+
+Its source (after ``sandbox/codec.py``) is passed to ``python3 -I -S -c``. It is trusted code but
+runs under the sandbox's seccomp filter, uid and mounts. Protocol on fd 3 (SOCK_SEQPACKET to the
+host): the host sends a header ``{"deadline": s, "limits": {...}}`` with file descriptors
+``[job, stdin, stdout, stderr, (rpc)]``; the zygote forks one child per job, waits for it with a
+wall-clock deadline (or a ``{"kill": 1}`` from the host), then kills *every* other process in the
+namespace (``kill(-1, SIGKILL)`` from PID 1), reaps them, wipes the writable dirs, and answers
+``{"exit": .., "signal": .., "timeout": .., ...}``. The child reads the job body (code, tests) from
+its own pipe, so nothing of a job stays in the zygote's memory for the next one. The zygote is
+not dumpable (no /proc/1/mem, /proc/1/fd, /proc/1/environ for children) and keeps every signal at
+SIG_DFL or SIG_IGN, so children cannot signal PID 1 at all.
+"""
+
+import builtins
+import ctypes
+import gc
+import os
+import resource
+import select
+import shutil
+import signal
+import socket
+import sys
+import time
+import traceback
+
+CTRL_FD = 3
+WIPE_DIRS = ("/tmp", "/dev/shm")
+EXIT_LOAD_ERROR = 3
+EXIT_MEMORY = 4
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_DUMPABLE = 4
+
+
+def _read_all(fd, cap):
+    chunks, total = [], 0
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > cap:
+            raise ValueError("job too large")
+        chunks.append(chunk)
+
+
+def _send_frame(fd, message):
+    data = pack(message)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _recv_frame(fd, cap=64 << 20):
+    header = _recv_exact(fd, FRAME_HEADER)
+    if header is None:
+        return None
+    size = int.from_bytes(header, "big")
+    if size > cap:
+        raise CodecError("frame too large")
+    body = _recv_exact(fd, size)
+    if body is None:
+        return None
+    return unpack(body)
+
+
+def _recv_exact(fd, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def _limit(res, value):
+    if value:
+        try:
+            resource.setrlimit(res, (value, value))
+        except (ValueError, OSError):
+            pass
+
+
+def _apply_limits(limits):
+    _limit(resource.RLIMIT_AS, limits.get("memory_bytes"))
+    cpu = limits.get("cpu_s")
+    if cpu:
+        soft = max(1, int(cpu + 0.999))
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
+    _limit(resource.RLIMIT_FSIZE, limits.get("file_bytes"))
+    _limit(resource.RLIMIT_NPROC, limits.get("max_processes"))
+    _limit(resource.RLIMIT_NOFILE, 256)
+    _limit(resource.RLIMIT_CORE, 0)
+    _limit(resource.RLIMIT_MSGQUEUE, 0)
+    _limit(resource.RLIMIT_MEMLOCK, 0)
+
+
+def _child(fds, limits):
+    """Runs in the forked child: set up stdio and limits, then the job. Never returns."""
+    code = 70
+    try:
+        os.setsid()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        job_fd, stdin_fd, stdout_fd, stderr_fd = fds[:4]
+        job = unpack(_read_all(job_fd, 256 << 20))
+        os.dup2(stdin_fd, 0)
+        os.dup2(stdout_fd, 1)
+        os.dup2(stderr_fd, 2)
+        if len(fds) > 4:
+            os.dup2(fds[4], 3)
+            os.closerange(4, 1 << 16)
+        else:
+            os.closerange(3, 1 << 16)
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+        os.chdir("/tmp")
+        _apply_limits(limits)
+        sys.stdin = open(0, "r", closefd=False)
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", closefd=False)
+        gc.collect()
+        mode = job.get("mode")
+        if mode == "exec":
+            code = _run_exec(job)
+        elif mode == "serve":
+            code = _run_serve(job)
+        elif mode == "judge":
+            code = _run_judge(job)
+    except MemoryError:
+        code = EXIT_MEMORY
+    except BaseException:
+        try:
+            traceback.print_exc()
+        except BaseException:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        os._exit(code)
+
+
+def _run_exec(job):
+    """Run a program as __main__ (stdin/stdout contract). Returns the exit code."""
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(compile(job["code"], "<program>", "exec"), namespace)
+    except SystemExit as exc:
+        c = exc.code
+        if c is None:
+            return 0
+        if isinstance(c, int):
+            return c & 0xFF
+        print(c, file=sys.stderr)
+        return 1
+    except MemoryError as exc:
+        _print_exc(exc)
+        return EXIT_MEMORY
+    except BaseException as exc:
+        _print_exc(exc)
+        return 1
+    return 0
+
+
+def _print_exc(exc):
+    """Traceback without the harness's own frames."""
+    try:
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+    except BaseException:
+        pass
+
+
+def _describe(exc):
+    return [type(exc).__name__, str(exc)[:2000]]
+
+
+def _run_serve(job):
+    """Load candidate code as a module, then answer call requests on fd 3 (untrusted side)."""
+    namespace = {"__name__": "__candidate__", "__builtins__": builtins}
+    try:
+        exec(compile(job["code"], "<candidate>", "exec"), namespace)
+    except BaseException as exc:
+        _print_exc(exc)
+        _send_frame(3, {"load_error": _describe(exc)})
+        return EXIT_LOAD_ERROR
+    names = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("__"))
+    _send_frame(3, {"ready": names})
+    while True:
+        request = _recv_frame(3)
+        if request is None:
+            return 0
+        try:
+            fn = namespace[request["call"]]
+            args = decode(request["args"])
+            kwargs = decode(request["kwargs"])
+            reply = {"ok": encode(fn(*args, **kwargs))}
+        except BaseException as exc:
+            if isinstance(exc, SystemExit):
+                raise
+            reply = {"err": _describe(exc)}
+        try:
+            sys.stdout.flush()
+        except BaseException:
+            pass
+        _send_frame(3, reply)
+
+
+class CandidateGone(BaseException):
+    """The candidate process ended or was killed; not catchable by ``except Exception`` in tests."""
+
+
+def _exception_class(name):
+    cls = getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        return cls
+    return RuntimeError
+
+
+class _Proxy:
+    """Stands for one candidate function inside the judge: calls cross to the candidate as plain data."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __call__(self, *args, **kwargs):
+        _send_frame(3, {"call": self._name, "args": encode(list(args)), "kwargs": encode(dict(kwargs))})
+        reply = _recv_frame(3)
+        if reply is None:
+            raise CandidateGone("host closed the channel")
+        if "ok" in reply:
+            return decode(reply["ok"])
+        if "err" in reply:
+            kind, msg = reply["err"]
+            raise _exception_class(str(kind))(f"{kind}: {msg}")
+        raise CandidateGone(str(reply.get("gone", "candidate gone")))
+
+    def __repr__(self):
+        return f"<candidate {self._name}>"
+
+
+def _run_judge(job):
+    """Trusted test code; candidate names resolve to proxies. Reports each test on fd 3."""
+    namespace = {"__name__": "__judge__", "__builtins__": builtins}
+    for name in job.get("candidate_names", ()):
+        if not hasattr(builtins, name):
+            namespace[name] = _Proxy(name)
+    try:
+        if job.get("setup_code"):
+            exec(compile(job["setup_code"], "<setup>", "exec"), namespace)
+        if job["kind"] == "function":
+            exec(compile(job["test_code"], "<tests>", "exec"), namespace)
+            tests = [("check", None)]
+        else:
+            tests = [(f"assert {i}", src) for i, src in enumerate(job["asserts"])]
+    except BaseException as exc:
+        _send_frame(3, {"setup_error": _describe(exc)})
+        return 0
+    for i, (label, src) in enumerate(tests):
+        _send_frame(3, {"begin": i})
+        try:
+            if src is None:
+                namespace["check"](_Proxy(job["entry_point"]))
+            else:
+                exec(compile(src, f"<{label}>", "exec"), namespace)
+            result = {"end": i, "passed": True}
+        except CandidateGone as exc:
+            result = {"end": i, "passed": False, "error": f"candidate gone: {exc}"}
+        except BaseException as exc:
+            result = {"end": i, "passed": False, "error": "{}: {}".format(*_describe(exc))}
+        _send_frame(3, result)
+        if not result["passed"] and job.get("stop_first"):
+            break
+    _send_frame(3, {"done": True})
+    return 0
+
+
+def _kill_all():
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def _wipe():
+    def onerror(func, path, exc):
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+        except OSError:
+            pass
+        func(path)
+
+    for top in WIPE_DIRS:
+        try:
+            os.chmod(top, 0o1777)
+        except OSError:
+            pass
+        with os.scandir(top) as it:
+            for entry in list(it):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, onerror=onerror)
+                else:
+                    os.unlink(entry.path)
+        if os.listdir(top):
+            raise OSError(f"could not wipe {top}")
+
+
+def _run_job(ctrl, header, fds):
+    limits = header.get("limits", {})
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        ctrl.close()
+        _child(fds, limits)
+    for fd in fds:
+        os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    deadline = start + float(header["deadline"])
+    timeout = killed = False
+    status = None
+    while status is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timeout = True
+            break
+        ready, _, _ = select.select([pidfd, ctrl], [], [], left)
+        if ctrl in ready:
+            msg = ctrl.recv(4096)
+            if not msg:
+                _kill_all()
+                sys.exit(0)
+            killed = True
+            break
+        if pidfd in ready:
+            _, status = os.waitpid(pid, 0)
+    wall = time.monotonic() - start
+    os.close(pidfd)
+    _kill_all()
+    if status is None:
+        exit_code, sig = -1, signal.SIGKILL
+    elif os.WIFSIGNALED(status):
+        exit_code, sig = -1, os.WTERMSIG(status)
+    else:
+        exit_code, sig = os.WEXITSTATUS(status), 0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    _wipe()
+    return {
+        "exit": exit_code,
+        "signal": int(sig),
+        "timeout": timeout,
+        "killed": killed,
+        "wall": wall,
+        "cpu": cpu,
+        "maxrss_kb": after.ru_maxrss,
+    }
+
+
+def main():
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+    ctrl = socket.socket(fileno=CTRL_FD)
+    ctrl.send(b'{"hello":1}')
+    while True:
+        msg, fds, _, _ = socket.recv_fds(ctrl, 1 << 16, 8)
+        if not msg:
+            return
+        header = unpack(msg)
+        result = _run_job(ctrl, header, fds)
+        ctrl.send(pack(result)[FRAME_HEADER:])
+
+
+if __name__ == "__main__":
+    main()

@@ -25,14 +25,15 @@ def _groups(rec: Record, names: Sequence[str]) -> list[GroupRequest]:
 
 async def run_verify(records: list[Record], endpoints: dict[str, list[str]], weights: dict[str, float],
                      timeout: float, retries: int, batch_size: int, as_json: bool, max_rows: int) -> int:
-    console = Console(stderr=as_json)
+    console = Console(stderr=as_json)  # progress and totals (stderr when stdout carries JSON)
+    err = Console(stderr=True)
     out = Console()
     configured = [WeightedVerifier(n, weights.get(n, 1.0), tuple(eps)) for n, eps in endpoints.items()]
     async with VerifierClient(configured, timeout_s=timeout, retries=retries) as client:
         try:
             await client.handshake()
         except HandshakeError as exc:
-            console.print(f"[red]error:[/] {exc}")
+            err.print(f"[red]error:[/] {exc}")
             return 3
         rows = []
         with Progress(console=console, transient=True, disable=len(records) <= batch_size) as progress:
@@ -44,7 +45,7 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
                 try:
                     results = iter(await client.verify_groups(groups))
                 except VerifierRequestError as exc:
-                    console.print(f"[red]error:[/] {exc}")
+                    err.print(f"[red]error:[/] {exc}")
                     return 2
                 for rec, names in plan:
                     by_name: dict[str, GroupResult] = {n: next(results) for n in names}

@@ -1,0 +1,187 @@
+"""The server under test, seen over the wire only: channel, stubs, limits and helpers shared by checks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from grpo.verifier.v1 import verifier_service_pb2 as pb
+from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+
+from cohort.conformance.cases import Case
+
+CLIENT_MESSAGE_BYTES = 256 * 1024 * 1024
+
+# (index, status, verdict, reward, components): what must not change between two identical calls.
+Outcome = tuple[int, str, str, float, tuple[tuple[str, float], ...]]
+
+
+class CheckFailed(Exception):
+    """A rule is broken; the message says how, in one or two lines."""
+
+
+class CheckSkipped(Exception):
+    """A rule cannot be checked here (e.g. SIGTERM without --server-cmd)."""
+
+
+class EndpointUnreachable(RuntimeError):
+    pass
+
+
+@dataclass
+class KitOptions:
+    call_timeout_s: float = 30.0
+    """Deadline of ordinary calls made by the kit."""
+    short_deadline_s: float = 0.05
+    """The deadline of the deadline rule (50 ms)."""
+    recovery_s: float = 10.0
+    """After the short-deadline calls, the server must answer a normal call within this time."""
+    concurrent_batches: int = 16
+    grace_s: float = 30.0
+    """After SIGTERM the server must exit by itself within this time."""
+    startup_s: float = 60.0
+    """How long a server started with --server-cmd may take to turn SERVING."""
+
+
+def outcome(result: pb.RolloutResult) -> Outcome:
+    return (
+        result.index,
+        pb.RolloutStatus.Name(result.status),
+        pb.Verdict.Name(result.verdict),
+        result.reward,
+        tuple(sorted(result.reward_components.items())),
+    )
+
+
+def describe(o: Outcome) -> str:
+    _, status, verdict, reward, components = o
+    status = status.removeprefix("ROLLOUT_STATUS_")
+    if status != "OK":
+        return status
+    comps = ", ".join(f"{k}={v:g}" for k, v in components)
+    return f"{verdict.removeprefix('VERDICT_')} reward={reward:g}" + (f" ({comps})" if comps else "")
+
+
+@dataclass
+class Target:
+    endpoint: str
+    verifier: str
+    cases: Sequence[Case]
+    options: KitOptions = field(default_factory=KitOptions)
+    limits: pb.ServerLimits | None = None
+    process: object | None = None  # a runner.ServerProcess when the kit started the server
+    _baseline: dict[str, dict[int, Outcome]] | None = None
+
+    def __post_init__(self) -> None:
+        opts = [
+            ("grpc.max_receive_message_length", CLIENT_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES),
+            ("grpc.enable_retries", 0),
+        ]
+        self.channel = grpc.insecure_channel(self.endpoint, options=opts)
+        self.stub = pb_grpc.VerifierServiceStub(self.channel)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def wait_ready(self, timeout_s: float) -> None:
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=timeout_s)
+        except grpc.FutureTimeoutError:
+            raise EndpointUnreachable(
+                f"cannot connect to {self.endpoint} within {timeout_s:g}s: is the server running and listening there?"
+            ) from None
+
+    # ---- requests ----------------------------------------------------------------------------
+
+    def batch(self, suffix: str = "", reverse: bool = False) -> pb.BatchVerifyGroupsRequest:
+        """Every case in one batch; ``suffix`` renames group ids, ``reverse`` flips the case order."""
+        requests = []
+        for case in reversed(self.cases) if reverse else self.cases:
+            req = pb.VerifyGroupRequest()
+            req.CopyFrom(case.request)
+            req.group_id += suffix
+            requests.append(req)
+        return pb.BatchVerifyGroupsRequest(requests=requests)
+
+    def repeated_batch(self, n_groups: int, tag: str) -> pb.BatchVerifyGroupsRequest:
+        """``n_groups`` groups cycling through the cases, ids ``<case>#<tag>.<k>`` (capped by the limits)."""
+        n_groups = max(1, min(n_groups, self.max_groups()))
+        requests = []
+        for k in range(n_groups):
+            req = pb.VerifyGroupRequest()
+            req.CopyFrom(self.cases[k % len(self.cases)].request)
+            req.group_id = f"{req.group_id}#{tag}.{k}"
+            requests.append(req)
+        return pb.BatchVerifyGroupsRequest(requests=requests)
+
+    def max_groups(self) -> int:
+        advertised = self.limits.max_groups_per_batch if self.limits is not None else 0
+        return advertised or 64
+
+    def call_batch(self, request: pb.BatchVerifyGroupsRequest, timeout_s: float | None = None) -> pb.BatchVerifyGroupsResponse:
+        return self.stub.BatchVerifyGroups(request, timeout=timeout_s or self.options.call_timeout_s)
+
+    # ---- the serial reference ----------------------------------------------------------------
+
+    def baseline(self) -> dict[str, dict[int, Outcome]]:
+        """Outcomes of one serial batch of all cases, by case group id and rollout index."""
+        if self._baseline is None:
+            response = call(lambda: self.call_batch(self.batch()), "the batch of all cases")
+            self._baseline = {}
+            for req, resp in zip(self.batch().requests, response.responses):
+                self._baseline[req.group_id] = {r.index: outcome(r) for r in resp.results}
+        return self._baseline
+
+    def compare_to_baseline(
+        self, request: pb.BatchVerifyGroupsRequest, response: pb.BatchVerifyGroupsResponse, how: str, limit: int = 3
+    ) -> list[str]:
+        """Differences between a response and the serial baseline (groups matched by position)."""
+        base = self.baseline()
+        problems: list[str] = []
+        if len(response.responses) != len(request.requests):
+            return [f"{how}: {len(response.responses)} responses for {len(request.requests)} groups"]
+        for req, resp in zip(request.requests, response.responses):
+            case_id = req.group_id.split("#", 1)[0]
+            expected = base.get(case_id, {})
+            if resp.group_id != req.group_id:
+                problems.append(f"{how}: group {req.group_id!r} answered as {resp.group_id!r}")
+                continue
+            got = {r.index: outcome(r) for r in resp.results}
+            for index, want in expected.items():
+                have = got.get(index)
+                if have != want:
+                    problems.append(
+                        f"{how}: group {req.group_id!r} rollout {index}: "
+                        f"{'missing' if have is None else describe(have)}, serially {describe(want)}"
+                    )
+            if len(problems) >= limit:
+                break
+        return problems[:limit]
+
+
+def call(fn, what: str):
+    """Run one RPC; an unexpected status fails the check with the code and message."""
+    try:
+        return fn()
+    except grpc.RpcError as exc:
+        raise CheckFailed(f"{what} failed: {exc.code().name}: {exc.details()}") from None
+
+
+def wait_futures(futures: Sequence[grpc.Future]) -> list[tuple[object | None, grpc.RpcError | None, float]]:
+    """(response, error, completion time) for each future, in order."""
+    out: list[tuple[object | None, grpc.RpcError | None, float]] = [None] * len(futures)  # type: ignore[list-item]
+    pending = dict(enumerate(futures))
+    while pending:
+        for i, fut in list(pending.items()):
+            if fut.done():
+                try:
+                    out[i] = (fut.result(), None, time.monotonic())
+                except grpc.RpcError as exc:
+                    out[i] = (None, exc, time.monotonic())
+                del pending[i]
+        if pending:
+            time.sleep(0.001)
+    return out

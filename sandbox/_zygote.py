@@ -238,7 +238,8 @@ class _Proxy:
             return decode(reply["ok"])
         if "err" in reply:
             kind, msg = reply["err"]
-            raise _exception_class(str(kind))(f"{kind}: {msg}")
+            cls = _exception_class(str(kind))
+            raise cls(msg if cls.__name__ == kind else f"{kind}: {msg}")
         raise CandidateGone(str(reply.get("gone", "candidate gone")))
 
     def __repr__(self):
@@ -359,8 +360,13 @@ def _run_job(ctrl, header, fds):
         exit_code, sig = os.WEXITSTATUS(status), 0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    _wipe()
+    try:
+        _wipe()
+        dirty = False
+    except OSError:
+        dirty = True
     return {
+        "dirty": dirty,
         "exit": exit_code,
         "signal": int(sig),
         "timeout": timeout,
@@ -382,8 +388,14 @@ def main():
         if not msg:
             return
         header = unpack(msg)
+        if "deadline" not in header:  # a late kill for a job that already ended
+            for fd in fds:
+                os.close(fd)
+            continue
         result = _run_job(ctrl, header, fds)
         ctrl.send(pack(result)[FRAME_HEADER:])
+        if result["dirty"]:
+            return
 
 
 if __name__ == "__main__":

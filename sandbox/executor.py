@@ -112,12 +112,11 @@ class Slot:
             self.proc.stderr.close()
         self.ctrl.close()
 
-    def run(self, job: dict, limits: policy.Limits, stdin: bytes = b"", rpc: socket.socket | None = None,
-            on_rpc=None) -> ExecResult:
+    def run(self, job: dict, limits: policy.Limits, stdin: bytes = b"", rpc: socket.socket | None = None) -> ExecResult:
         """Run ``job`` (``{"mode": "exec"|"serve"|"judge", ...}``) in a forked child.
 
-        ``rpc`` is the host end of a socketpair whose other end becomes the child's fd 3;
-        ``on_rpc(sel)`` is called when it is readable (the judge protocol lives in judge.py).
+        ``rpc`` is the child's end of a socketpair: it becomes the child's fd 3 and is closed
+        here (the judge relay in judge.py talks to the host end).
         """
         if not self.healthy:
             raise SandboxError("slot is not healthy")
@@ -147,12 +146,12 @@ class Slot:
         for t in writers:
             t.start()
         try:
-            return self._collect(out_r, err_r, limits, on_rpc)
+            return self._collect(out_r, err_r, limits)
         finally:
             os.close(out_r)
             os.close(err_r)
 
-    def _collect(self, out_r: int, err_r: int, limits: policy.Limits, on_rpc) -> ExecResult:
+    def _collect(self, out_r: int, err_r: int, limits: policy.Limits) -> ExecResult:
         cap = limits.output_bytes
         bufs = {out_r: bytearray(), err_r: bytearray()}
         truncated = {out_r: False, err_r: False}
@@ -160,7 +159,6 @@ class Slot:
         sel.register(out_r, selectors.EVENT_READ)
         sel.register(err_r, selectors.EVENT_READ)
         sel.register(self.ctrl, selectors.EVENT_READ)
-        extra = on_rpc.register(sel) if on_rpc else None
         backstop = time.monotonic() + limits.wall_s + 5.0
         result = None
         kill_sent = False
@@ -192,15 +190,10 @@ class Slot:
                             truncated[fd] = True
                             if not kill_sent and result is None:
                                 kill_sent = self._send_kill()
-                    elif on_rpc is not None and key.data == "rpc":
-                        if on_rpc.readable(self) and not kill_sent and result is None:
-                            kill_sent = self._send_kill()
         finally:
             sel.close()
-            if extra:
-                extra()
-        if result.get("wiped") is False:
-            self.kill()
+        if result.get("dirty"):
+            self.kill()  # the zygote could not wipe its dirs and has exited; the pool replaces the slot
         return self._result(result, bufs[out_r], bufs[err_r], truncated[out_r], truncated[err_r], limits)
 
     def _send_kill(self) -> bool:

@@ -1,0 +1,314 @@
+"""Unit tests whose verdict the candidate cannot forge.
+
+The candidate's code and the tests never share a process. Two sandboxes run side by side:
+
+- the **candidate** slot loads the submission as a module and then only answers
+  ``call(name, args, kwargs)`` requests with a plain-data return value (``codec.py``);
+- the **judge** slot runs the trusted test code (MBPP asserts, or HumanEval ``check(candidate)``)
+  in which every function the candidate defined is a proxy that forwards the call.
+
+The host relays frames between the two and validates every candidate reply by decoding it
+strictly and re-encoding it, so the judge only ever sees ints, strs, lists... built by the
+decoder. Pass/fail is reported by the judge over its own socket. Hence: fake PASS markers,
+patched ``print``/builtins/harness, frame walking, ``atexit`` hooks, ``os._exit(0)``, an
+``__eq__`` that always returns True, re-exec of the harness, reading tests from disk or writing to
+the parent's stdout all stay inside the candidate's sandbox, which holds neither the tests nor the
+verdict channel. Per-test timeouts are enforced here: a call that does not answer in time gets the
+candidate's run killed (the next call starts a fresh one).
+
+Limitation: values must be plain data; a test that needs a candidate-defined class instance, or
+checks in-place mutation of an argument, fails (reported as a runtime error).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from sandbox import policy
+from sandbox.codec import CodecError, FRAME_HEADER, decode, encode, pack, unpack
+from sandbox.executor import ExecResult, ExecStatus, SandboxError, Slot
+
+MAX_FRAME = 16 << 20
+Cause = Literal["", "assertion", "runtime", "timeout", "memory", "output"]
+
+
+class InvalidTests(ValueError):
+    """The reference's test code itself does not run (a bad reference, not a bad answer)."""
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    kind: Literal["asserts", "function"]
+    asserts: tuple[str, ...] = ()
+    setup_code: str = ""
+    test_code: str = ""
+    entry_point: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind == "asserts" and not self.asserts:
+            raise InvalidTests("no asserts given")
+        if self.kind == "function" and not (self.test_code.strip() and self.entry_point.strip()):
+            raise InvalidTests("function tests need test_code defining check(candidate) and an entry_point")
+        if self.kind not in ("asserts", "function"):
+            raise InvalidTests(f"unknown test kind {self.kind!r}")
+
+    @property
+    def count(self) -> int:
+        return len(self.asserts) if self.kind == "asserts" else 1
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    passed: bool
+    cause: Cause = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class TestRun:
+    outcomes: tuple[TestOutcome, ...]
+    load_error: str = ""
+    load_cause: Cause = ""
+    stdout: bytes = b""
+    stderr: bytes = b""
+    wall_s: float = 0.0
+
+    @property
+    def passed(self) -> int:
+        return sum(o.passed for o in self.outcomes)
+
+
+def _cause_of(result: ExecResult | None) -> Cause:
+    if result is None:
+        return "runtime"
+    return {
+        ExecStatus.TIME_LIMIT_EXCEEDED: "timeout",
+        ExecStatus.MEMORY_LIMIT_EXCEEDED: "memory",
+        ExecStatus.OUTPUT_LIMIT_EXCEEDED: "output",
+    }.get(result.status, "runtime")
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    sock.sendall(pack(message))
+
+
+def _recv(sock: socket.socket, deadline: float) -> dict | None:
+    """One frame, or None on EOF; raises TimeoutError when ``deadline`` passes."""
+    header = _recv_exact(sock, FRAME_HEADER, deadline)
+    if header is None:
+        return None
+    size = int.from_bytes(header, "big")
+    if size > MAX_FRAME:
+        raise CodecError(f"frame of {size} bytes is over the {MAX_FRAME} cap")
+    body = _recv_exact(sock, size, deadline)
+    return None if body is None else unpack(body)
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(min(n - len(buf), 1 << 20))
+        except socket.timeout:
+            raise TimeoutError from None
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+class _Run:
+    """One background execution in a slot, talking to the host over a socketpair."""
+
+    def __init__(self, slot: Slot, job: dict, limits: policy.Limits) -> None:
+        self.slot = slot
+        self.host, child = socket.socketpair()
+        self.result: ExecResult | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._target, args=(job, limits, child), daemon=True)
+        self._thread.start()
+
+    def _target(self, job: dict, limits: policy.Limits, child: socket.socket) -> None:
+        try:
+            self.result = self.slot.run(job, limits, rpc=child)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by finish()
+            self.error = exc
+
+    def finish(self, kill: bool = False, timeout: float = 30.0) -> ExecResult | None:
+        if kill and self._thread.is_alive():
+            self.slot.kill_current()
+        try:
+            self.host.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.host.close()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.slot.kill()
+            self._thread.join(10)
+        if isinstance(self.error, SandboxError):
+            raise self.error
+        return self.result
+
+
+class _Candidate:
+    """The candidate side: (re)started on demand in its slot."""
+
+    def __init__(self, slot: Slot, code: str, limits: policy.Limits) -> None:
+        self.slot, self.code, self.limits = slot, code, limits
+        self.run: _Run | None = None
+        self.names: list[str] = []
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+
+    def start(self, deadline: float) -> tuple[str, Cause]:
+        """Load the code; returns ("", "") or (load error, cause)."""
+        self.run = _Run(self.slot, {"mode": "serve", "code": self.code}, self.limits)
+        try:
+            first = _recv(self.run.host, deadline)
+        except TimeoutError:
+            self.stop(kill=True)
+            return "module load did not finish in time", "timeout"
+        except CodecError as exc:
+            first = {"load_error": ["ProtocolError", str(exc)]}
+        if first is not None and isinstance(first.get("ready"), list):
+            self.names = [n for n in first["ready"] if isinstance(n, str) and n.isidentifier()]
+            return "", ""
+        result = self.stop(kill=True)
+        if first is not None and isinstance(first.get("load_error"), list):
+            kind, msg = (list(first["load_error"]) + ["", ""])[:2]
+            return f"{kind}: {msg}"[:2000], "memory" if kind == "MemoryError" else "runtime"
+        return "candidate exited while loading", _cause_of(result)
+
+    def stop(self, kill: bool = False) -> ExecResult | None:
+        if self.run is None:
+            return None
+        run, self.run = self.run, None
+        result = run.finish(kill=kill)
+        if result is not None:
+            self.stdout += result.stdout
+            self.stderr += result.stderr
+        return result
+
+    def call(self, request: dict, deadline: float) -> tuple[dict, Cause]:
+        """Forward one call; returns (reply for the judge, cause if the candidate failed)."""
+        if self.run is None:
+            error, cause = self.start(deadline)
+            if error:
+                return {"gone": error}, cause
+        message = {"call": request.get("call"), "args": request.get("args"), "kwargs": request.get("kwargs")}
+        try:
+            _send(self.run.host, message)
+            reply = _recv(self.run.host, deadline)
+        except TimeoutError:
+            self.stop(kill=True)
+            return {"gone": "per-test time limit exceeded"}, "timeout"
+        except (OSError, CodecError):
+            reply = None
+        if reply is None:
+            return {"gone": "candidate process ended"}, _cause_of(self.stop(kill=True))
+        if "ok" in reply:
+            try:
+                return {"ok": encode(decode(reply["ok"]))}, ""
+            except (CodecError, RecursionError) as exc:
+                return {"err": ["TypeError", f"bad return value: {exc}"]}, "runtime"
+        err = reply.get("err")
+        if isinstance(err, list) and len(err) == 2 and all(isinstance(x, str) for x in err):
+            return {"err": [err[0][:100], err[1][:2000]]}, "memory" if err[0] == "MemoryError" else "runtime"
+        return {"err": ["RuntimeError", "malformed reply from candidate"]}, "runtime"
+
+
+def run_tests(sandbox, code: str, spec: TestSpec, per_test_timeout_s: float, stop_first: bool,
+              limits: policy.Limits) -> TestRun:
+    """Run ``spec`` against ``code``. Raises SandboxError (infra) or InvalidTests (bad reference)."""
+    started = time.monotonic()
+    per_test = max(0.05, min(per_test_timeout_s, limits.wall_s))
+    budget = per_test * (spec.count + 1) + 2.0
+    run_limits = replace(limits, wall_s=min(budget, policy.MAX_LIMITS.wall_s * 10))
+    with sandbox.candidates.acquire() as cslot:
+        candidate = _Candidate(cslot, code, run_limits)
+        try:
+            load_error, load_cause = candidate.start(time.monotonic() + per_test)
+            if load_error:
+                fail = TestOutcome(False, load_cause, load_error)
+                return TestRun((fail,) * spec.count, load_error, load_cause, bytes(candidate.stdout),
+                               bytes(candidate.stderr), time.monotonic() - started)
+            with sandbox.judges.acquire() as jslot:
+                outcomes = _judge(jslot, spec, candidate, per_test, stop_first, run_limits)
+        finally:
+            candidate.stop()
+    return TestRun(tuple(outcomes), "", "", bytes(candidate.stdout), bytes(candidate.stderr),
+                   time.monotonic() - started)
+
+
+def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, stop_first: bool,
+           limits: policy.Limits) -> list[TestOutcome]:
+    job = {
+        "mode": "judge", "kind": spec.kind, "asserts": list(spec.asserts), "setup_code": spec.setup_code,
+        "test_code": spec.test_code, "entry_point": spec.entry_point, "stop_first": stop_first,
+        "candidate_names": candidate.names,
+    }
+    judge = _Run(jslot, job, limits)
+    outcomes: dict[int, TestOutcome] = {}
+    overall = time.monotonic() + limits.wall_s
+    test_deadline = overall
+    current, cause = -1, ""
+    try:
+        while True:
+            try:
+                msg = _recv(judge.host, overall)
+            except TimeoutError:
+                break
+            if msg is None or msg.get("done"):
+                break
+            if "setup_error" in msg:
+                raise InvalidTests(f"test code failed before any test ran: {msg['setup_error']}")
+            if "begin" in msg:
+                current, cause = int(msg["begin"]), ""
+                test_deadline = min(overall, time.monotonic() + per_test)
+            elif "call" in msg:
+                reply, call_cause = candidate.call(msg, test_deadline)
+                cause = cause or call_cause
+                _send(judge.host, reply)
+            elif "end" in msg:
+                passed = msg.get("passed") is True
+                error = str(msg.get("error", ""))[:2000]
+                if passed:
+                    outcomes[current] = TestOutcome(True)
+                else:
+                    outcomes[current] = TestOutcome(False, cause or _error_cause(error), error)
+                if time.monotonic() > test_deadline and not passed:
+                    outcomes[current] = TestOutcome(False, "timeout", error or "per-test time limit exceeded")
+    finally:
+        judge_result = judge.finish(kill=True)
+    if judge_result is not None and judge_result.status is ExecStatus.TIME_LIMIT_EXCEEDED:
+        pass  # remaining tests are marked as timed out below
+    missing = TestOutcome(False, "timeout" if current >= 0 and current not in outcomes else "runtime",
+                          "test did not finish")
+    results = []
+    for i in range(spec.count):
+        if i in outcomes:
+            results.append(outcomes[i])
+        elif stop_first and any(not o.passed for o in outcomes.values()):
+            results.append(TestOutcome(False, "", "not run (stopped at first failure)"))
+        else:
+            results.append(missing if i == current else TestOutcome(False, "timeout", "test did not run in time"))
+    return results
+
+
+def _error_cause(error: str) -> Cause:
+    if error.startswith("AssertionError"):
+        return "assertion"
+    if error.startswith("MemoryError"):
+        return "memory"
+    return "runtime"

@@ -1,0 +1,160 @@
+"""Warm pools of sandbox slots and the in-process :class:`Sandbox` facade.
+
+Two pools: *candidate* slots run untrusted code, *judge* slots run the trusted test code of
+``judge.py``. A test run holds one slot of each, always acquired in that order, so concurrent
+test runs cannot deadlock. A slot whose fork server died or could not clean up is replaced in the
+background; callers never wait for a bubblewrap start unless every slot is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from sandbox import policy
+from sandbox.executor import ExecResult, SandboxError, Slot
+
+log = logging.getLogger("cohort.sandbox")
+
+ACQUIRE_TIMEOUT_S = 60.0
+
+
+_SPAWN_QUEUE: queue.Queue | None = None
+_SPAWN_LOCK = threading.Lock()
+
+
+def _spawner() -> queue.Queue:
+    """One long-lived thread starts every slot: bwrap's --die-with-parent (PR_SET_PDEATHSIG)
+    fires when the *thread* that forked it exits, so slots must never be started from a
+    short-lived thread."""
+    global _SPAWN_QUEUE
+    with _SPAWN_LOCK:
+        if _SPAWN_QUEUE is None:
+            _SPAWN_QUEUE = queue.Queue()
+
+            def loop(q: queue.Queue) -> None:
+                while True:
+                    q.get()()
+
+            threading.Thread(target=loop, args=(_SPAWN_QUEUE,), name="sandbox-spawner", daemon=True).start()
+        return _SPAWN_QUEUE
+
+
+class SlotPool:
+    """``size`` warm slots; ``acquire()`` lends one for a single job sequence."""
+
+    def __init__(self, config: policy.SandboxConfig, size: int, name: str) -> None:
+        if size < 1:
+            raise ValueError(f"pool size must be >= 1, got {size}")
+        self.config = config
+        self.size = size
+        self.name = name
+        self._idle: queue.Queue[Slot] = queue.Queue()
+        self._closed = False
+        self._lock = threading.Lock()
+        self._live: set[Slot] = set()
+        self.last_error: str = ""
+        for _ in range(size):
+            self._spawn_async()
+
+    def _spawn(self) -> None:
+        if self._closed:
+            return
+        try:
+            slot = Slot(self.config)
+        except (SandboxError, OSError) as exc:
+            self.last_error = str(exc)
+            log.error("sandbox %s slot failed to start: %s", self.name, exc)
+            self._idle.put(None)  # wake a waiter so it can report the failure
+            return
+        with self._lock:
+            if self._closed:
+                slot.kill()
+                return
+            self._live.add(slot)
+        self._idle.put(slot)
+
+    def _spawn_async(self) -> None:
+        _spawner().put(self._spawn)
+
+    @contextmanager
+    def acquire(self, timeout: float = ACQUIRE_TIMEOUT_S) -> Iterator[Slot]:
+        if self._closed:
+            raise SandboxError("sandbox pool is closed")
+        try:
+            slot = self._idle.get(timeout=timeout)
+        except queue.Empty:
+            raise SandboxError(f"no {self.name} sandbox slot free after {timeout:.0f}s") from None
+        if slot is None:
+            self._spawn_async()
+            raise SandboxError(f"sandbox slot failed to start: {self.last_error}")
+        try:
+            yield slot
+        finally:
+            if slot.healthy and not self._closed:
+                self._idle.put(slot)
+            else:
+                slot.kill()
+                with self._lock:
+                    self._live.discard(slot)
+                self._spawn_async()
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            live, self._live = list(self._live), set()
+        for slot in live:
+            slot.kill()
+
+
+def default_pool_size() -> int:
+    return max(2, os.cpu_count() or 2)
+
+
+@dataclass(frozen=True)
+class SandboxOptions:
+    config: policy.SandboxConfig = field(default_factory=policy.SandboxConfig)
+    pool_size: int = 0
+    """Candidate slots (and as many judge slots); 0 = max(2, CPUs)."""
+    defaults: policy.Limits = policy.DEFAULT_LIMITS
+    maxima: policy.Limits = policy.MAX_LIMITS
+
+
+class Sandbox:
+    """In-process sandbox: warm pools plus ``execute`` and ``run_tests``. Thread-safe."""
+
+    def __init__(self, options: SandboxOptions | None = None) -> None:
+        self.options = options or SandboxOptions()
+        size = self.options.pool_size or default_pool_size()
+        self.candidates = SlotPool(self.options.config, size, "candidate")
+        self.judges = SlotPool(self.options.config, size, "judge")
+
+    def clamp(self, limits: policy.Limits | None) -> policy.Limits:
+        return (limits or policy.Limits(0, 0, 0, 0, 0, 0)).clamp(self.options.maxima, self.options.defaults)
+
+    def execute(self, code: str, stdin: bytes = b"", limits: policy.Limits | None = None) -> ExecResult:
+        """Run ``code`` as a program (``__main__``) with ``stdin``; raises SandboxError on infra failure."""
+        clamped = self.clamp(limits)
+        with self.candidates.acquire() as slot:
+            return slot.run({"mode": "exec", "code": code}, clamped, stdin=stdin)
+
+    def run_tests(self, code: str, spec, per_test_timeout_s: float, stop_first: bool = False,
+                  limits: policy.Limits | None = None):
+        from sandbox.judge import run_tests
+
+        return run_tests(self, code, spec, per_test_timeout_s, stop_first, self.clamp(limits))
+
+    def close(self) -> None:
+        self.candidates.close()
+        self.judges.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

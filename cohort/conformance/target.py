@@ -94,6 +94,15 @@ class Target:
                 f"cannot connect to {self.endpoint} within {timeout_s:g}s: is the server running and listening there?"
             ) from None
 
+    def fetch_limits(self) -> None:
+        """The advertised limits, if ListVerifiers answers (the list_verifiers rule judges it)."""
+        try:
+            resp = self.stub.ListVerifiers(pb.ListVerifiersRequest(), timeout=self.options.call_timeout_s)
+        except grpc.RpcError:
+            return
+        if resp.HasField("limits"):
+            self.limits = resp.limits
+
     # ---- requests ----------------------------------------------------------------------------
 
     def batch(self, suffix: str = "", reverse: bool = False) -> pb.BatchVerifyGroupsRequest:

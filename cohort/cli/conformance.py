@@ -1,0 +1,59 @@
+"""``cohort conformance``: check a verifier server against the contract, over the wire."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cohort.cli import app
+
+
+@app.command()
+def conformance(
+    endpoint: str = typer.Argument(..., help="host:port of the verifier server (with --server-cmd: where it will listen)."),
+    verifier: str = typer.Option(..., "--verifier", "-v", help="Verifier name the server registers."),
+    cases: Path = typer.Option(..., "--cases", help="JSONL known-answer cases (see cohort.conformance.cases)."),
+    server_cmd: str | None = typer.Option(
+        None, help="Command that starts the server on ENDPOINT ({host}/{port} are filled in); enables the SIGTERM rule."
+    ),
+    rule: list[str] | None = typer.Option(None, "--rule", help="Run only these rules (repeatable); default: all."),
+    connect_timeout: float = typer.Option(5.0, min=0.1, help="Seconds to wait for the endpoint to accept connections."),
+    startup_timeout: float = typer.Option(60.0, min=1.0, help="Seconds a --server-cmd server may take to turn SERVING."),
+    grace: float = typer.Option(30.0, min=1.0, help="Seconds the server may take to exit after SIGTERM."),
+) -> None:
+    """Run the conformance kit: health, reflection, ListVerifiers, known answers, completeness, order,
+    determinism, status codes, concurrency, deadlines and (with --server-cmd) graceful SIGTERM.
+
+    Prints a pass/fail table; exits 1 if any rule fails, 2 on bad input or an unreachable endpoint.
+    """
+    from rich.console import Console
+
+    from cohort.conformance import RULES, CasesError, EndpointUnreachable, KitOptions, ServerStartError, load_cases, run_kit
+    from cohort.conformance.report import render
+
+    err = Console(stderr=True)
+    if ":" not in endpoint or not endpoint.rpartition(":")[2].isdigit():
+        err.print(f"[red]error:[/] ENDPOINT must be host:port, got {endpoint!r}")
+        raise typer.Exit(2)
+    unknown = sorted(set(rule or ()) - set(RULES))
+    if unknown:
+        err.print(f"[red]error:[/] unknown rule(s) {', '.join(unknown)}; the rules are: {', '.join(RULES)}")
+        raise typer.Exit(2)
+    try:
+        loaded = load_cases(cases, verifier)
+    except CasesError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    options = KitOptions(grace_s=grace, startup_s=startup_timeout)
+    try:
+        results = run_kit(endpoint, verifier, loaded, server_cmd=server_cmd, rules=rule or None, options=options,
+                          connect_timeout_s=connect_timeout)
+    except EndpointUnreachable as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    except ServerStartError as exc:
+        err.print(f"[red]error:[/] the server did not start: {exc}")
+        raise typer.Exit(2) from None
+    render(results, endpoint, verifier, Console(width=160))
+    raise typer.Exit(1 if any(r.status == "fail" for r in results) else 0)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%grpo/sandbox/v1/sandbox_service.proto\x12\x0fgrpo.sandbox.v1\x1a\x1egoogle/protobuf/duration.proto\"\xba\x01\n\x06Limits\x12,\n\twall_time\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12+\n\x08\x63pu_time\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x14\n\x0cmemory_bytes\x18\x03 \x01(\x04\x12\x14\n\x0coutput_bytes\x18\x04 \x01(\x04\x12\x15\n\rmax_processes\x18\x05 \x01(\r\x12\x12\n\ndisk_bytes\x18\x06 \x01(\x04\"%\n\x04\x46ile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"\x92\x01\n\x12\x45xecuteCodeRequest\x12\x10\n\x08language\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\r\n\x05stdin\x18\x03 \x01(\x0c\x12\'\n\x06limits\x18\x04 \x01(\x0b\x32\x17.grpo.sandbox.v1.Limits\x12$\n\x05\x66iles\x18\x05 \x03(\x0b\x32\x15.grpo.sandbox.v1.File\"\x99\x02\n\x13\x45xecuteCodeResponse\x12\x30\n\x06status\x18\x01 \x01(\x0e\x32 .grpo.sandbox.v1.ExecutionStatus\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x0e\n\x06signal\x18\x03 \x01(\x05\x12\x0e\n\x06stdout\x18\x04 \x01(\x0c\x12\x0e\n\x06stderr\x18\x05 \x01(\x0c\x12\x18\n\x10stdout_truncated\x18\x06 \x01(\x08\x12\x18\n\x10stderr_truncated\x18\x07 \x01(\x08\x12,\n\twall_time\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12+\n\x08\x63pu_time\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration*\xd2\x01\n\x0f\x45xecutionStatus\x12 \n\x1c\x45XECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x45XECUTION_STATUS_EXITED\x10\x01\x12(\n$EXECUTION_STATUS_TIME_LIMIT_EXCEEDED\x10\x02\x12*\n&EXECUTION_STATUS_MEMORY_LIMIT_EXCEEDED\x10\x03\x12*\n&EXECUTION_STATUS_OUTPUT_LIMIT_EXCEEDED\x10\x04\x32j\n\x0eSandboxService\x12X\n\x0b\x45xecuteCode\x12#.grpo.sandbox.v1.ExecuteCodeRequest\x1a$.grpo.sandbox.v1.ExecuteCodeResponseB\\\n\x1a\x64\x65v.cohort.grpo.sandbox.v1P\x01Z<github.com/cohort-rl/cohort/gen/go/grpo/sandbox/v1;sandboxv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%grpo/sandbox/v1/sandbox_service.proto\x12\x0fgrpo.sandbox.v1\x1a\x1egoogle/protobuf/duration.proto\"\xba\x01\n\x06Limits\x12,\n\twall_time\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12+\n\x08\x63pu_time\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x14\n\x0cmemory_bytes\x18\x03 \x01(\x04\x12\x14\n\x0coutput_bytes\x18\x04 \x01(\x04\x12\x15\n\rmax_processes\x18\x05 \x01(\r\x12\x12\n\ndisk_bytes\x18\x06 \x01(\x04\"%\n\x04\x46ile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"\x92\x01\n\x12\x45xecuteCodeRequest\x12\x10\n\x08language\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\r\n\x05stdin\x18\x03 \x01(\x0c\x12\'\n\x06limits\x18\x04 \x01(\x0b\x32\x17.grpo.sandbox.v1.Limits\x12$\n\x05\x66iles\x18\x05 \x03(\x0b\x32\x15.grpo.sandbox.v1.File\"\x99\x02\n\x13\x45xecuteCodeResponse\x12\x30\n\x06status\x18\x01 \x01(\x0e\x32 .grpo.sandbox.v1.ExecutionStatus\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x0e\n\x06signal\x18\x03 \x01(\x05\x12\x0e\n\x06stdout\x18\x04 \x01(\x0c\x12\x0e\n\x06stderr\x18\x05 \x01(\x0c\x12\x18\n\x10stdout_truncated\x18\x06 \x01(\x08\x12\x18\n\x10stderr_truncated\x18\x07 \x01(\x08\x12,\n\twall_time\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12+\n\x08\x63pu_time\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\"2\n\x0b\x41ssertTests\x12\x0f\n\x07\x61sserts\x18\x01 \x03(\t\x12\x12\n\nsetup_code\x18\x02 \x01(\t\"6\n\x0c\x46unctionTest\x12\x11\n\ttest_code\x18\x01 \x01(\t\x12\x13\n\x0b\x65ntry_point\x18\x02 \x01(\t\"\x9b\x02\n\x0fRunTestsRequest\x12\x10\n\x08language\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12/\n\x07\x61sserts\x18\x03 \x01(\x0b\x32\x1c.grpo.sandbox.v1.AssertTestsH\x00\x12\x31\n\x08\x66unction\x18\x04 \x01(\x0b\x32\x1d.grpo.sandbox.v1.FunctionTestH\x00\x12\x33\n\x10per_test_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1d\n\x15stop_at_first_failure\x18\x06 \x01(\x08\x12\'\n\x06limits\x18\x07 \x01(\x0b\x32\x17.grpo.sandbox.v1.LimitsB\x07\n\x05tests\"W\n\x0bTestOutcome\x12\x0e\n\x06passed\x18\x01 \x01(\x08\x12)\n\x05\x63\x61use\x18\x02 \x01(\x0e\x32\x1a.grpo.sandbox.v1.TestCause\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xe8\x01\n\x10RunTestsResponse\x12.\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1c.grpo.sandbox.v1.TestOutcome\x12\x12\n\nload_error\x18\x02 \x01(\t\x12.\n\nload_cause\x18\x03 \x01(\x0e\x32\x1a.grpo.sandbox.v1.TestCause\x12\x18\n\x10\x63\x61ndidate_stdout\x18\x04 \x01(\x0c\x12\x18\n\x10\x63\x61ndidate_stderr\x18\x05 \x01(\x0c\x12,\n\twall_time\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration*\xd2\x01\n\x0f\x45xecutionStatus\x12 \n\x1c\x45XECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x45XECUTION_STATUS_EXITED\x10\x01\x12(\n$EXECUTION_STATUS_TIME_LIMIT_EXCEEDED\x10\x02\x12*\n&EXECUTION_STATUS_MEMORY_LIMIT_EXCEEDED\x10\x03\x12*\n&EXECUTION_STATUS_OUTPUT_LIMIT_EXCEEDED\x10\x04*\xc9\x01\n\tTestCause\x12\x1a\n\x16TEST_CAUSE_UNSPECIFIED\x10\x00\x12\x13\n\x0fTEST_CAUSE_NONE\x10\x01\x12\x18\n\x14TEST_CAUSE_ASSERTION\x10\x02\x12\x1c\n\x18TEST_CAUSE_RUNTIME_ERROR\x10\x03\x12\x19\n\x15TEST_CAUSE_TIME_LIMIT\x10\x04\x12\x1b\n\x17TEST_CAUSE_MEMORY_LIMIT\x10\x05\x12\x1b\n\x17TEST_CAUSE_OUTPUT_LIMIT\x10\x06\x32\xbb\x01\n\x0eSandboxService\x12X\n\x0b\x45xecuteCode\x12#.grpo.sandbox.v1.ExecuteCodeRequest\x1a$.grpo.sandbox.v1.ExecuteCodeResponse\x12O\n\x08RunTests\x12 .grpo.sandbox.v1.RunTestsRequest\x1a!.grpo.sandbox.v1.RunTestsResponseB\\\n\x1a\x64\x65v.cohort.grpo.sandbox.v1P\x01Z<github.com/cohort-rl/cohort/gen/go/grpo/sandbox/v1;sandboxv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'grpo.sandbox.v1.sandbox_ser
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\032dev.cohort.grpo.sandbox.v1P\001Z<github.com/cohort-rl/cohort/gen/go/grpo/sandbox/v1;sandboxv1'
-  _globals['_EXECUTIONSTATUS']._serialized_start=752
-  _globals['_EXECUTIONSTATUS']._serialized_end=962
+  _globals['_EXECUTIONSTATUS']._serialized_start=1470
+  _globals['_EXECUTIONSTATUS']._serialized_end=1680
+  _globals['_TESTCAUSE']._serialized_start=1683
+  _globals['_TESTCAUSE']._serialized_end=1884
   _globals['_LIMITS']._serialized_start=91
   _globals['_LIMITS']._serialized_end=277
   _globals['_FILE']._serialized_start=279
@@ -43,6 +45,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EXECUTECODEREQUEST']._serialized_end=465
   _globals['_EXECUTECODERESPONSE']._serialized_start=468
   _globals['_EXECUTECODERESPONSE']._serialized_end=749
-  _globals['_SANDBOXSERVICE']._serialized_start=964
-  _globals['_SANDBOXSERVICE']._serialized_end=1070
+  _globals['_ASSERTTESTS']._serialized_start=751
+  _globals['_ASSERTTESTS']._serialized_end=801
+  _globals['_FUNCTIONTEST']._serialized_start=803
+  _globals['_FUNCTIONTEST']._serialized_end=857
+  _globals['_RUNTESTSREQUEST']._serialized_start=860
+  _globals['_RUNTESTSREQUEST']._serialized_end=1143
+  _globals['_TESTOUTCOME']._serialized_start=1145
+  _globals['_TESTOUTCOME']._serialized_end=1232
+  _globals['_RUNTESTSRESPONSE']._serialized_start=1235
+  _globals['_RUNTESTSRESPONSE']._serialized_end=1467
+  _globals['_SANDBOXSERVICE']._serialized_start=1887
+  _globals['_SANDBOXSERVICE']._serialized_end=2074
 # @@protoc_insertion_point(module_scope)

@@ -39,13 +39,28 @@ class SandboxServiceStub:
                 request_serializer=grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.ExecuteCodeRequest.SerializeToString,
                 response_deserializer=grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.ExecuteCodeResponse.FromString,
                 _registered_method=True)
+        self.RunTests = channel.unary_unary(
+                '/grpo.sandbox.v1.SandboxService/RunTests',
+                request_serializer=grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.RunTestsRequest.SerializeToString,
+                response_deserializer=grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.RunTestsResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def ExecuteCode(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Run one program (stdin -> stdout/stderr) under the given limits.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunTests(self, request, context):
+        """Run unit tests against candidate code. The tests run in a separate sandbox from the
+        candidate and only plain data crosses between them, so the verdict cannot be forged.
+        A test suite that cannot even start is INVALID_ARGUMENT.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -57,6 +72,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.ExecuteCode,
                     request_deserializer=grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.ExecuteCodeRequest.FromString,
                     response_serializer=grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.ExecuteCodeResponse.SerializeToString,
+            ),
+            'RunTests': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunTests,
+                    request_deserializer=grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.RunTestsRequest.FromString,
+                    response_serializer=grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.RunTestsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +106,33 @@ class SandboxService:
             '/grpo.sandbox.v1.SandboxService/ExecuteCode',
             grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.ExecuteCodeRequest.SerializeToString,
             grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.ExecuteCodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunTests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/grpo.sandbox.v1.SandboxService/RunTests',
+            grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.RunTestsRequest.SerializeToString,
+            grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2.RunTestsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,47 @@
+"""``cohort train [--config FILE] [section.field=value ...]``: GRPO training (no file: the embedded default)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cohort.cli import app
+
+
+@app.command(context_settings={"allow_extra_args": False})
+def train(
+    overrides: list[str] = typer.Argument(None, help="Overrides such as grpo.beta=0.04 run.max_steps=50."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML config; default: the embedded task."),
+    print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config and exit."),
+) -> None:
+    """Train a policy with GRPO against verifier services."""
+    from pydantic import ValidationError
+
+    from trainer.config import dump_config, load_config
+
+    if config is not None and not config.is_file():
+        typer.echo(f"error: config file {config} does not exist", err=True)
+        raise typer.Exit(2)
+    try:
+        cfg = load_config(config, overrides or [])
+    except (ValidationError, ValueError) as exc:
+        typer.echo(f"error: invalid config: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if print_config:
+        typer.echo(dump_config(cfg))
+        return
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from trainer.train import run
+
+    try:
+        records = run(cfg)
+    except (ValueError, RuntimeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if records:
+        last = records[-1]
+        typer.echo(f"done: step {last['step']}, reward/mean {last['reward/mean']:.3f}; "
+                   f"metrics in {cfg.run.output_dir}/metrics.jsonl, curve in {cfg.run.output_dir}/reward_curve.png")

@@ -1,0 +1,70 @@
+"""The ``arith`` verifier: integer answers to short arithmetic, the reward of the embedded task and of
+the TRL comparison workload (``shared/bench/trl_workload/WORKLOAD.md`` section 4).
+
+It is served like every verifier (``cohort serve arith``); the learner never scores anything itself.
+It lives next to the trainer because it defines the trainer's built-in tasks, and it imports no torch.
+
+Components (each 0 or 1), on the completion as decoded (special tokens dropped):
+
+- ``correct``: the **first** integer in the completion (regex ``-?\\d+``) equals the reference answer.
+- ``bare``: the whole completion, whitespace-stripped, is one integer (``-?\\d+``).
+
+Reward = ``correct_weight * correct + format_weight * bare`` (options; defaults 1.0 and 0.1 are the
+workload's ``correct + format_bonus``). A reference that is not an integer is INVALID_REFERENCE
+(masked by the learner), never a reward of 0.
+
+>>> v = ArithVerifier()
+>>> g = GroupRequest("arith", (Rollout(0, "47"), Rollout(1, "47+1"), Rollout(2, "x")), Reference(answer="47"))
+>>> [r.reward for r in v.verify_group(g, VerifyContext())]
+[1.1, 1.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import re
+
+from verifiers.base import (
+    GroupRequest,
+    RolloutResult,
+    RolloutStatus,
+    Verdict,
+    VerifyContext,
+    Reference,  # noqa: F401  (doctest)
+    Rollout,  # noqa: F401  (doctest)
+    float_option,
+)
+
+INT_RE = re.compile(r"-?\d+")
+MAX_DIGITS = 64  # longer "integers" are not answers (and int() of huge strings is slow)
+
+
+def first_int(text: str) -> int | None:
+    m = INT_RE.search(text)
+    if m is None or len(m.group()) > MAX_DIGITS:
+        return None
+    return int(m.group())
+
+
+class ArithVerifier:
+    name = "arith"
+    version = "1.0.0"
+    description = "integer answer checks: first integer equals the answer (correct), bare integer (format)"
+    reference_kinds = ("answer",)
+
+    def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:
+        w_correct = float_option(group, "correct_weight", 1.0)
+        w_format = float_option(group, "format_weight", 0.1)
+        raw = (group.reference.answer or "").strip()
+        if not re.fullmatch(r"-?\d{1,64}", raw):
+            detail = f"reference {raw[:40]!r} is not an integer"
+            return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, detail) for r in group.rollouts]
+        gold = int(raw)
+        out = []
+        for r in group.rollouts:
+            got = first_int(r.completion)
+            correct = float(got == gold)
+            bare = float(INT_RE.fullmatch(r.completion.strip()) is not None)
+            verdict = Verdict.NO_ANSWER if got is None else Verdict.CORRECT if correct else Verdict.INCORRECT
+            out.append(RolloutResult.ok(r.index, w_correct * correct + w_format * bare, verdict,
+                                        {"correct": correct, "bare": bare}, detail=f"first integer {got}"))
+        return out

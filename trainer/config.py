@@ -1,0 +1,238 @@
+"""Typed training configuration: read from YAML once, validated once, never mutated.
+
+Names follow TRL's ``GRPOConfig`` where TRL has one (``num_generations``, ``beta``, ``epsilon``,
+``epsilon_high``, ``loss_type``, ``scale_rewards``, ``num_iterations``, ``mask_truncated_completions``,
+``temperature``, ``max_completion_length``, ``learning_rate``, ``max_grad_norm``, ...), grouped in
+sections. Overrides are dotted ``section.field=value`` strings (values parsed as YAML).
+
+With no file at all, :func:`load_config` returns the embedded default (``trainer/default.yaml``):
+a char-level tiny Llama built locally, learning small-operand addition against the ``math`` and
+``format`` verifiers started on loopback.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TinyModel(_Section):
+    """A randomly initialised Llama built locally (nothing downloaded), with the char-level tokenizer."""
+
+    hidden_size: int = Field(64, ge=8)
+    intermediate_size: int = Field(256, ge=8)
+    num_hidden_layers: int = Field(2, ge=1)
+    num_attention_heads: int = Field(4, ge=1)
+    max_position_embeddings: int = Field(64, ge=8)
+    init_seed: int = 0
+    """Seed for the random initialisation (independent of the run seed)."""
+
+
+class ModelSection(_Section):
+    path: str | None = None
+    """A transformers checkpoint folder (policy and, when beta > 0, reference start from it)."""
+    tokenizer_path: str | None = None
+    """Tokenizer folder; defaults to ``path``."""
+    tiny: TinyModel | None = None
+    """Build a random-init tiny Llama + char tokenizer instead of loading ``path``."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSection:
+        if (self.path is None) == (self.tiny is None):
+            raise ValueError("model: set exactly one of `path` (a checkpoint folder) or `tiny` (build locally)")
+        return self
+
+
+class ArithmeticTask(_Section):
+    """The embedded task: ``a+b=`` with answers checked by a verifier (generated, deterministic)."""
+
+    num_prompts: int = Field(512, ge=1)
+    min_operand: int = Field(0, ge=0)
+    max_operand: int = Field(4, ge=0)
+    seed: int = 0
+
+
+class DataSection(_Section):
+    path: str | None = None
+    """JSONL with one ``{"prompt": str, "answer": str|int}`` per line."""
+    arithmetic: ArithmeticTask | None = None
+    """Generate the embedded arithmetic task instead of reading ``path``."""
+    shuffle_seed: int = 0
+    """Seed of the prompt order (a fresh permutation per epoch, like TRL's RepeatSampler)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataSection:
+        if (self.path is None) == (self.arithmetic is None):
+            raise ValueError("data: set exactly one of `path` (a JSONL file) or `arithmetic` (the embedded task)")
+        return self
+
+
+class VerifierSpec(_Section):
+    name: str
+    """Registered verifier name (the ``cohort.verifiers`` entry point), e.g. ``math``."""
+    weight: float = 1.0
+    endpoints: list[str] = Field(default_factory=list)
+    """``host:port`` of replicas; empty means: start it locally (``scoring.local_services``)."""
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class ScoringSection(_Section):
+    verifiers: list[VerifierSpec] = Field(min_length=1)
+    timeout_s: float = Field(30.0, gt=0)
+    retries: int = Field(3, ge=0)
+    local_services: bool = True
+    """Start ``cohort serve`` on loopback for every verifier without endpoints."""
+
+    @model_validator(mode="after")
+    def _endpoints(self) -> ScoringSection:
+        names = [v.name for v in self.verifiers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"scoring.verifiers: repeated names {names}")
+        if not self.local_services and any(not v.endpoints for v in self.verifiers):
+            missing = [v.name for v in self.verifiers if not v.endpoints]
+            raise ValueError(f"scoring: verifiers {missing} have no endpoints and local_services is false")
+        return self
+
+
+class GRPOSection(_Section):
+    """The algorithm (TRL names)."""
+
+    prompts_per_step: int = Field(8, ge=1)
+    """P: distinct prompts per optimizer step (generation round)."""
+    num_generations: int = Field(8, ge=2)
+    """G: completions per prompt."""
+    beta: float = Field(0.0, ge=0)
+    """KL coefficient (k3 estimator against the frozen initial model). 0 loads no reference model."""
+    epsilon: float = Field(0.2, gt=0)
+    epsilon_high: float | None = None
+    """Upper clip (DAPO clip-higher); defaults to ``epsilon``."""
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "grpo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    adv_eps: float = Field(1e-4, gt=0)
+    """Added to the std in the advantage denominator (TRL uses 1e-4)."""
+    num_iterations: int = Field(1, ge=1)
+    """mu: optimizer steps per generation round, each on the same rollouts with fixed old log-probs."""
+    mask_truncated_completions: bool = False
+    dynamic_sampling: bool = False
+    """Resample prompts whose groups carry no signal (DAPO), up to ``max_resample_rounds`` times."""
+    max_resample_rounds: int = Field(2, ge=0)
+
+    @property
+    def epsilon_upper(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+
+class RolloutSection(_Section):
+    engine: str = "transformers"
+    """Rollout engine registry name (see ``trainer.rollout.ENGINES``)."""
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_completion_length: int = Field(32, ge=1)
+    generation_chunks: int = Field(1, ge=1)
+    """Split a round's prompts into this many generate calls; chunk k is scored while k+1 is generated."""
+
+
+class OptimSection(_Section):
+    learning_rate: float = Field(1e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    max_grad_norm: float = Field(1.0, gt=0)
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
+    micro_batch_size: int | None = Field(None, ge=1)
+    """Sequences per forward/backward (gradient accumulation); None = the whole batch at once."""
+
+
+class RunSection(_Section):
+    output_dir: str = "runs/default"
+    max_steps: int = Field(200, ge=1)
+    seed: int = 0
+    torch_threads: int = Field(0, ge=0)
+    """torch intra-op threads; 0 leaves torch's default."""
+    save_every: int = Field(0, ge=0)
+    """Checkpoint every k steps (0: only at the end)."""
+    resume: bool = True
+    """Continue from the newest checkpoint in ``output_dir`` when there is one."""
+    target_reward: float | None = None
+    """Stop early once the mean reward over the last ``target_window`` steps reaches this."""
+    target_window: int = Field(5, ge=1)
+    tensorboard: bool = True
+    progress: bool = True
+    plot: bool = True
+
+
+class TrainConfig(_Section):
+    model: ModelSection
+    data: DataSection
+    scoring: ScoringSection
+    grpo: GRPOSection = GRPOSection()
+    rollout: RolloutSection = RolloutSection()
+    optim: OptimSection = OptimSection()
+    run: RunSection = RunSection()
+
+    @model_validator(mode="after")
+    def _geometry(self) -> TrainConfig:
+        mb = self.optim.micro_batch_size
+        if mb is not None and self.batch_size % mb:
+            raise ValueError(f"optim.micro_batch_size={mb} must divide the batch P*G={self.batch_size}")
+        if self.grpo.prompts_per_step % self.rollout.generation_chunks:
+            raise ValueError("rollout.generation_chunks must divide grpo.prompts_per_step")
+        return self
+
+    @property
+    def batch_size(self) -> int:
+        """B = P * G sequences per generation round."""
+        return self.grpo.prompts_per_step * self.grpo.num_generations
+
+
+DEFAULT_CONFIG = "default.yaml"
+
+
+def _set_dotted(tree: dict, dotted: str, value: object) -> None:
+    keys = dotted.split(".")
+    node = tree
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ValueError(f"override {dotted!r}: {key!r} is not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def parse_overrides(overrides: list[str]) -> list[tuple[str, object]]:
+    parsed = []
+    for item in overrides:
+        if "=" not in item:
+            raise ValueError(f"override {item!r}: expected section.field=value")
+        key, raw = item.split("=", 1)
+        parsed.append((key.strip(), yaml.safe_load(raw) if raw.strip() else None))
+    return parsed
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """Read ``path`` (or the embedded default), apply ``section.field=value`` overrides, validate once."""
+    if path is None:
+        text = resources.files("trainer").joinpath(DEFAULT_CONFIG).read_text()
+    else:
+        text = Path(path).read_text()
+    tree = yaml.safe_load(text) or {}
+    if not isinstance(tree, dict):
+        raise ValueError(f"config {path}: expected a mapping at the top level")
+    for key, value in parse_overrides(overrides or []):
+        _set_dotted(tree, key, value)
+    return TrainConfig.model_validate(tree)
+
+
+def dump_config(cfg: TrainConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

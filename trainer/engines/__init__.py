@@ -1,0 +1,1 @@
+"""Rollout engine implementations, registered by dotted path in ``trainer.rollout.ENGINES``."""

@@ -1,0 +1,136 @@
+"""The transformers rollout engine: KV-cached sampling straight from the policy module (CPU or GPU).
+
+It samples with its own short decode loop instead of ``model.generate``: the same distribution
+(temperature, top-p, stop at EOS), without generate()'s per-token processor/stopping machinery,
+which dominates the cost of small models. Rows that have finished are dropped from the batch
+(and from the KV cache) as they finish, so late tokens cost only the rows still running.
+Sampling uses the engine's own seeded ``torch.Generator`` (saved in checkpoints).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from transformers import DynamicCache
+
+from trainer.config import RolloutSection
+from trainer.engines import llama_decode
+from trainer.rollout import RolloutBatch
+
+
+def sample_next(logits: Tensor, temperature: float, top_p: float, generator: torch.Generator) -> Tensor:
+    """logits (b, V) -> token ids (b,) sampled from softmax(logits / temperature), nucleus-filtered."""
+    probs = torch.softmax(logits.float() / temperature, dim=-1)  # (b, V)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        drop = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the smallest set reaching top_p
+        sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (b,)
+
+
+class TransformersEngine:
+    def __init__(self, cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int):
+        self.cfg = cfg
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.pad_id = int(tokenizer.pad_token_id)
+        self.eos_id = int(tokenizer.eos_token_id)
+        self.device = next(policy.parameters()).device
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+
+    def sync_weights(self, policy: torch.nn.Module) -> None:
+        self.policy = policy  # same module: nothing to copy
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.generator.set_state(state["generator"])
+
+    @torch.inference_mode()
+    def generate(self, prompts: list[list[int]], num_generations: int) -> RolloutBatch:
+        rows = [p for p in prompts for _ in range(num_generations)]  # prompt-major, B rows
+        b = len(rows)
+        tp = max(len(r) for r in rows)
+        prompt_ids = torch.full((b, tp), self.pad_id, dtype=torch.long)
+        prompt_mask = torch.zeros((b, tp), dtype=torch.long)
+        for i, r in enumerate(rows):
+            prompt_ids[i, tp - len(r) :] = torch.tensor(r)
+            prompt_mask[i, tp - len(r) :] = 1
+        prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
+        tokens = self._decode(prompt_ids, prompt_mask)  # (B, T) with pad after EOS
+        is_eos = tokens == self.eos_id
+        has_eos = is_eos.any(dim=1)
+        first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), tokens.shape[1])
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        completion_mask = (positions[None, :] <= first_eos[:, None]).long()
+        tokens = tokens.masked_fill(completion_mask == 0, self.pad_id)
+        texts = self.tokenizer.batch_decode(tokens.tolist(), skip_special_tokens=True)
+        return RolloutBatch(prompt_ids.cpu(), prompt_mask.cpu(), tokens.cpu(), completion_mask.cpu(),
+                            (~has_eos).cpu(), texts)
+
+    def _decode(self, prompt_ids: Tensor, prompt_mask: Tensor) -> Tensor:
+        """Sample up to max_completion_length tokens per row (B, T); rows stop after their EOS."""
+        was_training = self.policy.training
+        self.policy.eval()
+        try:
+            if llama_decode.supports(self.policy):
+                return self._decode_lean(prompt_ids, prompt_mask)
+            return self._decode_generic(prompt_ids, prompt_mask)
+        finally:
+            self.policy.train(was_training)
+
+    def _decode_lean(self, prompt_ids: Tensor, prompt_mask: Tensor) -> Tensor:
+        b, tp = prompt_ids.shape
+        max_new = self.cfg.max_completion_length
+        out = torch.full((b, max_new), self.pad_id, dtype=torch.long, device=self.device)
+        decoder = llama_decode.LlamaDecoder(self.policy, b, tp + max_new)
+        rows = torch.arange(b, device=self.device)  # batch row -> index into out
+        done = torch.zeros(b, dtype=torch.bool, device=self.device)
+        positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+        logits = decoder.forward(prompt_ids, positions, prompt_mask)
+        next_pos = positions[:, -1:] + 1
+        for t in range(max_new):
+            token = sample_next(logits, self.cfg.temperature, self.cfg.top_p, self.generator)  # (b,)
+            out[rows[~done], t] = token[~done]
+            done = done | (token == self.eos_id)
+            n_done = int(done.sum())
+            if t == max_new - 1 or n_done == len(rows):
+                break
+            if 4 * n_done >= len(rows):  # compact: finished rows leave the batch and the cache
+                live = (~done).nonzero().squeeze(-1)
+                decoder.keep(live)
+                rows, token, next_pos, done = rows[live], token[live], next_pos[live], done[live]
+            logits = decoder.forward(token[:, None], next_pos, torch.ones_like(next_pos))
+            next_pos = next_pos + 1
+        return out
+
+    def _decode_generic(self, prompt_ids: Tensor, prompt_mask: Tensor) -> Tensor:
+        b = prompt_ids.shape[0]
+        max_new = self.cfg.max_completion_length
+        out = torch.full((b, max_new), self.pad_id, dtype=torch.long, device=self.device)
+        alive = torch.arange(b, device=self.device)  # rows still generating, indices into out
+        mask = prompt_mask
+        positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        logits = self.policy(input_ids=prompt_ids, attention_mask=mask, position_ids=positions,
+                             past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+        next_pos = positions[:, -1:] + 1
+        for t in range(max_new):
+            token = sample_next(logits, self.cfg.temperature, self.cfg.top_p, self.generator)  # (b_alive,)
+            out[alive, t] = token
+            keep = token != self.eos_id
+            if t == max_new - 1 or not bool(keep.any()):
+                break
+            if not bool(keep.all()):
+                idx = keep.nonzero().squeeze(-1)
+                alive, token, mask, next_pos = alive[idx], token[idx], mask[idx], next_pos[idx]
+                cache.batch_select_indices(idx)
+            mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+            logits = self.policy(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos,
+                                 past_key_values=cache, use_cache=True).logits[:, -1]
+            next_pos = next_pos + 1
+        return out

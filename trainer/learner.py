@@ -1,0 +1,149 @@
+"""Log-probabilities of completions and the optimizer update (micro-batched, clipped, scheduled)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from trainer.config import TrainConfig
+from trainer.loss import LossConfig, LossInputs, loss_denominator, policy_loss
+
+
+def token_logprobs(
+    model: torch.nn.Module,
+    input_ids: Int[Tensor, "B L"],
+    attention_mask: Int[Tensor, "B L"],
+    completion_len: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
+    """log pi(token) for the last ``completion_len`` positions, and optionally the per-token entropy.
+
+    Position ids follow the attention mask (left padding), as in the rollout engine.
+    """
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                   logits_to_keep=completion_len + 1, use_cache=False).logits  # (B, T+1, V)
+    logits = logits[:, :-1].float() / temperature  # (B, T, V) predicts the completion tokens
+    targets = input_ids[:, -completion_len:]  # (B, T)
+    logz = torch.logsumexp(logits, dim=-1)  # (B, T)
+    logprobs = logits.gather(-1, targets[..., None]).squeeze(-1) - logz  # (B, T)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            p = torch.softmax(logits, dim=-1)
+            entropy = logz - (p * logits).sum(-1)  # (B, T)
+    return logprobs, entropy
+
+
+@torch.no_grad()
+def batched_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
+                     temperature: float, micro_batch: int) -> Float[Tensor, "B T"]:
+    out = []
+    for s in range(0, input_ids.shape[0], micro_batch):
+        lp, _ = token_logprobs(model, input_ids[s : s + micro_batch], attention_mask[s : s + micro_batch],
+                               completion_len, temperature)
+        out.append(lp)
+    return torch.cat(out)
+
+
+@dataclass
+class UpdateBatch:
+    """The rows that enter the loss (included rows only)."""
+
+    input_ids: Int[Tensor, "B L"]
+    attention_mask: Int[Tensor, "B L"]
+    loss_mask: Bool[Tensor, "B T"]
+    advantages: Float[Tensor, "B"]
+    old_logprobs: Float[Tensor, "B T"] | None  # None: on-policy single iteration (ratio = 1)
+    ref_logprobs: Float[Tensor, "B T"] | None
+    is_weights: Float[Tensor, "B T"] | None = None
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    o = cfg.optim
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=o.learning_rate,
+                             betas=(o.adam_beta1, o.adam_beta2), eps=o.adam_epsilon, weight_decay=o.weight_decay,
+                             foreach=True)
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warmup, then constant / linear decay / cosine decay to 0 over the optimizer steps."""
+    warmup = cfg.optim.warmup_steps
+    total = cfg.run.max_steps * cfg.grpo.num_iterations
+    kind = cfg.optim.lr_scheduler_type
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        if kind == "linear":
+            return 1.0 - progress
+        if kind == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+        return 1.0
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class Learner:
+    """Owns the policy's optimizer state; one :meth:`step` is one optimizer step on an UpdateBatch."""
+
+    def __init__(self, policy: torch.nn.Module, cfg: TrainConfig):
+        self.policy = policy
+        self.cfg = cfg
+        self.loss_cfg = LossConfig(cfg.grpo.loss_type, cfg.grpo.epsilon, cfg.grpo.epsilon_upper, cfg.grpo.beta,
+                                   cfg.rollout.max_completion_length)
+        self.optimizer = make_optimizer(policy, cfg)
+        self.scheduler = make_scheduler(self.optimizer, cfg)
+
+    def step(self, batch: UpdateBatch) -> dict[str, float]:
+        cfg, policy = self.cfg, self.policy
+        policy.train()
+        n = batch.input_ids.shape[0]
+        mb = cfg.optim.micro_batch_size or n
+        n_micro = -(-n // mb)
+        t = batch.loss_mask.shape[1]
+        denominator = loss_denominator(batch.loss_mask, cfg.grpo.loss_type, cfg.rollout.max_completion_length)
+        self.optimizer.zero_grad(set_to_none=True)
+        totals = {"loss": 0.0, "policy": 0.0, "kl_sum": 0.0, "clipped": 0.0, "tokens": 0.0, "entropy_sum": 0.0}
+        for s in range(0, n, mb):
+            sl = slice(s, s + mb)
+            logprobs, entropy = token_logprobs(policy, batch.input_ids[sl], batch.attention_mask[sl], t,
+                                               cfg.rollout.temperature, with_entropy=True)
+            old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl]
+            ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl]
+            isw = None if batch.is_weights is None else batch.is_weights[sl]
+            out = policy_loss(LossInputs(logprobs, old, batch.advantages[sl], batch.loss_mask[sl], ref, isw),
+                              self.loss_cfg, denominator, n_micro)
+            out.loss.backward()
+            totals["loss"] += float(out.loss.detach())
+            totals["policy"] += float(out.policy_loss)
+            totals["kl_sum"] += float(out.kl_sum)
+            totals["clipped"] += float(out.clipped_tokens)
+            totals["tokens"] += float(out.tokens)
+            totals["entropy_sum"] += float((entropy * batch.loss_mask[sl]).sum())
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.max_grad_norm)
+        self.optimizer.step()
+        lr = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        tokens = max(totals["tokens"], 1.0)
+        return {
+            "loss/total": totals["loss"],
+            "loss/policy": totals["policy"],
+            "policy/kl": totals["kl_sum"] / tokens,
+            "policy/clip_frac": totals["clipped"] / tokens,
+            "policy/entropy": totals["entropy_sum"] / tokens,
+            "policy/grad_norm": float(grad_norm),
+            "policy/lr": lr,
+        }
+
+    def skip(self) -> dict[str, float]:
+        """No row carries signal this round: no optimizer step, but the schedule advances."""
+        lr = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        return {"policy/lr": lr}

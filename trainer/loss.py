@@ -1,0 +1,131 @@
+"""The GRPO objective, pure functions over tensors (no trainer object, no side effects).
+
+Per completion token t of sequence i, with rho = exp(logprobs - old_logprobs):
+
+    objective_t = min(rho * A_i, clip(rho, 1 - epsilon, 1 + epsilon_high) * A_i) - beta * KL_t
+    KL_t        = exp(ref - logprobs) - (ref - logprobs) - 1          (Schulman's k3 estimator)
+
+and the loss is minus the aggregated objective. Deviations and choices, declared:
+
+1. The KL term is the k3 estimator against a frozen copy of the initial policy; without bias
+   correction (TRL's ``use_bias_correction_kl=False``). With beta = 0 no reference is needed.
+2. Clipping may be asymmetric (``epsilon_high``, DAPO "clip-higher").
+3. ``is_weights`` (optional, (B, T)): a truncated importance weight pi_old/pi_rollout for engines
+   whose sampler differs from the trainer's forward (vLLM); it multiplies the policy-gradient term.
+4. Aggregation (``loss_type``), documented because it changes the gradient and the length bias:
+   - ``grpo``: mean over each sequence's tokens, then mean over sequences (the paper; short
+     sequences weigh more per token, which favours short correct and long wrong answers).
+   - ``bnpo``: sum over tokens / active tokens of the micro-batch (averaged over micro-batches).
+   - ``dapo`` (token-level, DAPO): sum over tokens / active tokens of the whole batch: every token
+     weighs the same whatever its sequence's length.
+   - ``dr_grpo``: sum over tokens / (sequences * max_completion_length), a constant (Dr. GRPO).
+   Only *included* rows count (valid rollouts of informative groups, see ``advantages``). The
+   normaliser is computed over the whole batch by :func:`loss_denominator` before the
+   micro-batches run, so gradient accumulation (and, later, several ranks summing their counts)
+   gives the same gradient as one big batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    loss_type: LossType = "grpo"
+    epsilon: float = 0.2
+    epsilon_high: float = 0.2
+    beta: float = 0.0
+    max_completion_length: int = 32
+
+
+@dataclass
+class LossInputs:
+    logprobs: Float[Tensor, "B T"]  # current policy, with grad
+    old_logprobs: Float[Tensor, "B T"]  # policy that sampled (no grad)
+    advantages: Float[Tensor, "B"]
+    loss_mask: Bool[Tensor, "B T"]  # completion tokens of included rows
+    ref_logprobs: Float[Tensor, "B T"] | None = None  # needed when beta > 0
+    is_weights: Float[Tensor, "B T"] | None = None  # optional rollout importance weights
+
+
+@dataclass
+class LossOutputs:
+    loss: Float[Tensor, ""]  # this micro-batch's share of the batch loss (sum over micro-batches = loss)
+    policy_loss: Float[Tensor, ""]  # same share, policy-gradient part only
+    kl_sum: Float[Tensor, ""]  # sum of KL_t over masked tokens (for metrics)
+    clipped_tokens: Float[Tensor, ""]  # tokens whose gradient the clip removed
+    tokens: Float[Tensor, ""]  # masked tokens in this micro-batch
+
+
+def loss_denominator(loss_mask: Bool[Tensor, "B T"], loss_type: LossType, max_completion_length: int,
+                     micro_batches: int = 1) -> float:
+    """The normaliser of the batch loss, from the whole batch's mask (all micro-batches)."""
+    rows = float(loss_mask.any(dim=1).sum())
+    tokens = float(loss_mask.sum())
+    if loss_type == "grpo":
+        return max(rows, 1.0)
+    if loss_type == "dapo":
+        return max(tokens, 1.0)
+    if loss_type == "dr_grpo":
+        return max(rows * max_completion_length, 1.0)
+    if loss_type == "bnpo":
+        return -1.0  # per micro-batch: see token_weights
+    raise ValueError(f"unknown loss_type {loss_type!r}")
+
+
+def token_weights(loss_mask: Bool[Tensor, "B T"], loss_type: LossType, denominator: float,
+                  micro_batches: int = 1) -> Float[Tensor, "B T"]:
+    """Weight of each token's term in the batch loss (so that loss = sum(weights * per_token_loss))."""
+    mask = loss_mask.float()  # (B, T)
+    if loss_type == "grpo":
+        return mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0) / denominator
+    if loss_type == "bnpo":
+        return mask / mask.sum().clamp(min=1.0) / micro_batches
+    return mask / denominator
+
+
+def clipped_objective(ratio: Float[Tensor, "B T"], advantages: Float[Tensor, "B 1"], epsilon: float,
+                      epsilon_high: float) -> Float[Tensor, "B T"]:
+    """min(rho A, clip(rho, 1 - eps, 1 + eps_high) A), per token."""
+    clipped_ratio = ratio.clamp(1.0 - epsilon, 1.0 + epsilon_high)
+    return torch.minimum(ratio * advantages, clipped_ratio * advantages)
+
+
+def k3_kl(logprobs: Float[Tensor, "B T"], ref_logprobs: Float[Tensor, "B T"]) -> Float[Tensor, "B T"]:
+    """exp(ref - cur) - (ref - cur) - 1 >= 0, an unbiased, low-variance estimate of KL(pi || ref)."""
+    delta = ref_logprobs - logprobs
+    return torch.exp(delta) - delta - 1.0
+
+
+def policy_loss(inputs: LossInputs, cfg: LossConfig, denominator: float, micro_batches: int = 1) -> LossOutputs:
+    adv = inputs.advantages[:, None]  # (B, 1)
+    ratio = torch.exp(inputs.logprobs - inputs.old_logprobs)  # (B, T)
+    pg = clipped_objective(ratio, adv, cfg.epsilon, cfg.epsilon_high)  # (B, T)
+    if inputs.is_weights is not None:
+        pg = pg * inputs.is_weights
+    per_token = -pg  # (B, T)
+    weights = token_weights(inputs.loss_mask, cfg.loss_type, denominator, micro_batches)  # (B, T)
+    mask = inputs.loss_mask.float()
+    kl_sum = torch.zeros((), dtype=per_token.dtype)
+    if cfg.beta > 0:
+        if inputs.ref_logprobs is None:
+            raise ValueError("beta > 0 needs ref_logprobs")
+        kl = k3_kl(inputs.logprobs, inputs.ref_logprobs)  # (B, T)
+        kl_sum = (kl.detach() * mask).sum()
+        loss = ((per_token + cfg.beta * kl) * weights).sum()
+    else:
+        loss = (per_token * weights).sum()
+    with torch.no_grad():
+        low = (ratio < 1.0 - cfg.epsilon) & (adv < 0)
+        high = (ratio > 1.0 + cfg.epsilon_high) & (adv > 0)
+        clipped = ((low | high).float() * mask).sum()
+        policy_part = (per_token * weights).sum()
+    return LossOutputs(loss, policy_part, kl_sum, clipped, mask.sum())

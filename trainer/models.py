@@ -1,0 +1,85 @@
+"""Policy, reference model and tokenizer: loaded from a checkpoint or built locally (never downloaded).
+
+The local build is a character-level tokenizer (``tokenizers`` BPE with no merges: one token per
+character, no BOS/EOS added on encode) and a randomly initialised ``LlamaForCausalLM``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
+
+from trainer.config import ModelSection, TinyModel
+
+SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>")  # ids 0..3
+CHARS = "0123456789+-*= "
+
+
+def char_tokenizer(chars: str = CHARS) -> PreTrainedTokenizerBase:
+    """A char-level fast tokenizer: pad 0, eos 1, bos 2 (never added), unk 3, then one id per char."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(list(SPECIALS) + list(chars))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens(list(SPECIALS))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        eos_token="<eos>",
+        bos_token="<bos>",
+        unk_token="<unk>",
+        padding_side="left",
+        truncation_side="left",
+        model_max_length=64,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def tiny_llama(spec: TinyModel, tokenizer: PreTrainedTokenizerBase) -> LlamaForCausalLM:
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_attention_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=False,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    devnull_state = torch.random.get_rng_state()
+    torch.manual_seed(spec.init_seed)
+    model = LlamaForCausalLM(cfg)
+    torch.random.set_rng_state(devnull_state)  # the init seed never leaks into the run's RNG stream
+    return model.float()
+
+
+def build_policy(cfg: ModelSection) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+    """The trainable policy and its tokenizer."""
+    if cfg.tiny is not None:
+        tokenizer = char_tokenizer()
+        model = tiny_llama(cfg.tiny, tokenizer)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or cfg.path)
+        model = AutoModelForCausalLM.from_pretrained(cfg.path, dtype=getattr(torch, cfg.dtype))
+    if tokenizer.pad_token_id is None:
+        raise ValueError("the tokenizer has no pad token; set one in its tokenizer_config.json")
+    if tokenizer.eos_token_id is None:
+        raise ValueError("the tokenizer has no eos token")
+    model.to(getattr(torch, cfg.dtype))
+    model.config.use_cache = True
+    return model, tokenizer
+
+
+def frozen_reference(policy: torch.nn.Module) -> torch.nn.Module:
+    """A frozen copy of the policy as it is now (call before the first update)."""
+    ref = copy.deepcopy(policy).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref

@@ -1,0 +1,103 @@
+"""Rollout engines behind one registry: ``rollout.engine`` in the config picks one by name.
+
+An engine turns P prompts into G sampled completions each and reports, per row, the completion
+tokens, a loss mask (up to and including the first EOS), truncation, and optionally the sampler's
+own per-token log-probs (engines such as vLLM report them; the loss can use them for an
+importance-sampling correction of the train/inference mismatch). After every optimizer step the
+loop calls ``sync_weights(policy)``; an engine that shares the policy module (transformers) does
+nothing, one that holds its own copy (vLLM) reloads it there.
+
+Adding an engine is one entry in :data:`ENGINES` (a dotted path, imported only when chosen).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from trainer.config import RolloutSection
+
+ENGINES: dict[str, str] = {
+    "transformers": "trainer.engines.hf:TransformersEngine",
+}
+
+
+@dataclass
+class RolloutBatch:
+    """B = P*G rows, prompt-major (row p*G + g is generation g of prompt p)."""
+
+    prompt_ids: Int[Tensor, "B Tp"]  # left-padded
+    prompt_mask: Int[Tensor, "B Tp"]
+    completion_ids: Int[Tensor, "B T"]  # right-padded with pad after the first EOS
+    completion_mask: Int[Tensor, "B T"]  # 1 up to and including the first EOS
+    truncated: Bool[Tensor, "B"]  # no EOS within max_completion_length
+    texts: list[str]  # decoded completions, special tokens skipped
+    rollout_logprobs: Float[Tensor, "B T"] | None = None  # the sampler's own log-probs, when it reports them
+
+    @property
+    def input_ids(self) -> Int[Tensor, "B Tp+T"]:
+        return torch.cat([self.prompt_ids, self.completion_ids], dim=1)
+
+    @property
+    def attention_mask(self) -> Int[Tensor, "B Tp+T"]:
+        return torch.cat([self.prompt_mask, self.completion_mask], dim=1)
+
+    def __len__(self) -> int:
+        return self.completion_ids.shape[0]
+
+
+def concat_batches(parts: list[RolloutBatch], pad_id: int) -> RolloutBatch:
+    """Join chunks generated separately (prompts left-padded, completions right-padded to a common width)."""
+    if len(parts) == 1:
+        return parts[0]
+    tp = max(p.prompt_ids.shape[1] for p in parts)
+    t = max(p.completion_ids.shape[1] for p in parts)
+
+    def left(x: Tensor, width: int, value: int) -> Tensor:
+        return torch.nn.functional.pad(x, (width - x.shape[1], 0), value=value)
+
+    def right(x: Tensor, width: int, value: float) -> Tensor:
+        return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
+
+    logprobs = None
+    if all(p.rollout_logprobs is not None for p in parts):
+        logprobs = torch.cat([right(p.rollout_logprobs, t, 0.0) for p in parts])
+    return RolloutBatch(
+        prompt_ids=torch.cat([left(p.prompt_ids, tp, pad_id) for p in parts]),
+        prompt_mask=torch.cat([left(p.prompt_mask, tp, 0) for p in parts]),
+        completion_ids=torch.cat([right(p.completion_ids, t, pad_id) for p in parts]),
+        completion_mask=torch.cat([right(p.completion_mask, t, 0) for p in parts]),
+        truncated=torch.cat([p.truncated for p in parts]),
+        texts=[s for p in parts for s in p.texts],
+        rollout_logprobs=logprobs,
+    )
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    def generate(self, prompts: list[list[int]], num_generations: int) -> RolloutBatch:
+        """Sample ``num_generations`` completions for each tokenised prompt."""
+
+    def sync_weights(self, policy: torch.nn.Module) -> None:
+        """Make the engine sample from ``policy``'s current weights."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Sampler RNG state (for exact resume)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def build_engine(cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int) -> RolloutEngine:
+    if cfg.engine not in ENGINES:
+        raise ValueError(f"unknown rollout engine {cfg.engine!r}; registered: {', '.join(ENGINES)}")
+    module, _, attr = ENGINES[cfg.engine].partition(":")
+    factory = getattr(importlib.import_module(module), attr)
+    engine = factory(cfg, policy, tokenizer, seed)
+    if not isinstance(engine, RolloutEngine):
+        raise TypeError(f"rollout engine {cfg.engine!r} does not implement RolloutEngine")
+    return engine

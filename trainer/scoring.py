@@ -1,0 +1,110 @@
+"""Remote scoring, off the learner's thread: submit a round's completions, keep generating or
+computing, collect the rewards later.
+
+The async :class:`verifiers.client.VerifierClient` runs on its own event loop in a daemon thread;
+:meth:`Scorer.submit` returns a ``concurrent.futures.Future`` at once. The learner only waits in
+:meth:`Scorer.result`, and that wait is what ``verify/idle_frac`` reports. Statuses travel with the
+rewards: a rollout no verifier could judge is ``valid = False`` (masked), never a reward of 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+from trainer.config import ScoringSection
+from trainer.data import Example
+
+
+@dataclass
+class Scores:
+    rewards: Float[Tensor, "P G"]  # weighted sum (0 where not valid; never used there)
+    valid: Bool[Tensor, "P G"]  # status OK
+    components: dict[str, Float[Tensor, "P G"]]  # per verifier (and sub-component), NaN where absent
+    latency_s: float  # submit -> scores ready
+
+
+class Scorer:
+    def __init__(self, cfg: ScoringSection, endpoints: dict[str, list[str]]):
+        from verifiers.client import VerifierClient, WeightedVerifier
+
+        self.cfg = cfg
+        verifiers = [WeightedVerifier(v.name, v.weight, tuple(endpoints[v.name]), dict(v.options)) for v in cfg.verifiers]
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="cohort-scorer", daemon=True)
+        self._thread.start()
+        self.client = self._run(self._make_client(VerifierClient, verifiers))
+        self.versions = self._run(self.client.handshake())
+
+    async def _make_client(self, cls, verifiers):  # the channels belong to the scorer's loop
+        return cls(verifiers, timeout_s=self.cfg.timeout_s, retries=self.cfg.retries)
+
+    def _run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def submit(self, examples: list[Example], texts: list[str], truncated: list[bool], group_offset: int = 0) -> Future:
+        """Score P groups of G completions (prompt-major ``texts``); returns a Future of :class:`Scores`."""
+        from verifiers.base import Reference, Rollout
+        from verifiers.client import ScoreRequest
+
+        p = len(examples)
+        g = len(texts) // p
+        requests = [
+            ScoreRequest(
+                group_id=f"g{group_offset + i}",
+                prompt=ex.prompt,
+                reference=Reference(answer=ex.answer),
+                rollouts=tuple(Rollout(j, texts[i * g + j], bool(truncated[i * g + j])) for j in range(g)),
+            )
+            for i, ex in enumerate(examples)
+        ]
+        started = time.perf_counter()
+
+        async def run() -> Scores:
+            scored = await self.client.score(requests)
+            return _to_tensors(scored, time.perf_counter() - started)  # latency includes the conversion
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop)
+
+    def close(self) -> None:
+        if self._loop.is_running():
+            self._run(self.client.close())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+
+
+def _to_tensors(scored, latency_s: float) -> Scores:
+    from verifiers.base import RolloutStatus
+
+    p, g = len(scored), len(scored[0])
+    flat = [r for group in scored for r in group]  # prompt-major, B = P*G
+    valid = [r.status is RolloutStatus.OK for r in flat]
+    rewards = [r.reward if ok else 0.0 for r, ok in zip(flat, valid)]
+    nan = float("nan")
+    names = sorted({k for r, ok in zip(flat, valid) if ok for k in r.components})
+    components = {
+        k: torch.tensor([r.components.get(k, nan) if ok else nan for r, ok in zip(flat, valid)],
+                        dtype=torch.float64).view(p, g)
+        for k in names
+    }
+    return Scores(torch.tensor(rewards, dtype=torch.float64).view(p, g), torch.tensor(valid).view(p, g),
+                  components, latency_s)
+
+
+def merge_scores(parts: list[Scores]) -> Scores:
+    """Concatenate chunks along P (components missing from a chunk are NaN there)."""
+    if len(parts) == 1:
+        return parts[0]
+    names = sorted({k for s in parts for k in s.components})
+    comps = {
+        k: torch.cat([s.components.get(k, torch.full_like(s.rewards, float("nan"))) for s in parts]) for k in names
+    }
+    return Scores(torch.cat([s.rewards for s in parts]), torch.cat([s.valid for s in parts]), comps,
+                  max(s.latency_s for s in parts))

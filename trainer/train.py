@@ -1,0 +1,182 @@
+"""The GRPO loop, top to bottom: sample G per prompt -> score remotely -> advantages -> update -> log.
+
+Everything else is a named call: engines (``rollout``), remote scoring (``scoring``), the maths
+(``advantages``, ``loss``), the optimizer step (``learner``), ``checkpoint`` and ``metrics``.
+Overlap: a round's prompts are generated in ``rollout.generation_chunks`` calls and each chunk is
+sent to the verifiers as soon as it exists, so chunk k is scored while chunk k+1 is generated; the
+old-policy forward (num_iterations > 1) also runs while the verifiers work. The learner only idles
+in ``Scorer`` waits, reported as ``verify/idle_frac``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+import torch
+
+from trainer import checkpoint
+from trainer.advantages import group_advantages
+from trainer.config import TrainConfig, dump_config
+from trainer.data import Example, PromptSampler, load_examples
+from trainer.learner import Learner, UpdateBatch, batched_logprobs
+from trainer.metrics import MetricsLog, plot_rewards
+from trainer.models import build_policy, frozen_reference
+from trainer.rollout import RolloutBatch, build_engine, concat_batches
+from trainer.scoring import Scorer, Scores, merge_scores
+
+
+@contextlib.contextmanager
+def verifier_endpoints(cfg: TrainConfig) -> Iterator[dict[str, list[str]]]:
+    """Configured endpoints, plus local ``cohort serve`` processes for verifiers that have none."""
+    endpoints = {v.name: list(v.endpoints) for v in cfg.scoring.verifiers}
+    local = [name for name, eps in endpoints.items() if not eps]
+    if not local:
+        yield endpoints
+        return
+    from cohort.launch import LocalServices
+
+    with LocalServices(local) as started:
+        yield {**endpoints, **{name: [started[name]] for name in local}}
+
+
+def sample_and_score(engine, scorer: Scorer, examples: list[Example], prompt_ids: list[list[int]],
+                     idx: list[int], cfg: TrainConfig, pad_id: int) -> tuple[RolloutBatch, list, float]:
+    """Generate G completions per prompt in chunks, submitting each chunk for scoring at once."""
+    g, chunks = cfg.grpo.num_generations, cfg.rollout.generation_chunks
+    size = -(-len(idx) // chunks)
+    parts, futures, gen_s = [], [], 0.0
+    for c in range(0, len(idx), size):
+        chunk = idx[c : c + size]
+        t = time.perf_counter()
+        part = engine.generate([prompt_ids[i] for i in chunk], g)
+        gen_s += time.perf_counter() - t
+        futures.append(scorer.submit([examples[i] for i in chunk], part.texts, part.truncated.tolist(), c))
+        parts.append(part)
+    return concat_batches(parts, pad_id), futures, gen_s
+
+
+def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
+    if cfg.run.torch_threads:
+        torch.set_num_threads(cfg.run.torch_threads)
+    torch.manual_seed(cfg.run.seed)
+    out_dir = cfg.run.output_dir
+    policy, tokenizer = build_policy(cfg.model)
+    reference = frozen_reference(policy) if cfg.grpo.beta > 0 else None  # no reference model when beta = 0
+    examples = load_examples(cfg.data)
+    prompt_ids = [tokenizer(e.prompt, add_special_tokens=False)["input_ids"] for e in examples]
+    sampler = PromptSampler(len(examples), cfg.grpo.prompts_per_step, cfg.data.shuffle_seed)
+    engine = build_engine(cfg.rollout, policy, tokenizer, cfg.run.seed)
+    learner = Learner(policy, cfg)
+    start = 0
+    if cfg.run.resume and (path := checkpoint.latest(out_dir)) is not None:
+        state = checkpoint.load(path)
+        policy.load_state_dict(state["policy"])
+        learner.optimizer.load_state_dict(state["optimizer"])
+        learner.scheduler.load_state_dict(state["scheduler"])
+        engine.load_state_dict(state["engine"])
+        sampler.position = state["sampler_position"]
+        checkpoint.set_rng_state(state["rng"])
+        start = state["step"]
+    scorer = Scorer(cfg.scoring, endpoints)  # handshake: fails fast when a verifier is missing
+    log = MetricsLog(out_dir, tensorboard=cfg.run.tensorboard, progress=cfg.run.progress,
+                     total_steps=cfg.run.max_steps, start_step=start)
+    (log.dir / "config.resolved.yaml").write_text(dump_config(cfg))
+    records: list[dict] = []
+    micro = cfg.optim.micro_batch_size or cfg.batch_size
+    mu, pad_id = cfg.grpo.num_iterations, int(tokenizer.pad_token_id)
+    try:
+        for step in range(start + 1, cfg.run.max_steps + 1):
+            t_step = time.perf_counter()
+            # 1. sample G completions per prompt; each chunk goes to the verifiers as soon as it exists
+            batch, futures, gen_s = sample_and_score(engine, scorer, examples, prompt_ids, sampler.next(), cfg, pad_id)
+            input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
+            # 2. while the verifiers work: reference log-probs (beta > 0) and old-policy log-probs (mu > 1)
+            temp = cfg.rollout.temperature
+            ref_logprobs = (batched_logprobs(reference, input_ids, attention_mask, t, temp, micro)
+                            if reference is not None else None)
+            old_logprobs = batched_logprobs(policy, input_ids, attention_mask, t, temp, micro) if mu > 1 else None
+            # 3. rewards: the learner's only wait on the verifiers
+            t_wait = time.perf_counter()
+            scores = merge_scores([f.result() for f in futures])
+            idle_s = time.perf_counter() - t_wait
+            # 4. group advantages over valid rollouts; groups without signal drop out
+            p, g = scores.rewards.shape
+            adv = group_advantages(scores.rewards, scores.valid, cfg.grpo.scale_rewards, cfg.grpo.adv_eps)
+            included = adv.included.flatten()  # (B,)
+            if cfg.grpo.mask_truncated_completions:
+                included &= ~batch.truncated
+            rows = included.nonzero().squeeze(-1)
+            # 5. num_iterations optimizer steps on the included rows only
+            t_update = time.perf_counter()
+            if len(rows) == 0:
+                update = learner.skip()
+            else:
+                update_batch = UpdateBatch(input_ids[rows], attention_mask[rows], batch.completion_mask[rows].bool(),
+                                           adv.advantages.flatten()[rows],
+                                           None if old_logprobs is None else old_logprobs[rows],
+                                           None if ref_logprobs is None else ref_logprobs[rows])
+                for _ in range(mu):
+                    update = learner.step(update_batch)
+            engine.sync_weights(policy)
+            update_s = time.perf_counter() - t_update
+            # 6. log and checkpoint
+            step_s = time.perf_counter() - t_step
+            record = round_metrics(batch, scores, adv, len(rows)) | update | {
+                "time/step_s": step_s, "time/generate_s": gen_s, "time/update_s": update_s,
+                "verify/idle_s": idle_s, "verify/idle_frac": idle_s / step_s, "verify/latency_s": scores.latency_s,
+                "throughput/tokens_per_s": float(batch.completion_mask.sum()) / step_s,
+            }
+            log.log(step, record)
+            records.append({"step": step, **record})
+            done = step == cfg.run.max_steps or reached_target(records, cfg)
+            if done or (cfg.run.save_every and step % cfg.run.save_every == 0):
+                checkpoint.save(out_dir, step, {
+                    "policy": policy.state_dict(), "optimizer": learner.optimizer.state_dict(),
+                    "scheduler": learner.scheduler.state_dict(), "engine": engine.state_dict(),
+                    "sampler_position": sampler.position})
+            if done:
+                break
+    finally:
+        log.close()
+        scorer.close()
+    policy.save_pretrained(log.dir / "final")
+    tokenizer.save_pretrained(log.dir / "final")
+    if cfg.run.plot and records:
+        plot_rewards(log.path, log.dir / "reward_curve.png")
+    return records
+
+
+def reached_target(records: list[dict], cfg: TrainConfig) -> bool:
+    target, window = cfg.run.target_reward, cfg.run.target_window
+    if target is None or len(records) < window:
+        return False
+    return sum(r["reward/mean"] for r in records[-window:]) / window >= target
+
+
+def round_metrics(batch: RolloutBatch, scores: Scores, adv, n_rows: int) -> dict[str, float]:
+    valid = scores.valid
+    n_valid = int(valid.sum())
+    lengths = batch.completion_mask.sum(dim=1).float()  # (B,)
+    rec = {
+        "reward/mean": float(scores.rewards[valid].mean()) if n_valid else float("nan"),
+        "reward/std": float(scores.rewards[valid].std()) if n_valid > 1 else 0.0,
+        "verify/unusable_frac": 1.0 - n_valid / valid.numel(),
+        "group/zero_std_frac": float((~adv.informative_groups & (valid.sum(1) >= 2)).float().mean()),
+        "group/informative_frac": float(adv.informative_groups.float().mean()),
+        "rollout/len_mean": float(lengths.mean()),
+        "rollout/truncated_frac": float(batch.truncated.float().mean()),
+        "rollout/rows_in_loss": float(n_rows),
+    }
+    for name, values in scores.components.items():
+        ok = valid & ~values.isnan()
+        if ok.any():
+            rec[f"reward/{name}"] = float(values[ok].mean())
+    return rec
+
+
+def run(cfg: TrainConfig) -> list[dict]:
+    """Start local verifier services when needed, then train."""
+    with verifier_endpoints(cfg) as endpoints:
+        return train(cfg, endpoints)

@@ -90,6 +90,8 @@ def _top_level_split(s: str, seps: re.Pattern) -> list[str]:
 _LIST_SEP = re.compile(r"\s*(?:,\s*(?:\\text\{\s*(?:and|or)\s*\}|and\b|or\b)?|;|\\text\{\s*,?\s*(?:and|or)\s*\}|\band\b|\bor\b)\s*")
 _SEMI = re.compile(r"\s*;\s*")
 _COMMA = re.compile(r"\s*,\s*")
+_TUPLE_SEP = re.compile(r"\s*[,;]\s*")
+_RATIO = re.compile(r"^([^:=<>]+):([^:=<>]+)$")
 _REL = re.compile(r"\\le |\\ge |\\ne |\\in |\\approx |\\equiv |<|>|=")
 _LABEL = re.compile(
     r"^(?:[a-zA-Z](?:_\{?[\w,]+\}?)?'*|\\[a-zA-Z]+(?:_\{?[\w,]+\}?)?|[a-zA-Z]\s*\([a-zA-Z0-9, ]*\)|\([a-zA-Z ,_{}0-9]+\)"
@@ -174,11 +176,18 @@ def _relation_chain(s: str) -> tuple[list[str], list[str]]:
         rest = rhs
 
 
+def _chain_value(terms: list[str], ops: list[str]) -> str:
+    """'x = 5+5+1 = 1/3 \\approx 0.33' -> '1/3': the last exact value, else the last one."""
+    if "=" in ops and "\\approx" in ops:
+        return terms[ops.index("\\approx")]
+    return terms[-1]
+
+
 def _label_value(item: str) -> str | None:
     """'x = 3' -> '3' when the left side is a name; None otherwise."""
     terms, ops = _relation_chain(item)
     if ops and all(op in ("=", "\\approx") for op in ops) and _LABEL.match(terms[0].strip()) and terms[-1]:
-        return terms[-1]
+        return _chain_value(terms, ops)
     return None
 
 
@@ -296,8 +305,8 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
         return _unordered(g_parts, a_parts, leaf, "union")
     g_br, a_br = _BRACKETED.match(gold), _BRACKETED.match(answer)
     if g_br and a_br and _balanced(g_br.group(2)) and _balanced(a_br.group(2)):
-        g_items = _top_level_split(g_br.group(2), _COMMA)
-        a_items = _top_level_split(a_br.group(2), _COMMA)
+        g_items = _top_level_split(g_br.group(2), _TUPLE_SEP)
+        a_items = _top_level_split(a_br.group(2), _TUPLE_SEP)
         if len(g_items) > 1 or len(a_items) > 1:
             if len(g_items) != len(a_items):
                 return Outcome(False, "tuples of different length")
@@ -315,7 +324,7 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
 
     # matrices
     g_mat, a_mat = _MATRIX.match(gold), _MATRIX.match(answer)
-    if g_mat and a_mat:
+    if g_mat and a_mat and "\\begin" not in g_mat.group(2) + a_mat.group(2):
         g_rows = [_top_level_split(r, re.compile(r"\s*&\s*")) for r in _matrix_rows(g_mat.group(2))]
         a_rows = [_top_level_split(r, re.compile(r"\s*&\s*")) for r in _matrix_rows(a_mat.group(2))]
         if [len(r) for r in g_rows] != [len(r) for r in a_rows]:
@@ -326,6 +335,18 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
                 if not sub.equal:
                     return Outcome(False, f"matrix entry {g!r} vs {a!r}: {sub.how}")
         return Outcome(True, "matrix elementwise")
+
+    # ratios 'a:b' (also clock times '12:00')
+    g_ratio, a_ratio = _RATIO.match(gold), _RATIO.match(answer)
+    if g_ratio and a_ratio:
+        g_nums = [parse_number(x.strip()) for x in g_ratio.groups()]
+        a_nums = [parse_number(x.strip()) for x in a_ratio.groups()]
+        if None not in g_nums and None not in a_nums:
+            if [n.value for n in g_nums] == [n.value for n in a_nums]:
+                return Outcome(True, "same ratio")
+            if g_nums[1].value and a_nums[1].value and g_nums[0].value * a_nums[1].value == a_nums[0].value * g_nums[1].value:
+                return Outcome(True, "proportional ratio")
+            return Outcome(False, "different ratio")
 
     # quantities
     gq, aq = split_quantity(gold), split_quantity(answer)
@@ -461,14 +482,21 @@ def _relations_equal(gold, answer, g_terms, g_ops, a_terms, a_ops, leaf: Leaf) -
 # --------------------------------------------------------------------------------------------- entry
 
 
+def _dedupe(items: list[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for item in items:
+        seen.setdefault(re.sub(r"\s+", "", item), item)
+    return list(seen.values())
+
+
 def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
     """Compare gold with the extracted answer(s). Raises NeedSympy (cheap pass) or OverLimits."""
     gold = normalize(gold_raw)
     parts = [normalize(a) for a in answers]
     if len(parts) == 1 and parts[0] == gold:
         return Outcome(True, "identical after normalisation")
-    g_items = split_items(gold)
-    a_items = [item for p in parts for item in split_items(p)]
+    g_items = _dedupe(split_items(gold))
+    a_items = _dedupe([item for p in parts for item in split_items(p)])
     if not g_items:
         raise OverLimits("gold", "is empty")
     if not a_items:

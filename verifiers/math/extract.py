@@ -38,14 +38,14 @@ class Extraction:
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S | re.I)
 _MARKER = re.compile(
-    r"(final\s+answer\s*(?:is)?\s*[:：]?|the\s+(?:final\s+)?answer\s+is\s*[:：]?|\banswer\s*[:：]|^\s*answer\b|####)",
+    r"(final\s+answer\s*(?:is)?\s*[:：]?|the\s+(?:final\s+)?answer\s+is\s*[:：]?|\banswer\s*[:：]|^[ \t]*answer\b(?!\s*[:：])|####)",
     re.I | re.M,
 )
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{|\\boxed\s+(?=[^\s{])")
 _CHAT_TAIL = re.compile(r"<\|im_(?:start|end)\|>.*$", re.S)
 _HOPE = re.compile(r"\.?\s*I hope it is correct\.?.*$", re.S | re.I)
 _CONCLUDE = re.compile(r"\b(therefore|thus|hence|so|finally|in conclusion|the result is)\b", re.I)
-_NUMBER = re.compile(r"[-+−]?\$?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\s*%?|[-+−]?\.\d+")
+_NUMBER = re.compile(r"(?<![A-Za-z\d])(?:[-+−]?\$?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\s*%?|[-+−]?\.\d+)(?![A-Za-z\d])")
 
 
 def _matching_brace(text: str, open_pos: int) -> int:
@@ -121,6 +121,9 @@ def _first_sentence(text: str) -> str:
             continue
         if c == "$":
             in_math = not in_math
+            if text.startswith("$$", i):
+                out.append("$")
+                i += 1
         elif not in_math and c == "\n" and "".join(out).strip():
             break
         elif not in_math and c == "." and (i + 1 == n or text[i + 1].isspace()) and not (out and out[-1][-1:].isdigit() and i + 1 < n and text[i + 1 : i + 2].isdigit()):
@@ -132,25 +135,36 @@ def _first_sentence(text: str) -> str:
 
 def answer_from_phrase(phrase: str) -> str:
     """The answer inside a sentence such as 'The largest $n$ is 34' or 'the answer is $\\frac12$'."""
-    phrase = phrase.strip().strip('"“”').strip()
+    phrase = phrase.strip().lstrip(":：").strip().strip('"“”').strip()
     boxes = find_boxes(phrase)
     if boxes:
         return boxes[-1][2]
     spans = _math_spans(phrase)
+    if not spans and not _WORDS.search(_strip_commands(phrase)):
+        return phrase  # the whole phrase is mathematics: '-\\frac{8x^2}{9} + 1'
     lowered = phrase.lower()
     cut = max(lowered.rfind(" is "), lowered.rfind(" are "), lowered.rfind(" be "))
     if cut >= 0:
-        tail = phrase[cut:].split(" ", 2)[-1]
+        tail = phrase[cut:].split(" ", 2)[-1].strip().strip('"“”').strip()
         tail_spans = _math_spans(tail)
         if tail_spans:
             return _join_spans(tail, tail_spans)
-        if "$" not in tail:
-            return tail.strip().strip('"“”').strip()
+        if tail and "$" not in tail and (re.search(r"\d", tail) or not spans):
+            if not re.search(r"\d", tail) or not _WORDS.search(_strip_commands(tail)):
+                return tail
+            return _NUMBER.search(tail).group(0) if _NUMBER.search(tail) else tail
     if spans:
         return _join_spans(phrase, spans)
-    if len(phrase) <= 40 or not _NUMBER.search(phrase):
+    if not re.search(r"\d", phrase) or not _NUMBER.search(phrase):
         return phrase
     return _NUMBER.search(phrase).group(0)
+
+
+_WORDS = re.compile(r"[A-Za-z]{4,}")
+
+
+def _strip_commands(s: str) -> str:
+    return re.sub(r"\\[a-zA-Z]+", " ", s)
 
 
 def _join_spans(text: str, spans: list[str]) -> str:

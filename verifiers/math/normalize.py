@@ -32,11 +32,11 @@ _UNICODE = {
 _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
 
 _NOISE = [
-    (re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?=[\s(\[|.\\{}])\.?"), ""),
+    (re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)[lr]?(?![a-zA-Z])\.?"), ""),
     (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)\b"), ""),
     (re.compile(r"\\[dtc]frac"), r"\\frac"),
-    (re.compile(r"\\(?:!|,|;|:|quad|qquad|enspace|thinspace)"), " "),
-    (re.compile(r"\\ "), " "),
+    (re.compile(r"(?<!\\)\\(?:!|,|;|:|quad|qquad|enspace|thinspace)"), " "),
+    (re.compile(r"(?<!\\)\\ "), " "),
     (re.compile(r"~"), " "),
     (re.compile(r"\\(?:lt)\b"), "<"),
     (re.compile(r"\\(?:gt)\b"), ">"),
@@ -56,17 +56,27 @@ def normalize(text: str) -> str:
     """Presentation-free LaTeX (deterministic, idempotent in practice)."""
     s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], text)
     s = s.replace("\\\\frac", "\\frac").replace("\\\\sqrt", "\\sqrt").replace("\\\\pi", "\\pi")
+    s = re.sub(r",\\!\s*", ",", s).replace("{,}", ",")
     s = s.replace("\\$", " ").replace("$", " ")
     s = re.sub(r"\\[()\[\]]", " ", s)
     for pattern, repl in _NOISE:
         s = pattern.sub(repl, s)
-    s = s.replace("{,}", "")
+    s = _single_char_args(s)
     s = re.sub(r"(\d)\s*,\s*!?\s*(?=\d{3}(?!\d))", _thousands, s)
     s = re.sub(r"\b(\d{1,3})((?: \d{3})+)(?![\d.,]| ?\d)", lambda m: m.group(1) + m.group(2).replace(" ", ""), s)
     s = re.sub(r"\\text\{\s*\}", "", s)
     s = re.sub(r"\s+", " ", s).strip()
     s = s.rstrip(".").strip()
     s = re.sub(r"^\\text\{(.*)\}$", lambda m: _unwrap_text(m.group(1)), s) if _single_group(s, "\\text{") else s
+    return s
+
+
+def _single_char_args(s: str) -> str:
+    """'\\frac34' -> '\\frac{3}{4}', '\\sqrt3' -> '\\sqrt{3}' (TeX reads one token as an argument)."""
+    s = re.sub(r"\\frac\s*(\w)\s*(\w)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*(\w)\s*(?=\{)", r"\\frac{\1}", s)
+    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*(\w)", r"\\frac\1{\2}", s)
+    s = re.sub(r"\\sqrt\s*(\w)", r"\\sqrt{\1}", s)
     return s
 
 
@@ -81,6 +91,11 @@ def _thousands(m: re.Match) -> str:
     while start > 0 and full[start - 1].isdigit():
         start -= 1
     if m.start(1) - start >= 3:
+        return m.group(0)
+    # "(12,102)" and "[1,100]" are pairs, not numbers
+    before = full[:start].rstrip(" -")
+    after = re.match(r"\d{3}(?:,\d{3})*(?:\.\d+)?\s*(.)?", full[comma + 1 :])
+    if before.endswith(("(", "[")) and after and after.group(1) in (")", "]"):
         return m.group(0)
     return m.group(1)
 
@@ -116,10 +131,13 @@ _UNIT_ALIASES = {
     "milliliter": "ml", "ml": "ml", "degree": "deg", "deg": "deg", "radian": "rad", "rad": "rad",
     "dollar": "usd", "cent": "cent", "yuan": "cny", "euro": "eur", "pound": "gbp",
 }
-_CURRENCY = re.compile(r"(?:\\\$|\$|€|£|¥|\\euro|\\pounds|USD|EUR|dollars?|cents?\b)")
+_CURRENCY = re.compile(r"(?:\\\$|\$|€|£|¥|\\euro|\\pounds|\bUSD\b|\bEUR\b|\bdollars?\b|\bcents?\b)")
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*(?:percent|pct|percentage)\s*\}|\b(?:percent|pct|percentage)\b)\s*$", re.I)
 _TEXT_TAIL = re.compile(r"^(.*?\d[^a-zA-Z]*?)\s*\\text\{\s*([a-zA-Z][a-zA-Z .]*?)\s*\}\s*(\^\s*\{?[23]\}?)?\s*$")
 _PLAIN_TAIL = re.compile(r"^([-+]?[\d.,/\\{}\s]+?|.*?\d\s*)\s+([a-zA-Z]{1,12}(?:\s[a-zA-Z]{1,12})?)(\^\s*\{?[23]\}?|²|³)?$")
+
+
+_GLUED_UNIT = re.compile(r"^([-+]?[\d.]+)(cm|mm|km|m|kg|g|ml|mi|ft|in|s|h|min)(\^\s*\{?[23]\}?)?$")
 
 
 @dataclass(frozen=True)
@@ -165,6 +183,9 @@ def split_quantity(s: str) -> Quantity:
             word = m.group(2)
             if canonical_unit(word) != word.lower() or len(word) > 1:
                 s, unit = m.group(1).strip(), canonical_unit(word) + (m.group(3) or "").replace("{", "").replace("}", "").replace("²", "^2").replace("³", "^3")
+    m = _GLUED_UNIT.match(s) if unit is None else None
+    if m:
+        s, unit = m.group(1), canonical_unit(m.group(2)) + (m.group(3) or "").replace("{", "").replace("}", "")
     if s.endswith("^\\circ"):
         s, degrees = s[: -len("^\\circ")].strip(), True
     if unit in ("deg",):

@@ -1,0 +1,5 @@
+"""The ``math`` verifier (see :mod:`verifiers.math.verifier`)."""
+
+from verifiers.math.verifier import MathVerifier
+
+__all__ = ["MathVerifier"]

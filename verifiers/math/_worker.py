@@ -1,0 +1,38 @@
+"""Worker process body: receive (gold, answers) checks, answer with a tagged tuple. Main thread only."""
+
+from __future__ import annotations
+
+import resource
+
+from verifiers.math.compare import OverLimits, compare
+from verifiers.math.symbolic import GoldUnparseable, sympy_leaf_equal
+
+
+def check(gold: str, answers: tuple[str, ...]) -> tuple:
+    """('equal', bool, how) | ('invalid_reference', why) | ('over_limits', side, why) | ('error', why)."""
+    try:
+        outcome = compare(gold, answers, sympy_leaf_equal)
+        return ("equal", outcome.equal, outcome.how)
+    except GoldUnparseable as exc:
+        return ("invalid_reference", f"gold answer does not parse: {exc}"[:300])
+    except OverLimits as exc:
+        if exc.side == "gold":
+            return ("invalid_reference", f"gold answer {exc.why}")
+        return ("over_limits", exc.side, exc.why)
+    except MemoryError:
+        return ("error", "memory cap reached")
+    except RecursionError:
+        return ("over_limits", "answer", "too deeply nested for SymPy")
+    except Exception as exc:  # SymPy internals raise anything; reported as a verifier error, never INCORRECT
+        return ("error", f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
+def main(conn, memory_bytes: int) -> None:
+    if memory_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    while True:
+        try:
+            gold, answers = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        conn.send(check(gold, answers))

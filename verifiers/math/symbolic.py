@@ -1,0 +1,202 @@
+"""SymPy leaf comparison. Runs only inside a worker process (it can be slow; the parent kills it).
+
+Parsing is latex2sympy2_extended's; this module only decides equality of two parsed objects:
+numbers with the decimal policy of :mod:`verifiers.math.compare`, expressions by ``simplify(a - b) == 0``
+then by evaluation at random points, equations by proportional ``lhs - rhs``, inequalities by a
+positive factor, sets by symmetric difference, matrices entrywise.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from fractions import Fraction
+
+import sympy
+from latex2sympy2_extended import latex2sympy
+from latex2sympy2_extended.latex2sympy2 import ConversionConfig
+from latex2sympy2_extended.math_normalization import NormalizationConfig
+
+from verifiers.math.compare import Outcome, close_decimal
+
+_NORM = NormalizationConfig(basic_latex=True, units=False, malformed_operators=False, nits=False, boxed="none", equations=False)
+_CONV = ConversionConfig(interpret_as_mixed_fractions=True, interpret_simple_eq_as_assignment=False, interpret_contains_as_eq=True, lowercase_symbols=False)
+_I = sympy.Symbol("i")
+_E = sympy.Symbol("e")
+
+
+def parse(s: str):
+    s = s.replace("\\mathrm{e}", "e").replace("\\text{e}", "e")
+    s = re.sub(r"\^\s*\\circ", "", s)
+    expr = latex2sympy(s, normalization_config=_NORM, conversion_config=_CONV)
+    if isinstance(expr, sympy.Basic):
+        subs = {}
+        if _I in expr.free_symbols:
+            subs[_I] = sympy.I
+        if _E in expr.free_symbols:
+            subs[_E] = sympy.E
+        if subs:
+            expr = expr.xreplace(subs)
+    return expr
+
+
+def _decimals(s: str) -> int | None:
+    found = [len(m.group(1)) for m in re.finditer(r"\d\.(\d+)", s)]
+    return min(found) if found else None
+
+
+def sympy_leaf_equal(gold: str, answer: str) -> Outcome:
+    try:
+        g = parse(gold)
+    except Exception as exc:  # latex2sympy raises plain Exception on syntax errors
+        raise GoldUnparseable(f"{gold!r}: {exc}") from None
+    try:
+        a = parse(answer)
+    except Exception as exc:
+        return Outcome(False, f"answer does not parse: {str(exc).splitlines()[0][:80]}")
+    decimals = [d for d in (_decimals(gold), _decimals(answer)) if d is not None]
+    return objects_equal(g, a, min(decimals) if decimals else None)
+
+
+class GoldUnparseable(Exception):
+    pass
+
+
+def objects_equal(g, a, decimals: int | None) -> Outcome:
+    if g == a:
+        return Outcome(True, "sympy structural")
+    if isinstance(g, sympy.MatrixBase) or isinstance(a, sympy.MatrixBase) or isinstance(g, sympy.MatrixExpr) or isinstance(a, sympy.MatrixExpr):
+        return _matrices(g, a, decimals)
+    if isinstance(g, sympy.Set) or isinstance(a, sympy.Set):
+        return _sets(g, a)
+    if isinstance(g, sympy.logic.boolalg.Boolean) or isinstance(a, sympy.logic.boolalg.Boolean):
+        return _relations(g, a)
+    if isinstance(g, (tuple, list)) or isinstance(a, (tuple, list)):
+        return Outcome(False, "tuple vs value")
+    if not isinstance(g, sympy.Expr) or not isinstance(a, sympy.Expr):
+        return Outcome(False, f"cannot compare {type(g).__name__} with {type(a).__name__}")
+    return expressions_equal(g, a, decimals)
+
+
+def expressions_equal(g: sympy.Expr, a: sympy.Expr, decimals: int | None) -> Outcome:
+    g_syms = {s.name.lower() for s in g.free_symbols}
+    a_syms = {s.name.lower() for s in a.free_symbols}
+    if g_syms != a_syms:
+        if sympy.simplify(g - a) == 0:  # sin^2 x + cos^2 x vs 1
+            return Outcome(True, "simplify(gold - answer) == 0")
+        return Outcome(False, f"different variables {sorted(g_syms)} vs {sorted(a_syms)}")
+    if not g.free_symbols:
+        return _constants(g, a, decimals)
+    diff = sympy.simplify(g - a)
+    if diff == 0:
+        return Outcome(True, "simplify(gold - answer) == 0")
+    return _random_points(g, a)
+
+
+def _constants(g: sympy.Expr, a: sympy.Expr, decimals: int | None) -> Outcome:
+    gv, av = sympy.N(g, 60), sympy.N(a, 60)
+    if not (gv.is_number and av.is_number):
+        return Outcome(False, "not numbers")
+    if gv.has(sympy.zoo, sympy.nan) or av.has(sympy.zoo, sympy.nan):
+        return Outcome(False, "undefined value")
+    if gv.is_infinite or av.is_infinite:
+        return Outcome(bool(gv == av), "infinities")
+    g_re, g_im = gv.as_real_imag()
+    a_re, a_im = av.as_real_imag()
+    if decimals is not None:
+        ok_re = close_decimal(Fraction(str(sympy.Float(g_re, 40))), Fraction(str(sympy.Float(a_re, 40))), decimals)
+        ok_im = close_decimal(Fraction(str(sympy.Float(g_im, 40))), Fraction(str(sympy.Float(a_im, 40))), decimals) if (g_im != 0 or a_im != 0) else Outcome(True, "")
+        return Outcome(ok_re.equal and ok_im.equal, ok_re.how)
+    scale = max(abs(gv), abs(av), 1)
+    if abs(gv - av) <= scale * sympy.Float("1e-45", 60):
+        return Outcome(True, "equal to 45 significant digits")
+    return Outcome(False, f"values differ: {sympy.N(g, 8)} vs {sympy.N(a, 8)}")
+
+
+def _random_points(g: sympy.Expr, a: sympy.Expr) -> Outcome:
+    symbols = sorted(g.free_symbols | a.free_symbols, key=lambda s: s.name)
+    rng = random.Random(12345)
+    checked = 0
+    for _ in range(8):
+        point = {s: sympy.Rational(rng.randint(11, 290), 97) for s in symbols}
+        try:
+            gv = sympy.N(g.xreplace(point), 60)
+            av = sympy.N(a.xreplace(point), 60)
+            if not (gv.is_number and av.is_number) or gv.has(sympy.nan, sympy.zoo) or av.has(sympy.nan, sympy.zoo):
+                continue
+            far = abs(gv - av) > sympy.Float("1e-45", 60) * max(1, abs(gv), abs(av))
+        except (TypeError, ValueError, ZeroDivisionError):
+            continue
+        if far:
+            return Outcome(False, "differ at a random point")
+        checked += 1
+        if checked >= 5:
+            return Outcome(True, "equal at 5 random points")
+    return Outcome(False, "could not prove equal")
+
+
+def _matrices(g, a, decimals) -> Outcome:
+    try:
+        gm = sympy.Matrix(g.doit() if hasattr(g, "doit") else g)
+        am = sympy.Matrix(a.doit() if hasattr(a, "doit") else a)
+    except Exception as exc:  # MatAdd of incompatible shapes etc.
+        return Outcome(False, f"not a matrix: {exc}")
+    if gm.shape != am.shape:
+        return Outcome(False, "matrices of different shape")
+    for x, y in zip(gm, am):
+        sub = expressions_equal(sympy.sympify(x), sympy.sympify(y), decimals)
+        if not sub.equal:
+            return Outcome(False, f"matrix entry {x} vs {y}: {sub.how}")
+    return Outcome(True, "matrix entries equal")
+
+
+def _sets(g, a) -> Outcome:
+    if not (isinstance(g, sympy.Set) and isinstance(a, sympy.Set)):
+        g, a = _as_set(g), _as_set(a)
+        if g is None or a is None:
+            return Outcome(False, "set vs value")
+    if g.symmetric_difference(a) == sympy.EmptySet:
+        return Outcome(True, "same set")
+    return Outcome(False, "different sets")
+
+
+def _as_set(x):
+    if isinstance(x, sympy.Set):
+        return x
+    if isinstance(x, sympy.logic.boolalg.Boolean) and len(x.free_symbols) == 1:
+        (var,) = x.free_symbols
+        try:
+            return x.as_set()
+        except Exception:  # not solvable as a set of reals
+            return None
+    return None
+
+
+def _relations(g, a) -> Outcome:
+    if isinstance(g, sympy.Set) or isinstance(a, sympy.Set) or isinstance(g, (sympy.And, sympy.Or)) or isinstance(a, (sympy.And, sympy.Or)):
+        return _sets(g, a)
+    if not (isinstance(g, sympy.core.relational.Relational) and isinstance(a, sympy.core.relational.Relational)):
+        return Outcome(False, "relation vs value")
+    g_kind, g_expr = _canonical(g)
+    a_kind, a_expr = _canonical(a)
+    if g_kind != a_kind:
+        return Outcome(False, f"different relations {g.rel_op} vs {a.rel_op}")
+    if {s.name.lower() for s in g_expr.free_symbols} != {s.name.lower() for s in a_expr.free_symbols}:
+        return Outcome(False, "different variables")
+    if a_expr == 0 or g_expr == 0:
+        return Outcome(bool(a_expr == g_expr), "trivial relation")
+    ratio = sympy.simplify(g_expr / a_expr)
+    if ratio.free_symbols or not ratio.is_number or ratio == 0:
+        return Outcome(False, "relations not proportional")
+    if g_kind in ("==", "!="):
+        return Outcome(True, "proportional equations")
+    return Outcome(bool(ratio > 0), "inequalities with a positive factor" if ratio > 0 else "inequality flipped")
+
+
+def _canonical(rel):
+    """(kind, expr) with expr (op) 0 and op in ==, !=, >, >=."""
+    op = rel.rel_op
+    expr = rel.lhs - rel.rhs
+    if op in ("<", "<="):
+        return {"<": ">", "<=": ">="}[op], -expr
+    return op, expr

@@ -1,0 +1,181 @@
+"""The ``math`` verifier: extract the final answer, compare it with the gold answer.
+
+Per group: extraction and the cheap comparison (exact rationals, structure, units) run in the calling
+thread; identical extracted answers are checked once; verdicts are cached (LRU keyed by verifier
+version, gold and normalised answer); only leaves that need SymPy go to the worker pool, in parallel,
+each under ``min(rollout deadline, ctx.deadline)``.
+
+Statuses: OK+CORRECT (reward 1), OK+INCORRECT (0), OK+NO_ANSWER (0); VERIFIER_TIMEOUT when the budget
+is spent (masked, never INCORRECT); INVALID_REFERENCE when the gold answer cannot be parsed;
+VERIFIER_ERROR when a worker crashed twice or SymPy failed internally.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from verifiers.base import GroupRequest, InvalidRequest, RolloutResult, RolloutStatus, Verdict, VerifyContext, float_option
+from verifiers.math.compare import NeedSympy, OverLimits, cheap_leaf, compare
+from verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer
+from verifiers.math.normalize import normalize
+from verifiers.math.pool import WorkerPool, default_pool_size
+
+DEFAULT_TIMEOUT_S = 5.0
+MAX_TIMEOUT_S = 30.0
+MIN_TIMEOUT_S = 0.05
+
+
+@dataclass(frozen=True)
+class Check:
+    """The result of comparing one distinct answer with the gold."""
+
+    status: RolloutStatus
+    equal: bool = False
+    how: str = ""
+    flags: tuple[str, ...] = ()
+
+
+class _LRU:
+    def __init__(self, capacity: int):
+        self._data: OrderedDict[tuple, Check] = OrderedDict()
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def get(self, key: tuple) -> Check | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+                self.hits += 1
+            return value
+
+    def put(self, key: tuple, value: Check) -> None:
+        if self._capacity <= 0:
+            return
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._capacity:
+                self._data.popitem(last=False)
+
+
+class MathVerifier:
+    name = "math"
+    version = "1.0.0"
+    description = "final-answer equivalence (boxed/answer tags/markers) with exact rationals and SymPy in killable workers"
+    reference_kinds = ("answer",)
+
+    def __init__(self, workers: int | None = None, memory_mb: int = 1536, cache_size: int = 100_000, start_method: str | None = None):
+        self.pool = WorkerPool(workers or default_pool_size(), memory_mb=memory_mb, start_method=start_method)
+        self._fanout = ThreadPoolExecutor(max_workers=4 * self.pool.size, thread_name_prefix="math-check")
+        self.cache = _LRU(cache_size)
+
+    def close(self) -> None:
+        self._fanout.shutdown(wait=False, cancel_futures=True)
+        self.pool.close()
+
+    # ----------------------------------------------------------------------------------------- API
+
+    def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:
+        gold = group.reference.answer
+        if gold is None:
+            raise InvalidRequest("verifier 'math' needs reference.answer (the gold answer)")
+        timeout = float_option(group, "timeout_s", group.rollout_timeout_s or DEFAULT_TIMEOUT_S)
+        timeout = min(max(timeout, MIN_TIMEOUT_S), MAX_TIMEOUT_S)
+        started = time.monotonic()
+        if not gold.strip() or len(gold) > MAX_ANSWER_CHARS:
+            why = "gold answer is empty" if not gold.strip() else "gold answer is too long"
+            return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, why) for r in group.rollouts]
+
+        extractions = [extract_answer(r.completion) for r in group.rollouts]
+        keys = [self._key(gold, ex) for ex in extractions]
+        distinct = {key: ex for key, ex in zip(keys, extractions) if ex.answers}
+        checks = self._check_all(gold, distinct, started, timeout, ctx)
+        results = []
+        for rollout, ex, key in zip(group.rollouts, extractions, keys):
+            result = self._result(rollout.index, ex, checks.get(key))
+            results.append(_with_duration(result, time.monotonic() - started))
+        return results
+
+    # ----------------------------------------------------------------------------------------- internals
+
+    def _key(self, gold: str, ex: Extraction) -> tuple:
+        return (self.version, gold, tuple(normalize(a) for a in ex.answers))
+
+    def _check_all(self, gold: str, distinct: dict[tuple, Extraction], started: float, timeout: float, ctx: VerifyContext) -> dict[tuple, Check]:
+        checks: dict[tuple, Check] = {}
+        needs_worker: list[tuple] = []
+        for key, ex in distinct.items():
+            cached = self.cache.get(key)
+            if cached is not None:
+                checks[key] = cached
+                continue
+            try:
+                outcome = compare(gold, ex.answers, cheap_leaf)
+                checks[key] = Check(RolloutStatus.OK, outcome.equal, outcome.how)
+                self.cache.put(key, checks[key])
+            except NeedSympy:
+                needs_worker.append(key)
+            except OverLimits as exc:
+                checks[key] = self._over_limits(exc.side, exc.why)
+                self.cache.put(key, checks[key])
+        if not needs_worker:
+            return checks
+        # Each check gets `timeout` of worker time; waiting for a free worker is bounded by the group budget.
+        group_deadline = started + timeout * max(1, -(-len(needs_worker) // self.pool.size))
+        if ctx.deadline is not None:
+            group_deadline = min(group_deadline, ctx.deadline)
+        futures = {key: self._fanout.submit(self._check_in_worker, gold, distinct[key].answers, timeout, group_deadline) for key in needs_worker}
+        for key, future in futures.items():
+            checks[key] = future.result()
+            if checks[key].status in (RolloutStatus.OK, RolloutStatus.INVALID_REFERENCE):
+                self.cache.put(key, checks[key])
+        return checks
+
+    def _check_in_worker(self, gold: str, answers: tuple[str, ...], timeout: float, group_deadline: float) -> Check:
+        deadline = min(time.monotonic() + timeout, group_deadline)
+        result = self.pool.run((gold, answers), deadline)
+        if result.kind == "timeout":
+            return Check(RolloutStatus.VERIFIER_TIMEOUT, how=f"SymPy check did not finish in time ({result.detail})")
+        if result.kind != "ok":
+            return Check(RolloutStatus.VERIFIER_ERROR, how=result.detail)
+        tag = result.value[0]
+        if tag == "equal":
+            return Check(RolloutStatus.OK, bool(result.value[1]), result.value[2])
+        if tag == "invalid_reference":
+            return Check(RolloutStatus.INVALID_REFERENCE, how=result.value[1])
+        if tag == "over_limits":
+            return self._over_limits(result.value[1], result.value[2])
+        return Check(RolloutStatus.VERIFIER_ERROR, how=str(result.value[1]))
+
+    @staticmethod
+    def _over_limits(side: str, why: str) -> Check:
+        if side == "gold":
+            return Check(RolloutStatus.INVALID_REFERENCE, how=f"gold answer {why}")
+        # A final answer beyond the input caps is not a reasonable answer: it is scored, and flagged.
+        return Check(RolloutStatus.OK, False, f"answer not evaluated: {why}", ("answer_over_limits",))
+
+    def _result(self, index: int, ex: Extraction, check: Check | None) -> RolloutResult:
+        flags = list(ex.flags)
+        if not ex.answers:
+            return RolloutResult.ok(index, 0.0, Verdict.NO_ANSWER, {"correct": 0.0, "has_answer": 0.0}, f"no final answer found ({ex.source})", flags)
+        assert check is not None
+        shown = " | ".join(a[:120] for a in ex.answers)
+        if check.status is not RolloutStatus.OK:
+            result = RolloutResult.unusable(index, check.status, f"extracted {shown!r} via {ex.source}; {check.how}")
+            return RolloutResult(**{**result.__dict__, "flags": tuple(flags)})
+        flags.extend(check.flags)
+        correct = 1.0 if check.equal else 0.0
+        if len(ex.answers) > 1 and not check.equal:
+            flags.append("hedged")
+        detail = f"extracted {shown!r} via {ex.source}; {check.how}"
+        return RolloutResult.ok(index, correct, None, {"correct": correct, "has_answer": 1.0}, detail, flags)
+
+
+def _with_duration(result: RolloutResult, seconds: float) -> RolloutResult:
+    return RolloutResult(result.index, result.status, result.verdict, result.reward, result.components, result.detail, seconds, result.flags)

@@ -1,0 +1,177 @@
+"""The ``code`` verifier: run the completion's code against ``reference.code_tests`` in the sandbox.
+
+Code is the last fenced python block of the completion, or the whole text. Test kinds:
+
+- ``asserts`` (MBPP): each assert is one test; ``setup_code`` runs first.
+- ``function`` (HumanEval): ``test_code`` defines ``check(candidate)``; one test.
+- ``io``: each case runs the program with ``stdin`` and compares stdout with
+  ``expected_stdout`` exactly or whitespace-normalised (``comparison``); exit code must be 0.
+
+asserts/function run through :mod:`sandbox.judge` (tests and candidate in separate sandboxes,
+plain data between them), so the candidate cannot forge a pass; io output is compared here.
+
+Options (``group.options``): ``reward=fraction`` (default, fraction of tests passed) or
+``all_or_nothing``; ``stop_at_first_failure=false|true``; ``per_test_timeout_s`` (default 5, and
+never more than the group's ``rollout_timeout_s``); ``memory_mb`` per process.
+
+Verdicts: CORRECT (all pass), PARTIAL (some pass, fraction mode), INCORRECT, RUNTIME_ERROR (the
+code did not load, or crashed in every failing test), RESOURCE_LIMIT_EXCEEDED (a failing test hit
+a time, memory or output limit), NO_ANSWER (no code). A sandbox failure is
+DEPENDENCY_UNAVAILABLE and a reference whose tests cannot run is INVALID_REFERENCE: neither is
+ever a reward of 0.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from sandbox import policy
+from sandbox.executor import ExecStatus
+from sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
+from verifiers.base import (CodeTests, GroupRequest, InvalidRequest, Rollout, RolloutResult, RolloutStatus,
+                            Verdict, VerifyContext, float_option, option)
+from verifiers.code.backend import Backend, SandboxUnavailable, default_backend
+from verifiers.code.extract import extract_code
+
+DEFAULT_PER_TEST_TIMEOUT_S = 5.0
+RESOURCE_CAUSES = ("timeout", "memory", "output")
+
+
+def io_passed(stdout: bytes, expected: str, comparison: str) -> bool:
+    """Compare program output with the expected output.
+
+    >>> io_passed(b"1 2\\n3\\n", "1 2 3", "whitespace"), io_passed(b"1 2\\n", "1 2", "exact")
+    (True, False)
+    """
+    text = stdout.decode("utf-8", errors="replace")
+    if comparison == "exact":
+        return text == expected
+    return text.split() == expected.split()
+
+
+def verdict_for(outcomes: tuple[TestOutcome, ...], load_error: str, load_cause: str, all_or_nothing: bool
+                ) -> tuple[float, Verdict]:
+    n = len(outcomes)
+    passed = sum(o.passed for o in outcomes)
+    if passed == n:
+        return 1.0, Verdict.CORRECT
+    failed_causes = {o.cause for o in outcomes if not o.passed}
+    if load_error:
+        kind = Verdict.RESOURCE_LIMIT_EXCEEDED if load_cause in RESOURCE_CAUSES else Verdict.RUNTIME_ERROR
+        return 0.0, kind
+    if passed and not all_or_nothing:
+        return passed / n, Verdict.PARTIAL
+    if failed_causes & set(RESOURCE_CAUSES):
+        return 0.0, Verdict.RESOURCE_LIMIT_EXCEEDED
+    if failed_causes and failed_causes <= {"runtime", ""}:
+        return 0.0, Verdict.RUNTIME_ERROR
+    return 0.0, Verdict.INCORRECT
+
+
+class CodeVerifier:
+    name = "code"
+    version = "1.0.0"
+    description = "runs the completion's Python against asserts / check(candidate) / stdin-stdout cases in the sandbox"
+    reference_kinds = ("code_tests",)
+
+    def __init__(self, backend: Backend | None = None, max_parallel: int | None = None) -> None:
+        self._backend = backend
+        self._executor = ThreadPoolExecutor(max_workers=max_parallel or max(2, 2 * (os.cpu_count() or 2)),
+                                            thread_name_prefix="code-verifier")
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = default_backend()
+        return self._backend
+
+    def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:
+        tests = group.reference.code_tests
+        if tests is None:
+            raise InvalidRequest("the code verifier needs reference.code_tests")
+        all_or_nothing = option(group, "reward", "fraction", ("fraction", "all_or_nothing")) == "all_or_nothing"
+        stop_first = option(group, "stop_at_first_failure", "false", ("false", "true")) == "true"
+        per_test = float_option(group, "per_test_timeout_s", DEFAULT_PER_TEST_TIMEOUT_S)
+        memory_mb = float_option(group, "memory_mb", 0.0)
+        if per_test <= 0 or memory_mb < 0:
+            raise InvalidRequest("per_test_timeout_s must be > 0 and memory_mb >= 0")
+        if group.rollout_timeout_s:
+            per_test = min(per_test, group.rollout_timeout_s)
+        limits = policy.Limits(wall_s=per_test, cpu_s=per_test, memory_bytes=int(memory_mb * (1 << 20)),
+                               output_bytes=0, max_processes=0, disk_bytes=0)
+        try:
+            spec = _spec(tests)
+        except InvalidTests as exc:
+            return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(exc)) for r in group.rollouts]
+        futures = [self._executor.submit(self._one, r, tests, spec, per_test, stop_first, all_or_nothing, limits, ctx)
+                   for r in group.rollouts]
+        return [f.result() for f in futures]
+
+    def _one(self, rollout: Rollout, tests: CodeTests, spec: TestSpec | None, per_test: float, stop_first: bool,
+             all_or_nothing: bool, limits: policy.Limits, ctx: VerifyContext) -> RolloutResult:
+        start = time.monotonic()
+        code = extract_code(rollout.completion)
+        if not code.strip():
+            return RolloutResult.ok(rollout.index, 0.0, Verdict.NO_ANSWER, detail="no code in the completion")
+        if ctx.expired():
+            return RolloutResult.unusable(rollout.index, RolloutStatus.VERIFIER_TIMEOUT, "deadline passed before running")
+        try:
+            if spec is None:
+                run = self._run_io(code, tests, stop_first, limits)
+            else:
+                run = self.backend.run_tests(code, spec, per_test, stop_first, limits)
+        except SandboxUnavailable as exc:
+            return RolloutResult.unusable(rollout.index, RolloutStatus.DEPENDENCY_UNAVAILABLE, str(exc)[:500])
+        except InvalidTests as exc:
+            return RolloutResult.unusable(rollout.index, RolloutStatus.INVALID_REFERENCE, str(exc)[:500])
+        reward, verdict = verdict_for(run.outcomes, run.load_error, run.load_cause, all_or_nothing)
+        failing = next((o for o in run.outcomes if not o.passed), None)
+        detail = run.load_error or (f"{failing.cause}: {failing.error}" if failing else "")
+        result = RolloutResult.ok(
+            rollout.index, reward, verdict,
+            components={"tests_passed": run.passed / len(run.outcomes)},
+            detail=f"{run.passed}/{len(run.outcomes)} tests passed" + (f"; first failure: {detail[:300]}" if detail else ""),
+        )
+        return replace(result, duration_s=time.monotonic() - start)
+
+    def _run_io(self, code: str, tests: CodeTests, stop_first: bool, limits: policy.Limits) -> TestRun:
+        outcomes = []
+        for case in tests.io_cases:
+            r = self.backend.execute(code, case.stdin.encode(), limits)
+            if r.status is ExecStatus.TIME_LIMIT_EXCEEDED:
+                o = TestOutcome(False, "timeout", "time limit exceeded")
+            elif r.status is ExecStatus.MEMORY_LIMIT_EXCEEDED:
+                o = TestOutcome(False, "memory", "memory limit exceeded")
+            elif r.status is ExecStatus.OUTPUT_LIMIT_EXCEEDED:
+                o = TestOutcome(False, "output", "output limit exceeded")
+            elif r.exit_code != 0:
+                o = TestOutcome(False, "runtime", r.stderr.decode(errors="replace")[-500:])
+            elif io_passed(r.stdout, case.expected_stdout, tests.comparison):
+                o = TestOutcome(True)
+            else:
+                o = TestOutcome(False, "assertion", "wrong output")
+            outcomes.append(o)
+            if stop_first and not o.passed:
+                break
+        while len(outcomes) < len(tests.io_cases):
+            outcomes.append(TestOutcome(False, "", "not run (stopped at first failure)"))
+        return TestRun(tuple(outcomes))
+
+
+def _spec(tests: CodeTests) -> TestSpec | None:
+    """The judge spec for asserts/function tests; None for io (compared here)."""
+    if tests.kind == "io":
+        if not tests.io_cases:
+            raise InvalidTests("io tests without cases")
+        if tests.comparison not in ("exact", "whitespace"):
+            raise InvalidTests(f"unknown comparison {tests.comparison!r}")
+        return None
+    if tests.kind == "asserts":
+        return TestSpec("asserts", asserts=tuple(tests.asserts), setup_code=tests.setup_code)
+    if tests.kind == "function":
+        return TestSpec("function", test_code=tests.test_code, entry_point=tests.entry_point,
+                        setup_code=tests.setup_code)
+    raise InvalidTests(f"unknown code_tests kind {tests.kind!r}")

@@ -61,7 +61,7 @@ def describe(o: Outcome) -> str:
     if status != "OK":
         return status
     comps = ", ".join(f"{k}={v:g}" for k, v in components)
-    return f"{verdict.removeprefix('VERDICT_')} reward={reward:g}" + (f" ({comps})" if comps else "")
+    return f"{verdict.removeprefix('VERDICT_')} reward={reward!r}" + (f" ({comps})" if comps else "")
 
 
 @dataclass

@@ -150,6 +150,8 @@ class GroupResult:
     verifier: str
     verifier_version: str
     results: tuple[RolloutResult, ...]
+    duration_s: float = 0.0
+    """Wall time of the whole group; a result without its own duration reports its share of it."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,10 @@ class Verifier(Protocol):
     reference_kinds: tuple[str, ...]
 
     def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> Sequence[RolloutResult]: ...
+
+    # Optional: ``max_concurrency = 1`` tells the server that threads cannot speed this verifier up
+    # (pure Python, no waiting); leave it out when the work waits on processes or the network.
+    # Optional: ``close()`` releases worker pools when the server stops.
 
 
 class InvalidRequest(ValueError):

@@ -99,26 +99,39 @@ class _Endpoint:
 
 
 class _Pool:
-    """The endpoints of one verifier, tried in round-robin order."""
+    """The endpoints of one verifier, tried in round-robin order.
+
+    Channels are created on first use, inside the running event loop (grpc.aio binds them to it).
+    """
+
+    OPTIONS = [
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.enable_retries", 0),  # retries and failover are ours, across endpoints
+    ]
 
     def __init__(self, addresses: Sequence[str]) -> None:
-        opts = [
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.enable_retries", 0),  # retries and failover are ours, across endpoints
-        ]
-        self.endpoints = []
-        for address in addresses:
-            channel = grpc.aio.insecure_channel(address, options=opts)
-            self.endpoints.append(_Endpoint(address, channel, pb_grpc.VerifierServiceStub(channel)))
+        self.addresses = list(addresses)
+        self._endpoints: list[_Endpoint] | None = None
         self._next = itertools.count()
+
+    @property
+    def endpoints(self) -> list[_Endpoint]:
+        if self._endpoints is None:
+            self._endpoints = []
+            for address in self.addresses:
+                channel = grpc.aio.insecure_channel(address, options=self.OPTIONS)
+                self._endpoints.append(_Endpoint(address, channel, pb_grpc.VerifierServiceStub(channel)))
+        return self._endpoints
 
     def rotation(self) -> list[_Endpoint]:
         start = next(self._next) % len(self.endpoints)
         return self.endpoints[start:] + self.endpoints[:start]
 
     async def close(self) -> None:
-        await asyncio.gather(*(e.channel.close() for e in self.endpoints))
+        if self._endpoints is not None:
+            await asyncio.gather(*(e.channel.close() for e in self._endpoints))
+            self._endpoints = None
 
 
 class VerifierClient:

@@ -5,6 +5,7 @@ The only module besides the server and the client that imports the generated stu
 
 from __future__ import annotations
 
+from google.protobuf import duration_pb2
 from grpo.verifier.v1 import verifier_service_pb2 as pb
 
 from verifiers.base import (
@@ -113,17 +114,26 @@ def group_to_pb(group: GroupRequest) -> pb.VerifyGroupRequest:
 # ---- results ----------------------------------------------------------------------------------
 
 
-def result_to_pb(result: RolloutResult) -> pb.RolloutResult:
+def _duration(seconds: float) -> duration_pb2.Duration:
+    whole = int(seconds)
+    return duration_pb2.Duration(seconds=whole, nanos=int((seconds - whole) * 1e9))
+
+
+def result_to_pb(result: RolloutResult, fallback_duration_s: float = 0.0) -> pb.RolloutResult:
     msg = pb.RolloutResult(
         index=result.index,
         status=_STATUS_TO_PB[result.status],
         verdict=_VERDICT_TO_PB[result.verdict],
         reward=result.reward,
-        reward_components=dict(result.components),
         detail=result.detail,
-        flags=list(result.flags),
+        verify_duration=_duration(result.duration_s or fallback_duration_s),
     )
-    msg.verify_duration.FromNanoseconds(int(result.duration_s * 1e9))
+    if result.components:
+        components = msg.reward_components
+        for key, value in result.components.items():  # item by item: 2x faster than update() on upb maps
+            components[key] = value
+    if result.flags:
+        msg.flags.extend(result.flags)
     return msg
 
 
@@ -131,29 +141,32 @@ def result_from_pb(msg: pb.RolloutResult) -> RolloutResult:
     status = _STATUS_FROM_PB.get(msg.status)
     if status is None:  # UNSPECIFIED or a value from a newer server: not a usable verdict
         return RolloutResult.unusable(msg.index, RolloutStatus.VERIFIER_ERROR, f"server sent status {msg.status}")
+    d = msg.verify_duration
     return RolloutResult(
-        index=msg.index,
-        status=status,
-        verdict=_VERDICT_FROM_PB.get(msg.verdict, Verdict.UNSPECIFIED),
-        reward=msg.reward,
-        components=dict(msg.reward_components),
-        detail=msg.detail,
-        duration_s=msg.verify_duration.ToNanoseconds() / 1e9,
-        flags=tuple(msg.flags),
+        msg.index,
+        status,
+        _VERDICT_FROM_PB.get(msg.verdict, Verdict.UNSPECIFIED),
+        msg.reward,
+        {k: rc[k] for k in rc} if (rc := msg.reward_components) else {},  # faster than dict() on upb maps
+        msg.detail,
+        d.seconds + d.nanos * 1e-9,
+        tuple(msg.flags) if msg.flags else (),
     )
 
 
 def group_result_to_pb(result: GroupResult) -> pb.VerifyGroupResponse:
+    share = result.duration_s / max(1, len(result.results))
     return pb.VerifyGroupResponse(
         group_id=result.group_id,
         verifier=result.verifier,
         verifier_version=result.verifier_version,
-        results=[result_to_pb(r) for r in result.results],
+        results=[result_to_pb(r, share) for r in result.results],
     )
 
 
 def group_result_from_pb(msg: pb.VerifyGroupResponse) -> GroupResult:
-    return GroupResult(msg.group_id, msg.verifier, msg.verifier_version, tuple(result_from_pb(r) for r in msg.results))
+    results = tuple(result_from_pb(r) for r in msg.results)
+    return GroupResult(msg.group_id, msg.verifier, msg.verifier_version, results, sum(r.duration_s for r in results))
 
 
 status_name = {s: pb.RolloutStatus.Name(v) for s, v in _STATUS_TO_PB.items()}

@@ -150,6 +150,7 @@ class FormatVerifier:
     version = "1.0.0"
     description = "think-then-answer layout rules (<think>, <answer>, \\boxed{}) with reward-hack flags"
     reference_kinds: tuple[str, ...] = ()
+    max_concurrency = 1  # pure Python, microseconds per rollout: threads would only contend for the GIL
 
     def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:
         rules = FormatRules.from_group(group)

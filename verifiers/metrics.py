@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections import Counter as Tally
 from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -34,8 +35,8 @@ class ServerMetrics:
             self.latency.labels(method).observe(seconds)
 
     def observe_results(self, verifier: str, results: Sequence[RolloutResult]) -> None:
-        for r in results:
-            self.rollouts.labels(verifier, r.status.value, r.verdict.value).inc()
+        for (status, verdict), n in Tally((r.status.value, r.verdict.value) for r in results).items():
+            self.rollouts.labels(verifier, status, verdict).inc(n)
 
     @contextlib.contextmanager
     def track_in_flight(self) -> Iterator[None]:

@@ -134,10 +134,10 @@ class Scorer:
             except Exception as exc:  # a verifier bug: in-band VERIFIER_ERROR, logged, never reward 0
                 log.exception("verifier %s failed on group %r", group.verifier, group.group_id)
                 results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"verifier raised {exc!r}") for r in group.rollouts]
-        results = _match_results(group, results, time.perf_counter() - start)
+        results = _match_results(group, results)
         if self.metrics is not None:
             self.metrics.observe_results(group.verifier, results)
-        return GroupResult(group.group_id, group.verifier, verifier.version, tuple(results))
+        return GroupResult(group.group_id, group.verifier, verifier.version, tuple(results), time.perf_counter() - start)
 
     def _score_chunk(self, groups: Sequence[GroupRequest], ctx: VerifyContext) -> list[GroupResult]:
         return [self._score_one(g, ctx) for g in groups]
@@ -152,7 +152,10 @@ class Scorer:
             self.metrics.queue_depth.set(self.queued)
         try:
             loop = asyncio.get_running_loop()
-            n_chunks = min(len(groups), self.limits.workers)
+            # Verifiers bound by the GIL (pure Python, no waiting) say so with `max_concurrency = 1`:
+            # splitting their work over threads only adds contention.
+            caps = [getattr(self.verifiers[g.verifier], "max_concurrency", None) or self.limits.workers for g in groups]
+            n_chunks = max(1, min(len(groups), self.limits.workers, max(caps)))
             size = -(-len(groups) // n_chunks)
             chunks = [groups[i : i + size] for i in range(0, len(groups), size)]
             futures = [loop.run_in_executor(self.executor, self._score_chunk, chunk, ctx) for chunk in chunks]
@@ -174,20 +177,19 @@ class Scorer:
                 close()
 
 
-def _match_results(group: GroupRequest, results: list[RolloutResult], elapsed: float) -> list[RolloutResult]:
+def _match_results(group: GroupRequest, results: list[RolloutResult]) -> list[RolloutResult]:
     """One result per rollout, in rollout order; anything missing or unknown becomes VERIFIER_ERROR."""
-    by_index: dict[int, RolloutResult] = {}
-    for r in results:
-        by_index.setdefault(r.index, r)
-    out = []
-    for rollout in group.rollouts:
-        r = by_index.get(rollout.index)
-        if r is None:
-            r = RolloutResult.unusable(rollout.index, RolloutStatus.VERIFIER_ERROR, "verifier returned no result for this rollout")
-        elif r.duration_s == 0.0:
-            r = replace(r, duration_s=elapsed / len(group.rollouts))
-        out.append(r)
-    return out
+    if [r.index for r in results] == [r.index for r in group.rollouts]:
+        matched = results
+    else:
+        by_index: dict[int, RolloutResult] = {}
+        for r in results:
+            by_index.setdefault(r.index, r)
+        matched = [
+            by_index.get(ro.index) or RolloutResult.unusable(ro.index, RolloutStatus.VERIFIER_ERROR, "verifier returned no result for this rollout")
+            for ro in group.rollouts
+        ]
+    return matched
 
 
 class VerifierServicer(pb_grpc.VerifierServiceServicer):

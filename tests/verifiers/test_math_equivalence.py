@@ -1,0 +1,195 @@
+"""Equivalence cases per category, written for this suite (not the dev set), through the real verifier.
+
+Each case is (gold, full response, expected CORRECT?). The whole table runs through one
+``MathVerifier`` (worker pool included), so cheap-path and SymPy-path cases are both exercised.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
+from verifiers.math import MathVerifier
+from verifiers.math.extract import extract_answer
+
+R = "We compute step by step; a first try gave $7$ but that was wrong.\n\n"
+
+CASES: dict[str, list[tuple[str, str, bool]]] = {
+    "integers": [
+        ("42", R + "The answer is $\\boxed{42}$.", True),
+        ("42", R + "The answer is $\\boxed{43}$.", False),
+        ("-3", R + "So the value is \\boxed{-3}", True),
+        ("-3", R + "So the value is \\boxed{3}", False),  # wrong sign
+        ("0", "#### 0", True),
+        ("17", R + "#### 17", True),
+    ],
+    "fractions_decimals": [
+        ("\\frac{3}{8}", R + "\\boxed{0.375}", True),
+        ("0.375", R + "\\boxed{\\dfrac38}", True),
+        ("\\frac{2}{3}", R + "\\boxed{0.667}", True),
+        ("\\frac{2}{3}", R + "\\boxed{0.6}", False),
+        ("\\frac{2}{3}", R + "\\boxed{0.66}", False),  # rel. error 1%: outside the policy
+        ("\\frac{22}{7}", R + "\\boxed{\\pi}", False),
+        ("7", R + "\\boxed{7.0001}", False),
+        ("1.5", R + "\\boxed{3/2}", True),
+        ("2\\frac{1}{4}", R + "\\boxed{\\frac{9}{4}}", True),
+        ("2\\frac{1}{4}", R + "\\boxed{2.25}", True),
+        ("12345678", R + "\\boxed{12,345,678}", True),
+        ("12345678", R + "\\boxed{12\\,345\\,678}", True),
+        ("6.02\\times 10^{23}", R + "\\boxed{602000000000000000000000}", True),
+        ("6.02\\times 10^{23}", R + "\\boxed{6.02\\times 10^{22}}", False),
+    ],
+    "symbolic": [
+        ("\\sqrt{8}", R + "\\boxed{2\\sqrt{2}}", True),
+        ("\\sqrt{8}", R + "\\boxed{2\\sqrt{3}}", False),
+        ("\\frac{1}{\\sqrt{2}}", R + "\\boxed{\\frac{\\sqrt2}{2}}", True),
+        ("(a-b)(a+b)", R + "\\boxed{a^2-b^2}", True),
+        ("(a-b)(a+b)", R + "\\boxed{a^2+b^2}", False),
+        ("2\\pi r", R + "\\boxed{2 r \\pi}", True),
+        ("\\frac{n(n+1)}{2}", R + "\\boxed{\\frac{n^2+n}{2}}", True),
+        ("\\frac{n(n+1)}{2}", R + "\\boxed{\\frac{n^2+1}{2}}", False),
+        ("x^2", R + "\\boxed{y^2}", False),
+        ("\\log_2 8", R + "\\boxed{3}", True),
+        ("e^{2}", R + "\\boxed{\\mathrm{e}^2}", True),
+    ],
+    "complex": [
+        ("3+4i", R + "\\boxed{4i+3}", True),
+        ("3+4i", R + "\\boxed{3-4i}", False),
+        ("\\frac{1}{2}i", R + "\\boxed{\\frac{i}{2}}", True),
+    ],
+    "sets_tuples_intervals": [
+        ("\\{2, 5\\}", R + "\\boxed{\\{5, 2\\}}", True),
+        ("\\{2, 5\\}", R + "\\boxed{\\{5, 3\\}}", False),
+        ("(2, 5)", R + "The point is $\\boxed{(2,5)}$", True),
+        ("(2, 5)", R + "The point is $\\boxed{(5,2)}$", False),  # order matters in tuples
+        ("[1, 4)", R + "\\boxed{[1,4)}", True),
+        ("[1, 4)", R + "\\boxed{[1,4]}", False),  # closed vs open end
+        ("(-\\infty, 0) \\cup (2, \\infty)", R + "\\boxed{(2,\\infty)\\cup(-\\infty,0)}", True),
+        ("(-\\infty, 0) \\cup (2, \\infty)", R + "\\boxed{(-\\infty,0]\\cup(2,\\infty)}", False),
+        ("3, 7", R + "The solutions are \\boxed{7} and \\boxed{3}.", True),
+        ("3, 7", R + "\\boxed{3, 7, 9}", False),
+    ],
+    "matrices": [
+        ("\\begin{pmatrix}2\\\\-1\\end{pmatrix}", R + "\\boxed{\\begin{bmatrix}2\\\\-1\\end{bmatrix}}", True),
+        ("\\begin{pmatrix}2\\\\-1\\end{pmatrix}", R + "\\boxed{\\begin{pmatrix}-1\\\\2\\end{pmatrix}}", False),
+        ("\\begin{pmatrix}1&0\\\\0&2\\end{pmatrix}", R + "\\boxed{\\begin{pmatrix}1&0\\\\0&\\frac{4}{2}\\end{pmatrix}}", True),
+    ],
+    "equations_inequalities": [
+        ("y = 2x + 1", R + "\\boxed{y=1+2x}", True),
+        ("y = 2x + 1", R + "\\boxed{2x+1}", True),
+        ("y = 2x + 1", R + "\\boxed{y=2x-1}", False),
+        ("x = 4", R + "\\boxed{4}", True),
+        ("x + y = 4", R + "\\boxed{4}", False),
+        ("t > 3", R + "\\boxed{3 < t}", True),
+        ("t > 3", R + "\\boxed{t \\ge 3}", False),
+        ("1 < x \\le 5", R + "\\boxed{(1, 5]}", True),
+        ("1 < x \\le 5", R + "\\boxed{(1, 5)}", False),
+    ],
+    "percent_units_degrees": [
+        ("45\\%", R + "\\boxed{45}", True),
+        ("45\\%", R + "\\boxed{0.45}", True),
+        ("45\\%", R + "\\boxed{54\\%}", False),
+        ("5\\text{ cm}", R + "\\boxed{5\\text{ m}}", False),
+        ("5\\text{ cm}", R + "\\boxed{5 \\text{ centimeters}}", True),
+        ("5\\text{ cm}", R + "\\boxed{5}", True),
+        ("60^\\circ", R + "\\boxed{60}", True),
+        ("60^\\circ", R + "\\boxed{60°}", True),
+        ("60^\\circ", R + "\\boxed{30^\\circ}", False),
+        ("\\$12.50", R + "The total cost is \\boxed{\\$12.50}.", True),
+    ],
+    "plus_minus_infinity": [
+        ("\\pm 3", R + "\\boxed{3, -3}", True),
+        ("\\pm 3", R + "\\boxed{3}", False),
+        ("2 \\pm \\sqrt{5}", R + "\\boxed{2+\\sqrt5, 2-\\sqrt5}", True),
+        ("\\infty", R + "\\boxed{\\infty}", True),
+        ("\\infty", R + "\\boxed{-\\infty}", False),
+    ],
+    "choice_text": [
+        ("B", R + "The correct option is \\boxed{B}", True),
+        ("B", R + "The correct option is \\boxed{(B)}", True),
+        ("B", R + "The correct option is \\boxed{\\textbf{(B)}}", True),
+        ("B", R + "The correct option is \\boxed{D}", False),
+        ("\\text{yes}", R + "\\boxed{\\text{Yes}}", True),
+        ("\\text{yes}", R + "\\boxed{\\text{no}}", False),
+    ],
+    "extraction": [
+        ("9", R + "<answer>9</answer>", True),
+        ("9", R + "<answer>\\boxed{9}</answer>", True),
+        ("9", "<think>the answer is 9</think><answer></answer>", False),  # empty tag does not borrow
+        ("9", "<think>so it is \\boxed{9}</think>I am not sure.", False),  # only in the reasoning
+        ("9", R + "Final Answer: The final answer is $9$. I hope it is correct.", True),
+        ("9", R + "Answer: 9", True),
+        ("9", R + "\\boxed{9} or \\boxed{10}", False),  # hedging
+        ("9", R + "\\boxed{9}, \\boxed{8}, \\boxed{7}, \\boxed{6}", False),  # box spam
+        ("9", R + "\\boxed{9} is right, I checked: \\boxed{9}", True),
+        ("9", "AB9CD", False),
+        ("0.25", "Answer: $\\frac{1}{4}$", True),
+    ],
+}
+
+FLAT = [(cat, *case) for cat, cases in CASES.items() for case in cases]
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    v = MathVerifier(workers=2)
+    yield v
+    v.close()
+
+
+def test_every_category_has_true_and_false_cases():
+    for cat, cases in CASES.items():
+        assert {c[2] for c in cases} == {True, False} or cat == "never", cat
+
+
+def test_equivalence_table(verifier):
+    """One group per gold answer; every verdict must match the label (no INCORRECT from timeouts)."""
+    failures = []
+    for cat, gold, response, expected in FLAT:
+        group = GroupRequest("math", (Rollout(0, response),), Reference(answer=gold), rollout_timeout_s=10)
+        (result,) = verifier.verify_group(group, VerifyContext())
+        assert result.status is RolloutStatus.OK, (cat, gold, response, result)
+        got = result.verdict is Verdict.CORRECT
+        if got != expected:
+            failures.append(f"[{cat}] gold={gold!r} response={response[-60:]!r}: got {result.verdict} ({result.detail})")
+    assert not failures, "\n".join(failures)
+
+
+def test_hedging_is_flagged(verifier):
+    group = GroupRequest("math", (Rollout(0, "\\boxed{1} or \\boxed{2}"),), Reference(answer="1"))
+    (result,) = verifier.verify_group(group, VerifyContext())
+    assert result.verdict is Verdict.INCORRECT and "multiple_answers" in result.flags
+
+
+def test_empty_answer_tag_is_no_answer_and_flagged(verifier):
+    group = GroupRequest("math", (Rollout(0, "the value is 9 <answer> </answer>"),), Reference(answer="9"))
+    (result,) = verifier.verify_group(group, VerifyContext())
+    assert result.verdict is Verdict.NO_ANSWER and result.reward == 0.0 and "empty_answer_tag" in result.flags
+
+
+def test_detail_and_components_say_what_was_extracted(verifier):
+    group = GroupRequest("math", (Rollout(0, R + "\\boxed{\\frac{6}{8}}"),), Reference(answer="0.75"))
+    (result,) = verifier.verify_group(group, VerifyContext())
+    assert result.reward == 1.0 and result.components == {"correct": 1.0, "has_answer": 1.0}
+    assert "\\frac{6}{8}" in result.detail and "boxed" in result.detail
+
+
+def test_unparseable_gold_is_invalid_reference(verifier):
+    group = GroupRequest("math", (Rollout(0, "\\boxed{x+1}"), Rollout(1, "\\boxed{3}")), Reference(answer="\\frac{{x}"), rollout_timeout_s=5)
+    results = verifier.verify_group(group, VerifyContext())
+    assert [r.status for r in results] == [RolloutStatus.INVALID_REFERENCE] * 2
+
+
+def test_nested_braces_in_box():
+    assert extract_answer("x \\boxed{\\frac{1}{\\sqrt{2}}} y").answers == ("\\frac{1}{\\sqrt{2}}",)
+
+
+def test_identical_answers_in_a_group_are_checked_once(verifier):
+    hits_before = verifier.cache.hits
+    rollouts = tuple(Rollout(i, R + "\\boxed{(a+1)^2}") for i in range(8))
+    group = GroupRequest("math", rollouts, Reference(answer="a^2+2a+1"), rollout_timeout_s=10)
+    results = verifier.verify_group(group, VerifyContext())
+    assert [r.reward for r in results] == [1.0] * 8
+    again = verifier.verify_group(group, VerifyContext())
+    assert [r.reward for r in again] == [1.0] * 8
+    assert verifier.cache.hits == hits_before + 1  # one distinct answer, cached after the first group

@@ -1,0 +1,79 @@
+"""Truncated importance weights (trainer.is_correction) against hand-computed values; no vllm needed."""
+
+import math
+
+import pytest
+import torch
+
+from trainer.is_correction import mismatch_metrics, truncated_is_weights
+from trainer.loss import LossConfig, LossInputs, policy_loss
+
+# 2 sequences x 3 tokens; the second has one padding position.
+OLD = torch.tensor([[-1.0, -2.0, -0.5], [-0.2, -3.0, 0.0]])
+ROLL = torch.tensor([[-1.5, -1.0, -0.5], [-0.2, -0.5, 0.0]])
+MASK = torch.tensor([[True, True, True], [True, True, False]])
+
+
+def test_token_level_weights_are_capped_ratios():
+    w = truncated_is_weights(OLD, ROLL, MASK, "token", cap=1.5)
+    # deltas: [0.5, -1.0, 0.0], [0.0, -2.5, pad]
+    expected = torch.tensor([[min(math.exp(0.5), 1.5), math.exp(-1.0), 1.0],
+                             [1.0, math.exp(-2.5), 1.0]])
+    torch.testing.assert_close(w, expected)
+    assert w[0, 0] == pytest.approx(1.5)  # exp(0.5) = 1.6487 capped
+
+
+def test_token_level_uncapped_below_cap():
+    w = truncated_is_weights(OLD, ROLL, MASK, "token", cap=10.0)
+    assert w[0, 0] == pytest.approx(math.exp(0.5))
+
+
+def test_sequence_level_uses_sum_of_log_ratios():
+    w = truncated_is_weights(OLD, ROLL, MASK, "sequence", cap=3.0)
+    # row 0: 0.5 - 1.0 + 0 = -0.5; row 1: 0 - 2.5 (padding ignored) = -2.5
+    expected = torch.tensor([[math.exp(-0.5)] * 3, [math.exp(-2.5), math.exp(-2.5), 1.0]])
+    torch.testing.assert_close(w, expected)
+
+
+def test_sequence_level_cap_never_overflows():
+    old = torch.zeros(1, 400)
+    roll = torch.full((1, 400), -5.0)  # sum of log ratios = 2000: exp would overflow
+    w = truncated_is_weights(old, roll, torch.ones(1, 400, dtype=torch.bool), "sequence", cap=2.0)
+    assert torch.isfinite(w).all()
+    torch.testing.assert_close(w, torch.full((1, 400), 2.0))
+
+
+def test_equal_logprobs_give_unit_weights():
+    for level in ("token", "sequence"):
+        w = truncated_is_weights(OLD, OLD, MASK, level, cap=2.0)
+        torch.testing.assert_close(w, torch.ones_like(OLD))
+
+
+def test_bad_level_and_cap_are_errors():
+    with pytest.raises(ValueError, match="level"):
+        truncated_is_weights(OLD, ROLL, MASK, "tokens", cap=2.0)
+    with pytest.raises(ValueError, match="cap"):
+        truncated_is_weights(OLD, ROLL, MASK, "token", cap=0.0)
+
+
+def test_mismatch_metrics_by_hand():
+    w = truncated_is_weights(OLD, ROLL, MASK, "token", cap=1.5)
+    m = mismatch_metrics(OLD, ROLL, MASK, w, cap=1.5)
+    # |deltas| over 5 masked tokens: 0.5, 1.0, 0.0, 0.0, 2.5
+    assert m["rollout/logp_abs_diff_mean"] == pytest.approx(4.0 / 5)
+    assert m["rollout/logp_abs_diff_max"] == pytest.approx(2.5)
+    assert m["rollout/is_weight_mean"] == pytest.approx((1.5 + math.exp(-1) + 1 + 1 + math.exp(-2.5)) / 5)
+    assert m["rollout/is_capped_frac"] == pytest.approx(1 / 5)
+    assert mismatch_metrics(OLD, ROLL, torch.zeros_like(MASK)) == {}
+
+
+def test_weights_scale_the_policy_gradient_in_the_loss():
+    """On-policy (ratio 1), grpo aggregation: d loss / d logp_t = -A_i * w_t / (|seq_i| * rows)."""
+    logprobs = OLD.clone().requires_grad_(True)
+    adv = torch.tensor([1.0, -2.0])
+    w = truncated_is_weights(OLD, ROLL, MASK, "token", cap=1.5)
+    out = policy_loss(LossInputs(logprobs, OLD, adv, MASK, is_weights=w), LossConfig(loss_type="grpo"), 2.0)
+    out.loss.backward()
+    lengths = MASK.sum(1, keepdim=True).float()
+    expected = -(adv[:, None] * w) / lengths / 2.0 * MASK
+    torch.testing.assert_close(logprobs.grad, expected)

@@ -11,7 +11,7 @@ from cohort.cli import app
 
 @app.command()
 def conformance(
-    endpoint: str = typer.Argument(..., help="host:port of the verifier server (with --server-cmd: where it will listen)."),
+    endpoint: str = typer.Argument(..., help="host:port of the verifier server (with --server-cmd: where it will listen; port 0 picks a free one)."),
     verifier: str = typer.Option(..., "--verifier", "-v", help="Verifier name the server registers."),
     cases: Path = typer.Option(..., "--cases", help="JSONL known-answer cases (see cohort.conformance.cases)."),
     server_cmd: str | None = typer.Option(
@@ -32,7 +32,7 @@ def conformance(
     from cohort.conformance import RULES, CasesError, EndpointUnreachable, KitOptions, ServerStartError, load_cases, run_kit
     from cohort.conformance.report import render
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
     if ":" not in endpoint or not endpoint.rpartition(":")[2].isdigit():
         err.print(f"[red]error:[/] ENDPOINT must be host:port, got {endpoint!r}")
         raise typer.Exit(2)

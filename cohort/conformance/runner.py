@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -34,6 +35,13 @@ class CheckResult:
 
 class ServerStartError(RuntimeError):
     pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (the server binds it right after; fine on loopback)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host.strip("[]"), 0))
+        return s.getsockname()[1]
 
 
 class ServerProcess:
@@ -122,6 +130,9 @@ def run_kit(
         raise ValueError(f"unknown rules {unknown}; the rules are {', '.join(RULES)}")
     selected = [r for r in RULES.values() if rules is None or r.name in rules]
     options = options or KitOptions()
+    host, _, port = endpoint.rpartition(":")
+    if server_cmd and port == "0":  # the kit picks the port for the server it starts
+        endpoint = f"{host}:{free_port(host)}"
     process = ServerProcess(server_cmd, endpoint) if server_cmd else None
     target = Target(endpoint, verifier, cases, options, process=process)
     try:
@@ -148,4 +159,4 @@ def run_kit(
             process.close()
 
 
-__all__ = ["CheckResult", "EndpointUnreachable", "ServerProcess", "ServerStartError", "run_kit"]
+__all__ = ["CheckResult", "EndpointUnreachable", "ServerProcess", "ServerStartError", "free_port", "run_kit"]

@@ -1,0 +1,159 @@
+"""The conformance kit against real servers on loopback, each in its own subprocess.
+
+The built-in ``format`` verifier passes every rule; a small standalone grpcio server
+(``broken_server.py``) passes every rule when correct and fails the rule matching each
+deliberate defect.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cohort.conformance import RULES, CasesError, KitOptions, load_cases, run_kit
+from cohort.conformance.runner import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+FORMAT_CASES = ROOT / "tests" / "conformance" / "cases" / "format.jsonl"
+EXACT_CASES = ROOT / "examples" / "node-verifier" / "cases.jsonl"
+BROKEN = ROOT / "tests" / "conformance" / "broken_server.py"
+
+
+def broken(defect: str) -> str:
+    return f"{sys.executable} {BROKEN} --port {{port}} --defect {defect}"
+
+
+def by_rule(results) -> dict[str, object]:
+    return {r.rule: r for r in results}
+
+
+def cohort_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cohort.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_format_verifier_passes_every_rule_through_the_cli():
+    proc = cohort_cli(
+        "conformance", "127.0.0.1:0", "--verifier", "format", "--cases", str(FORMAT_CASES),
+        "--server-cmd", f"{sys.executable} -m cohort.cli serve format --port {{port}}",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in RULES:
+        assert name in proc.stdout
+    assert "FAIL" not in proc.stdout and "SKIP" not in proc.stdout
+    assert f"{len(RULES)} passed, 0 failed, 0 skipped" in proc.stdout
+
+
+def test_reference_server_passes_every_rule():
+    results = run_kit("127.0.0.1:0", "exact", load_cases(EXACT_CASES, "exact"), server_cmd=broken("none"))
+    assert [r.rule for r in results] == list(RULES)
+    assert {r.rule: r.status for r in results} == {name: "pass" for name in RULES}, [r for r in results if r.status != "pass"]
+
+
+# defect of broken_server.py -> the rule that must catch it, and words its message must contain
+DEFECTS = {
+    "no_health": ("health", "no grpc.health.v1.Health"),
+    "no_reflection": ("reflection", "no server reflection"),
+    "no_version": ("list_verifiers", "empty version"),
+    "wrong_answer": ("known_answers", "expected VERDICT_INCORRECT"),
+    "missing_result": ("completeness", "missing indexes"),
+    "wrong_order": ("order", "results in the order"),
+    "nondeterministic": ("determinism", "serially"),
+    "wrong_status": ("status_codes", "NOT_FOUND"),
+    "racy": ("concurrency", "concurrent batches differ"),
+    "hang": ("deadline", "keeps working on (or hangs in)"),
+    "no_sigterm": ("sigterm", "exited with code -15"),
+}
+
+
+@pytest.mark.parametrize("defect", sorted(DEFECTS))
+def test_kit_fails_the_broken_rule(defect):
+    rule, words = DEFECTS[defect]
+    options = KitOptions(recovery_s=3.0, grace_s=10.0)
+    # The hung server is not asked to drain: its stuck threads would only slow the test down.
+    rules = [r for r in RULES if r != "sigterm"] if defect == "hang" else None
+    results = by_rule(run_kit("127.0.0.1:0", "exact", load_cases(EXACT_CASES, "exact"), server_cmd=broken(defect),
+                              rules=rules, options=options))
+    assert results[rule].status == "fail", results[rule]
+    assert words in results[rule].detail
+    # The server is otherwise up and speaking the contract: the surface rules still pass.
+    for other in {"health", "reflection", "list_verifiers"} - {rule}:
+        assert results[other].status == "pass", results[other]
+
+
+def test_cli_exits_non_zero_and_names_the_failed_rule():
+    proc = cohort_cli("conformance", "127.0.0.1:0", "--verifier", "exact", "--cases", str(EXACT_CASES),
+                      "--server-cmd", broken("wrong_status"), "--rule", "health", "--rule", "status_codes")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL" in proc.stdout and "NOT CONFORMANT" in proc.stdout and "status_codes" in proc.stdout
+
+
+def test_sigterm_rule_is_skipped_without_a_server_command():
+    from cohort.conformance.runner import ServerProcess
+
+    port = free_port()
+    server = ServerProcess(broken("none"), f"127.0.0.1:{port}")
+    try:
+        server.start(30)
+        results = by_rule(run_kit(f"127.0.0.1:{port}", "exact", load_cases(EXACT_CASES, "exact"), rules=["health", "sigterm"]))
+    finally:
+        server.close()
+    assert results["health"].status == "pass"
+    assert results["sigterm"].status == "skip" and "--server-cmd" in results["sigterm"].detail
+
+
+def test_cli_unreachable_endpoint_is_a_clear_error():
+    port = free_port()
+    proc = cohort_cli("conformance", f"127.0.0.1:{port}", "--verifier", "format", "--cases", str(FORMAT_CASES),
+                      "--connect-timeout", "0.5")
+    assert proc.returncode == 2
+    assert f"cannot connect to 127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_rejects_bad_input(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"request": {"rollouts": []}, "expect": []}\n')
+    proc = cohort_cli("conformance", "127.0.0.1:1", "--verifier", "format", "--cases", str(bad))
+    assert proc.returncode == 2 and "bad.jsonl:1: request has no rollouts" in proc.stderr
+    proc = cohort_cli("conformance", "nonsense", "--verifier", "format", "--cases", str(FORMAT_CASES))
+    assert proc.returncode == 2 and "host:port" in proc.stderr
+    proc = cohort_cli("conformance", "127.0.0.1:1", "--verifier", "format", "--cases", str(FORMAT_CASES), "--rule", "vibes")
+    assert proc.returncode == 2 and "unknown rule" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("not json", "not JSON"),
+        ('{"request": {"rollouts": [{"index": 0, "completion": "x"}]}}', "'request' and 'expect'"),
+        ('{"request": {"rollouts": [{"index": 0}], "bogus": 1}, "expect": [{"index": 0}]}', "not a VerifyGroupRequest"),
+        ('{"request": {"rollouts": [{"index": 0}]}, "expect": [{"index": 1}]}', "cover indexes [1]"),
+        ('{"request": {"rollouts": [{"index": 0}]}, "expect": [{"index": 0, "verdict": "GREAT"}]}', "unknown Verdict 'GREAT'"),
+        ('{"request": {"rollouts": [{"index": 0}]}, "expect": [{"index": 0, "status": "VERIFIER_TIMEOUT", "reward": 0}]}', "carries no reward"),
+        ('{"request": {"verifier": "math", "rollouts": [{"index": 0}]}, "expect": [{"index": 0}]}', "for verifier 'math'"),
+    ],
+)
+def test_cases_file_errors_name_the_line(tmp_path, line, message):
+    path = tmp_path / "cases.jsonl"
+    path.write_text("# comment\n\n" + line + "\n")
+    with pytest.raises(CasesError, match=r"cases\.jsonl:3") as info:
+        load_cases(path, "format")
+    assert message in str(info.value)
+
+
+def test_cases_file_round_trip(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    case = {"name": "c", "request": {"reference": {"answer": "4"}, "options": {"mode": "soft"}, "rolloutTimeout": "1.5s",
+                                      "rollouts": [{"index": 3, "completion": "a"}]},
+            "expect": [{"index": 3, "verdict": "correct", "reward": 1, "components": {"x": 1}}]}
+    path.write_text(json.dumps(case) + "\n")
+    [loaded] = load_cases(path, "format")
+    assert loaded.request.verifier == "format" and loaded.request.group_id == "c"
+    assert loaded.request.reference.answer == "4" and dict(loaded.request.options) == {"mode": "soft"}
+    assert loaded.request.rollout_timeout.ToNanoseconds() == 1_500_000_000
+    [e] = loaded.expect
+    assert (e.index, e.status, e.verdict, e.reward, e.components) == (3, "ROLLOUT_STATUS_OK", "VERDICT_CORRECT", 1.0, (("x", 1.0),))

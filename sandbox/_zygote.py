@@ -296,24 +296,23 @@ def _kill_all():
             continue
 
 
-def _wipe():
-    def onerror(func, path, exc):
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-        except OSError:
-            pass
-        func(path)
+def _unlock(path):
+    """Make every directory below ``path`` writable and listable again (a run may chmod 000)."""
+    os.chmod(path, 0o700)
+    with os.scandir(path) as it:
+        for entry in list(it):
+            if entry.is_dir(follow_symlinks=False):
+                _unlock(entry.path)
 
+
+def _wipe():
     for top in WIPE_DIRS:
-        try:
-            os.chmod(top, 0o1777)
-        except OSError:
-            pass
+        os.chmod(top, 0o1777)
         with os.scandir(top) as it:
             for entry in list(it):
                 if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, onerror=onerror)
+                    _unlock(entry.path)
+                    shutil.rmtree(entry.path)
                 else:
                     os.unlink(entry.path)
         if os.listdir(top):
@@ -363,7 +362,7 @@ def _run_job(ctrl, header, fds):
     try:
         _wipe()
         dirty = False
-    except OSError:
+    except Exception:
         dirty = True
     return {
         "dirty": dirty,

@@ -174,8 +174,9 @@ class Slot:
                         msg = self.ctrl.recv(1 << 16)
                         sel.unregister(self.ctrl)
                         if not msg:
+                            err = self._reap_stderr()
                             self.kill()
-                            raise SandboxError("sandbox fork server died")
+                            raise SandboxError(f"sandbox fork server died: {err[-500:]}")
                         result = json.loads(msg)
                     elif key.fileobj in bufs:
                         fd = key.fileobj
@@ -216,7 +217,7 @@ class Slot:
             status = ExecStatus.OUTPUT_LIMIT_EXCEEDED
         elif r["timeout"] or sig == 24 or (sig == 9 and cpu >= limits.cpu_s):  # 24 = SIGXCPU
             status = ExecStatus.TIME_LIMIT_EXCEEDED
-        elif exit_code == EXIT_MEMORY or (sig == 9 and not r["killed"]) or b"\nMemoryError" in err[-4096:]:
+        elif exit_code == EXIT_MEMORY or b"\nMemoryError" in err[-4096:]:
             status = ExecStatus.MEMORY_LIMIT_EXCEEDED
         else:
             status = ExecStatus.EXITED

@@ -42,6 +42,7 @@ class InvalidTests(ValueError):
 
 @dataclass(frozen=True)
 class TestSpec:
+    __test__ = False  # a data class, not a pytest test class
     kind: Literal["asserts", "function"]
     asserts: tuple[str, ...] = ()
     setup_code: str = ""
@@ -63,6 +64,7 @@ class TestSpec:
 
 @dataclass(frozen=True)
 class TestOutcome:
+    __test__ = False
     passed: bool
     cause: Cause = ""
     error: str = ""
@@ -70,6 +72,7 @@ class TestOutcome:
 
 @dataclass(frozen=True)
 class TestRun:
+    __test__ = False
     outcomes: tuple[TestOutcome, ...]
     load_error: str = ""
     load_cause: Cause = ""

@@ -37,10 +37,10 @@ class LocalBackend:
     _shared: LocalBackend | None = None
     _lock = threading.Lock()
 
-    def __init__(self, pool_size: int = 0) -> None:
+    def __init__(self, pool_size: int = 0, sandbox=None) -> None:
         from sandbox.pool import Sandbox, SandboxOptions
 
-        self.sandbox = Sandbox(SandboxOptions(pool_size=pool_size))
+        self.sandbox = sandbox if sandbox is not None else Sandbox(SandboxOptions(pool_size=pool_size))
 
     @classmethod
     def shared(cls) -> LocalBackend:

@@ -3,7 +3,10 @@
 Same rollouts both ways, at 1, 64 and 512 groups of 8 per call. The gRPC path is the one the trainer
 uses (``VerifierClient.verify_groups``: domain -> proto -> loopback -> server -> proto -> domain);
 the in-process path calls ``FormatVerifier.verify_group`` on each group. Prints rollouts/s for both
-and the ratio. Goal: gRPC costs at most 20% at 64x8.
+and the ratio. Goal: gRPC costs at most 20% at 64x8. Columns: wall-clock rollouts/s one call at a time
+(latency cost), with ``--concurrency`` calls in flight (throughput, as the trainer uses it: it scores
+while it generates), and total CPU seconds of client + server per call over in-process CPU seconds
+(the figure least disturbed by other load on the machine).
 
     .venv/bin/python bench/verifier_overhead.py [--seconds 3]
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import time
@@ -42,6 +46,23 @@ def make_groups(n_groups: int, seed: int = 0) -> list[GroupRequest]:
             rollouts.append(Rollout(i, rng.choice(shapes)(reasoning, rng.randint(0, 999))))
         groups.append(GroupRequest("format", tuple(rollouts), group_id=f"g{g}"))
     return groups
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of a process (all its threads), from /proc."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_call(fn, calls: int, server_pid: int | None = None) -> float:
+    """CPU seconds per call, this process plus the server's: robust on a machine shared with other work."""
+    own, srv = time.process_time(), process_cpu_s(server_pid) if server_pid else 0.0
+    for _ in range(calls):
+        fn()
+    used = time.process_time() - own
+    if server_pid:
+        used += process_cpu_s(server_pid) - srv
+    return used / calls
 
 
 def time_calls(fn, seconds: float) -> list[float]:
@@ -90,7 +111,7 @@ def main() -> None:
         print("sequential: one call at a time (latency cost); pipelined: "
               f"{args.concurrency} calls in flight (throughput, as the trainer uses it)")
         print(f"{'groups/call':>11} {'in-proc r/s':>12} {'seq gRPC r/s':>13} {'seq overhead':>13} "
-              f"{'piped gRPC r/s':>15} {'piped/in-proc':>14}")
+              f"{'piped gRPC r/s':>15} {'piped/in-proc':>14} {'CPU gRPC/in-proc':>17}")
         for n in args.sizes:
             groups = make_groups(n)
             inproc = lambda: [verifier.verify_group(g, ctx) for g in groups]  # noqa: E731
@@ -100,9 +121,11 @@ def main() -> None:
             t_in = statistics.median(time_calls(inproc, args.seconds))
             t_rpc = statistics.median(time_calls(remote, args.seconds))
             piped = throughput(loop, client, groups, args.seconds, args.concurrency)
+            calls = max(3, int(args.seconds / t_rpc))
+            cpu_ratio = cpu_per_call(remote, calls, server.proc.pid) / cpu_per_call(inproc, calls)
             r_in = n * G / t_in
             print(f"{n:>11} {r_in:>12,.0f} {n * G / t_rpc:>13,.0f} {100 * (t_rpc / t_in - 1):>12.1f}% "
-                  f"{piped:>15,.0f} {piped / r_in:>14.3f}")
+                  f"{piped:>15,.0f} {piped / r_in:>14.3f} {cpu_ratio:>17.3f}")
         loop.run_until_complete(client.close())
         loop.close()
 

@@ -48,7 +48,7 @@ class Verdict(enum.Enum):
     RUNTIME_ERROR = "runtime_error"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Rollout:
     index: int
     completion: str
@@ -93,7 +93,7 @@ class Reference:
         return "answer" if self.answer is not None else "none"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GroupRequest:
     """One group: G rollouts of one prompt, scored by one verifier."""
 
@@ -106,7 +106,7 @@ class GroupRequest:
     options: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RolloutResult:
     index: int
     status: RolloutStatus
@@ -144,7 +144,7 @@ class RolloutResult:
         return cls(index, status, Verdict.UNSPECIFIED, 0.0, {}, detail)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GroupResult:
     group_id: str
     verifier: str

@@ -5,7 +5,6 @@ The only module besides the server and the client that imports the generated stu
 
 from __future__ import annotations
 
-from google.protobuf import duration_pb2
 from grpo.verifier.v1 import verifier_service_pb2 as pb
 
 from verifiers.base import (
@@ -114,11 +113,6 @@ def group_to_pb(group: GroupRequest) -> pb.VerifyGroupRequest:
 # ---- results ----------------------------------------------------------------------------------
 
 
-def _duration(seconds: float) -> duration_pb2.Duration:
-    whole = int(seconds)
-    return duration_pb2.Duration(seconds=whole, nanos=int((seconds - whole) * 1e9))
-
-
 def result_to_pb(result: RolloutResult, fallback_duration_s: float = 0.0) -> pb.RolloutResult:
     msg = pb.RolloutResult(
         index=result.index,
@@ -126,8 +120,13 @@ def result_to_pb(result: RolloutResult, fallback_duration_s: float = 0.0) -> pb.
         verdict=_VERDICT_TO_PB[result.verdict],
         reward=result.reward,
         detail=result.detail,
-        verify_duration=_duration(result.duration_s or fallback_duration_s),
     )
+    seconds = result.duration_s or fallback_duration_s
+    whole = int(seconds)
+    duration = msg.verify_duration  # set in place: cheaper than building a Duration message
+    if whole:
+        duration.seconds = whole
+    duration.nanos = int((seconds - whole) * 1e9)
     if result.components:
         components = msg.reward_components
         for key, value in result.components.items():  # item by item: 2x faster than update() on upb maps

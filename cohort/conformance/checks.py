@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
-from google.protobuf import descriptor_pool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from grpo.verifier.v1 import verifier_service_pb2 as pb
@@ -71,17 +70,22 @@ def check_reflection(t: Target) -> str:
     db = ProtoReflectionDescriptorDatabase(t.channel)
     try:
         services = list(db.get_services())
-        found = descriptor_pool.DescriptorPool(db).FindServiceByName(SERVICE.full_name)
+        if SERVICE.full_name not in services:
+            raise CheckFailed(f"reflection lists {services}, not {SERVICE.full_name}")
+        file = db.FindFileContainingSymbol(SERVICE.full_name)
     except grpc.RpcError as exc:
         if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
             raise CheckFailed("no server reflection service (grpcurl and debugging need it)") from None
         raise CheckFailed(f"reflection: {exc.code().name}: {exc.details()}") from None
-    except KeyError:
-        raise CheckFailed(f"reflection lists {services} but cannot resolve {SERVICE.full_name}") from None
-    if SERVICE.full_name not in services:
-        raise CheckFailed(f"reflection lists {services}, not {SERVICE.full_name}")
+    except KeyError as exc:
+        raise CheckFailed(f"reflection lists {SERVICE.full_name} but has no file for it: {exc}") from None
+    # Read the method signatures from the reflected FileDescriptorProto (not a built pool: some
+    # runtimes, e.g. @grpc/reflection, leave well-known-type imports out of the file they serve).
+    found = [s for s in file.service if f"{file.package}.{s.name}".lstrip(".") == SERVICE.full_name]
+    if not found:
+        raise CheckFailed(f"reflection's file {file.name!r} for {SERVICE.full_name} does not define it")
     want = {m.name: (m.input_type.full_name, m.output_type.full_name) for m in SERVICE.methods}
-    have = {m.name: (m.input_type.full_name, m.output_type.full_name) for m in found.methods}
+    have = {m.name: (m.input_type.lstrip("."), m.output_type.lstrip(".")) for m in found[0].method}
     missing = sorted(n for n in want if have.get(n) != want[n])
     if missing:
         raise CheckFailed(f"reflected {SERVICE.full_name} lacks or changes methods {missing}")

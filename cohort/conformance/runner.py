@@ -151,6 +151,8 @@ def run_kit(
                 status, detail = "skip", str(exc)
             except grpc.RpcError as exc:
                 status, detail = "fail", f"{exc.code().name}: {exc.details()}"
+            except Exception as exc:  # an answer the rule could not make sense of is a failure, not a crash
+                status, detail = "fail", f"unexpected {type(exc).__name__}: {exc}"
             results.append(CheckResult(r.name, r.summary, status, detail, time.monotonic() - started))
         return results
     finally:

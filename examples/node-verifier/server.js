@@ -58,20 +58,20 @@ function finalAnswer(completion) {
 }
 
 function scoreRollout(rollout, gold, caseSensitive) {
-  const result = { index: rollout.index, status: 'ROLLOUT_STATUS_OK', rewardComponents: {}, flags: [] };
+  const result = { index: rollout.index, status: 'ROLLOUT_STATUS_OK', reward_components: {}, flags: [] };
   if (normalise(gold, true) === '') {
     return { ...result, status: 'ROLLOUT_STATUS_INVALID_REFERENCE', verdict: 'VERDICT_UNSPECIFIED', reward: 0, detail: 'empty gold answer' };
   }
   const answer = normalise(finalAnswer(rollout.completion), caseSensitive);
   if (answer === '') {
-    return { ...result, verdict: 'VERDICT_NO_ANSWER', reward: 0, rewardComponents: { match: 0 }, detail: 'no answer' };
+    return { ...result, verdict: 'VERDICT_NO_ANSWER', reward: 0, reward_components: { match: 0 }, detail: 'no answer' };
   }
   const match = answer === normalise(gold, caseSensitive);
   return {
     ...result,
     verdict: match ? 'VERDICT_CORRECT' : 'VERDICT_INCORRECT',
     reward: match ? 1 : 0,
-    rewardComponents: { match: match ? 1 : 0 },
+    reward_components: { match: match ? 1 : 0 },
     detail: `answer ${JSON.stringify(answer.slice(0, 60))}`,
   };
 }
@@ -84,7 +84,7 @@ class RequestError extends Error {
 }
 
 function validateGroup(group) {
-  const id = JSON.stringify(group.groupId);
+  const id = JSON.stringify(group.group_id);
   if (group.verifier !== NAME) throw new RequestError(grpc.status.INVALID_ARGUMENT, `unknown verifier ${JSON.stringify(group.verifier)}; served here: ${NAME}`);
   if (!group.rollouts.length) throw new RequestError(grpc.status.INVALID_ARGUMENT, `group ${id} has no rollouts`);
   if (group.rollouts.length > LIMITS.maxRolloutsPerGroup) {
@@ -112,8 +112,8 @@ function verifyGroup(group) {
   const caseSensitive = group.options.case_sensitive === 'true';
   const results = group.rollouts.map((r) => scoreRollout(r, group.reference.answer, caseSensitive));
   const perRollout = Number(process.hrtime.bigint() - start) / group.rollouts.length;
-  for (const r of results) r.verifyDuration = { seconds: 0, nanos: Math.round(perRollout) };
-  return { groupId: group.groupId, verifier: NAME, verifierVersion: VERSION, results };
+  for (const r of results) r.verify_duration = { seconds: 0, nanos: Math.round(perRollout) };
+  return { group_id: group.group_id, verifier: NAME, verifier_version: VERSION, results };
 }
 
 // ---- transport ------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ function main() {
   const protoFile = path.join(args.protoDir, 'grpo', 'verifier', 'v1', 'verifier_service.proto');
   const packageDefinition = protoLoader.loadSync(protoFile, {
     includeDirs: [args.protoDir],
-    keepCase: false,
+    keepCase: true,
     longs: Number,
     enums: String,
     defaults: true,
@@ -168,15 +168,15 @@ function main() {
       return { responses: req.requests.map(verifyGroup) };
     }),
     ListVerifiers: unary(() => ({
-      verifiers: [{ name: NAME, version: VERSION, description: 'exact match of the final answer', referenceKinds: ['answer'] }],
+      verifiers: [{ name: NAME, version: VERSION, description: 'exact match of the final answer', reference_kinds: ['answer'] }],
       limits: {
-        maxGroupsPerBatch: LIMITS.maxGroupsPerBatch,
-        maxRolloutsPerGroup: LIMITS.maxRolloutsPerGroup,
-        maxMessageBytes: LIMITS.maxMessageBytes,
-        maxQueuedGroups: LIMITS.maxQueuedGroups,
-        maxRolloutTimeout: { seconds: 1, nanos: 0 },
+        max_groups_per_batch: LIMITS.maxGroupsPerBatch,
+        max_rollouts_per_group: LIMITS.maxRolloutsPerGroup,
+        max_message_bytes: LIMITS.maxMessageBytes,
+        max_queued_groups: LIMITS.maxQueuedGroups,
+        max_rollout_timeout: { seconds: 1, nanos: 0 },
       },
-      serverVersion: `cohort-node-exact-verifier ${VERSION}`,
+      server_version: `cohort-node-exact-verifier ${VERSION}`,
     })),
   });
   health.addToServer(server);

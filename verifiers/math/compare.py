@@ -34,6 +34,8 @@ from fractions import Fraction
 from verifiers.math.normalize import normalize, over_limits, split_quantity
 
 REL_TOL = Fraction(1, 1000)
+MAX_INPUT_CHARS = 2_000
+MAX_PARTS = 32
 
 
 class NeedSympy(Exception):
@@ -493,6 +495,10 @@ def _dedupe(items: list[str]) -> list[str]:
 
 def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
     """Compare gold with the extracted answer(s). Raises NeedSympy (cheap pass) or OverLimits."""
+    if len(gold_raw) > MAX_INPUT_CHARS:
+        raise OverLimits("gold", f"longer than {MAX_INPUT_CHARS} characters")
+    if sum(len(a) for a in answers) > MAX_INPUT_CHARS or len(answers) > MAX_PARTS:
+        raise OverLimits("answer", f"longer than {MAX_INPUT_CHARS} characters or more than {MAX_PARTS} parts")
     gold = normalize(gold_raw)
     parts = [normalize(a) for a in answers]
     if len(parts) == 1 and parts[0] == gold:
@@ -503,6 +509,8 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
         raise OverLimits("gold", "is empty")
     if not a_items:
         return Outcome(False, "empty answer")
+    if len(g_items) > MAX_PARTS or len(a_items) > MAX_PARTS:
+        raise OverLimits("answer" if len(a_items) > MAX_PARTS else "gold", f"more than {MAX_PARTS} items")
     if len(g_items) == 1 and len(a_items) == 1:
         return leaf_equal(g_items[0], a_items[0], leaf)
     g_labels = [_label_value(g) or g for g in g_items]

@@ -36,7 +36,6 @@ class Extraction:
     flags: tuple[str, ...] = ()
 
 
-_ANSWER_TAG = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S | re.I)
 _MARKER = re.compile(
     r"(final\s+answer\s*(?:is)?\s*[:：]?|the\s+(?:final\s+)?answer\s+is\s*[:：]?|\banswer\s*[:：]|^[ \t]*answer\b(?!\s*[:：])|####)",
     re.I | re.M,
@@ -192,9 +191,11 @@ def extract_answer(response: str) -> Extraction:
     if len(response) > MAX_RESPONSE_CHARS:
         flags.append("response_truncated_for_extraction")
 
-    tags = list(_ANSWER_TAG.finditer(text))
-    if tags:
-        content = tags[-1].group(1).strip()
+    lowered = text.lower()
+    tag = lowered.rfind("<answer>")
+    if tag >= 0:
+        end = lowered.find("</answer>", tag)
+        content = text[tag + len("<answer>") : end if end >= 0 else len(text)].strip()
         if not content:
             return Extraction((), "answer_tag", (*flags, "empty_answer_tag"))
         inner = extract_answer(content) if (find_boxes(content) or _MARKER.search(content)) else None

@@ -20,7 +20,8 @@ MAX_NESTING = 24
 MAX_EXPONENT_DIGITS = 4  # integer exponents above 9999 (with a non-trivial base)
 MAX_FACTORIAL_ARG = 2_000
 MAX_BINOM_DIGITS = 4
-MAX_POWER_TOWER = 2  # a^{b^{c}} is already two levels
+MAX_POWER_TOWER = 2
+MAX_SUM_TERMS = 200  # a^{b^{c}} is already two levels
 
 _UNICODE = {
     "−": "-", "–": "-", "—": "-", "×": "\\times ", "·": "\\cdot ", "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ",
@@ -226,8 +227,11 @@ def over_limits(s: str) -> str | None:
         return "binomial of a huge number"
     if re.search(r"\\(?:int|iint|iiint|oint|lim|prod)\b", s):
         return "integrals, limits and products are not evaluated"
-    if re.search(r"\\sum", s) and re.search(r"\\sum\s*_\{[^}]*\}\s*\^\s*\{?\s*\d{4,}", s):
-        return "sum with too many terms"
+    for m in re.finditer(r"\\sum\s*_\{[^}]*\}\s*\^\s*\{?\s*(\d+)", s):
+        if int(m.group(1)[:9]) > MAX_SUM_TERMS:
+            return f"sum of more than {MAX_SUM_TERMS} terms"
+    if s.count("+") + s.count("-") > 2 * MAX_SUM_TERMS:
+        return f"more than {2 * MAX_SUM_TERMS} terms"
     if re.search(r"\\(?:det|begin\{vmatrix\})", s) and len(s) > 120:
         return "large determinant"
     return None

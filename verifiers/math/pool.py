@@ -10,7 +10,9 @@ Thread safety: any number of threads may call :meth:`WorkerPool.run` at once. Id
 checks run in parallel up to the pool size and no lock is held while a check runs.
 
 Workers are started by ``forkserver`` (with the SymPy modules preloaded, so a replacement is ready
-in milliseconds) or ``spawn``; never by ``fork``, since the server process has gRPC threads.
+in milliseconds) or ``spawn``; never by ``fork``, since the server process has gRPC threads. As with
+any spawn/forkserver use, the program's main module must be importable without side effects (an
+``if __name__ == "__main__"`` guard; ``python -m pkg`` with a ``pkg/__main__.py`` is fine).
 """
 
 from __future__ import annotations

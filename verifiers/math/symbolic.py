@@ -31,10 +31,10 @@ def parse(s: str):
     expr = latex2sympy(s, normalization_config=_NORM, conversion_config=_CONV)
     if isinstance(expr, sympy.Basic):
         subs = {}
-        if _I in expr.free_symbols:
-            subs[_I] = sympy.I
-        if _E in expr.free_symbols:
-            subs[_E] = sympy.E
+        # 'i' and 'e' are the constants only when no other variable is around ('3+4i', 'e^2');
+        # in 'aei' they are variables.
+        if expr.free_symbols and expr.free_symbols <= {_I, _E}:
+            subs = {s: sympy.I if s == _I else sympy.E for s in expr.free_symbols}
         if subs:
             expr = expr.xreplace(subs)
     return expr

@@ -16,7 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from verifiers.base import GroupRequest, InvalidRequest, RolloutResult, RolloutStatus, Verdict, VerifyContext, float_option
 from verifiers.math.compare import NeedSympy, OverLimits, cheap_leaf, compare
@@ -74,6 +74,8 @@ class MathVerifier:
         self.pool = WorkerPool(workers or default_pool_size(), memory_mb=memory_mb, start_method=start_method)
         self._fanout = ThreadPoolExecutor(max_workers=4 * self.pool.size, thread_name_prefix="math-check")
         self.cache = _LRU(cache_size)
+        # Workers start in the background now, so the first request does not pay for it.
+        threading.Thread(target=self.pool.start, daemon=True, name="math-pool-start").start()
 
     def close(self) -> None:
         self._fanout.shutdown(wait=False, cancel_futures=True)
@@ -168,7 +170,7 @@ class MathVerifier:
         shown = " | ".join(a[:120] for a in ex.answers)
         if check.status is not RolloutStatus.OK:
             result = RolloutResult.unusable(index, check.status, f"extracted {shown!r} via {ex.source}; {check.how}")
-            return RolloutResult(**{**result.__dict__, "flags": tuple(flags)})
+            return replace(result, flags=tuple(flags))
         flags.extend(check.flags)
         correct = 1.0 if check.equal else 0.0
         if len(ex.answers) > 1 and not check.equal:
@@ -178,4 +180,4 @@ class MathVerifier:
 
 
 def _with_duration(result: RolloutResult, seconds: float) -> RolloutResult:
-    return RolloutResult(result.index, result.status, result.verdict, result.reward, result.components, result.detail, seconds, result.flags)
+    return replace(result, duration_s=seconds)

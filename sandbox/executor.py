@@ -63,15 +63,17 @@ class Slot:
         os.close(seccomp_w)
         try:
             bootstrap = policy.bootstrap_source().replace("CTRL_FD = 3", f"CTRL_FD = {child_ctrl.fileno()}")
-            drop = {"user": policy.SANDBOX_UID, "group": policy.SANDBOX_GID, "extra_groups": []}
+            argv, drop = policy.bwrap_argv(config, seccomp_r, bootstrap), {}
+            if policy.running_as_root():
+                argv, drop = policy.drop_root_argv(argv)
             self.proc = subprocess.Popen(
-                policy.bwrap_argv(config, seccomp_r, bootstrap),
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 env={},
                 pass_fds=(child_ctrl.fileno(), seccomp_r),
-                **(drop if policy.running_as_root() else {}),
+                **drop,
             )
         finally:
             child_ctrl.close()

@@ -246,6 +246,20 @@ def bootstrap_source() -> str:
     return codec.replace("from __future__ import annotations\n", "") + "\n" + zygote
 
 
+def drop_root_argv(argv: list[str]) -> tuple[list[str], dict]:
+    """When the service is root: run bwrap as uid/gid 65534 with no groups, capabilities or bounding set.
+
+    ``setpriv`` (util-linux) is preferred over ``Popen(user=...)``: with a uid change CPython must
+    use fork() instead of vfork(), which runs gRPC's fork handlers in the child and can kill it
+    before exec. Returns (argv, extra Popen kwargs).
+    """
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *argv], {}
+    return argv, {"user": SANDBOX_UID, "group": SANDBOX_GID, "extra_groups": []}
+
+
 def running_as_root() -> bool:
     return os.geteuid() == 0
 

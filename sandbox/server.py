@@ -153,7 +153,8 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     """Serve SandboxService (+ health, reflection) until SIGTERM/SIGINT, then drain.
 
     ``host`` may also be a ready :class:`cohort.grpc_runtime.RuntimeOptions`. Options:
-    ``pool_size`` (slots per pool), ``port_file``, ``grace_s``, ``max_message_bytes``.
+    ``pool_size`` (slots per pool; default ``$COHORT_SANDBOX_POOL_SIZE`` or max(2, CPUs)),
+    ``port_file``, ``grace_s``, ``max_message_bytes``, ``drain_delay_s``.
     """
     from cohort.grpc_runtime import GrpcRuntime, RuntimeOptions
 
@@ -162,7 +163,10 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     else:
         fields = {k: opts.pop(k) for k in ("port_file", "grace_s", "max_message_bytes", "drain_delay_s") if k in opts}
         options = RuntimeOptions(host=host, port=port, **fields)
-    sandbox = Sandbox(SandboxOptions(pool_size=int(opts.pop("pool_size", 0))))
+    import os
+
+    pool_size = int(opts.pop("pool_size", 0) or os.environ.get("COHORT_SANDBOX_POOL_SIZE", "0") or 0)
+    sandbox = Sandbox(SandboxOptions(pool_size=pool_size))
     if opts:
         raise TypeError(f"unknown sandbox server options: {sorted(opts)}")
     # Fail fast: one real execution before reporting SERVING.

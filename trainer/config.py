@@ -131,6 +131,24 @@ class GRPOSection(_Section):
         return self.epsilon if self.epsilon_high is None else self.epsilon_high
 
 
+class VLLMOptions(_Section):
+    """Options of the ``vllm`` rollout engine (``trainer.engines.vllm``; ignored by other engines)."""
+
+    sync_method: Literal["auto", "reload_weights", "reload_from_folder", "load_weights"] = "auto"
+    """auto: reload_from_folder with separate_process, load_weights on CUDA, reload_weights on CPU."""
+    separate_process: bool = False
+    """Run vLLM's engine core in its own process (weights then travel through a safetensors folder)."""
+    sleep_between_phases: bool = False
+    """CUDA only: free vLLM's weights and KV cache while the learner updates (LLM.sleep / wake_up)."""
+    gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
+    cpu_kv_cache_gib: int = Field(1, ge=1)
+    """KV-cache size on CPU (VLLM_CPU_KVCACHE_SPACE)."""
+    max_model_len: int | None = Field(None, ge=1)
+    enforce_eager: bool = True
+    stop: list[str] = Field(default_factory=list)
+    """Stop strings (the completion ends at the first one, which is kept in the loss mask)."""
+
+
 class RolloutSection(_Section):
     engine: str = "transformers"
     """Rollout engine registry name (see ``trainer.rollout.ENGINES``)."""
@@ -139,6 +157,14 @@ class RolloutSection(_Section):
     max_completion_length: int = Field(32, ge=1)
     generation_chunks: int = Field(1, ge=1)
     """Split a round's prompts into this many generate calls; chunk k is scored while k+1 is generated."""
+    sync_every: int = Field(1, ge=1)
+    """Push the learner's weights to an engine holding its own copy (vLLM) every k optimizer steps."""
+    is_correction: Literal["none", "token", "sequence"] = "token"
+    """Truncated importance weight pi_old/pi_rollout on the policy-gradient term, applied when the engine
+    reports its own log-probs (vLLM); see ``trainer.is_correction``."""
+    is_cap: float = Field(3.0, gt=0)
+    """Upper cap of the importance weight (TRL's vllm_importance_sampling_cap)."""
+    vllm: VLLMOptions = VLLMOptions()
 
 
 class OptimSection(_Section):

@@ -1,0 +1,179 @@
+"""Pathological inputs against a real ``cohort serve math`` over gRPC on loopback.
+
+Each input is one VerifyGroup call with a 1 s rollout timeout: it must be answered within that
+deadline + 0.1 s, never scored CORRECT by accident, never crash the server; afterwards the server is
+still SERVING and scores ordinary requests correctly.
+"""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+from google.protobuf.duration_pb2 import Duration
+from grpo.verifier.v1 import verifier_service_pb2 as pb
+from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+
+from cohort.launch import ServiceProcess, health_status
+
+TIMEOUT_S = 1.0
+SLACK_S = 0.1
+
+REASONING = "Let us think about this carefully. We try a few values and simplify the expression. " * 6
+
+
+def _fraction_tower(depth: int) -> str:
+    s = "1"
+    for _ in range(depth):
+        s = "1+\\frac{1}{" + s + "}"
+    return s
+
+
+def _sqrt_tower(depth: int) -> str:
+    s = "2"
+    for _ in range(depth):
+        s = "\\sqrt{" + s + "}"
+    return s
+
+
+def _symbolic_det(n: int) -> str:
+    rows = " \\\\ ".join(" & ".join(f"a_{{{i}{j}}}" for j in range(n)) for i in range(n))
+    return "\\det\\begin{pmatrix}" + rows + "\\end{pmatrix}"
+
+
+def _big_matrix(n: int) -> str:
+    rows = " \\\\ ".join(" & ".join(str((i * 7 + j * 3) % 11) for j in range(n)) for i in range(n))
+    return "\\begin{pmatrix}" + rows + "\\end{pmatrix}"
+
+
+BOXED = [  # final answers that are pathological for SymPy
+    "9^{9^{9^9}}",
+    "10^{10^{10}}",
+    "7^{12345678}",
+    "2^{2^{2^{2^{2}}}}",
+    "(10^{10})!",
+    "((100!)!)!",
+    "1000000!",
+    "\\binom{10^8}{5\\cdot10^7}",
+    "\\binom{100000000}{50000000}",
+    _fraction_tower(60),
+    "+".join(str(k) for k in range(1, 2001)),
+    "\\sum_{k=1}^{10^{9}} k^2",
+    "\\sum_{k=1}^{1000000} \\frac{1}{k^2}",
+    "\\int_0^1 e^{x^2}\\sin(x^3)\\,dx",
+    "\\int x^{x} \\, dx",
+    _symbolic_det(6),
+    _sqrt_tower(40),
+    "x^{x^{x^{x}}}",
+    "(x+y+z)^{60}",
+    "\\sin(10^{100})",
+    "10^{-10^{10}}",
+    "9" * 5000,
+    "\\frac{1}{0}",
+    "0^0",
+    "\\tan(\\pi/2)",
+    "\\log(0)",
+    "\\prod_{k=1}^{10^6} k",
+    "\\lim_{x\\to 0} \\frac{\\sin x}{x}",
+    "\\sum_{n=1}^{\\infty} \\frac{1}{n^2}",
+    "\\Gamma(10^6)",
+    "e^{e^{e^{e^{e}}}}",
+    "2^{-2^{64}}",
+    _big_matrix(30),
+    "1e999999",
+    "\\frac{x^{100}-1}{x-1}",
+    "\\left(\\left(\\left(\\left(" * 50,
+    "\\frac{1}{",
+    "(((((((((" * 200 + "1",
+    "x^{1000000}-x^{999999}",
+    "\\sqrt[10^{10}]{2}",
+]
+
+RAW = [  # whole responses that are pathological for extraction
+    REASONING * 100 + "so the answer is $\\boxed{5}$.",  # ~50 KB, correct (checked below)
+    "word " * 10_000,  # 50 KB without any answer
+    "\\boxed{" + "{" * 25_000 + "}" * 25_000 + "}",
+    " ".join(f"\\boxed{{{k % 2}}}" for k in range(8_000)),  # box spam
+    "<answer>" * 10_000,
+    "$" * 50_000,
+    "\\boxed{" * 10_000,
+    "\x00\x01\x02" * 5_000 + "\\boxed{5}",
+    "∑∫√∞≠" * 4_000,
+    "Final Answer: " * 5_000,
+]
+
+CASES = [("5", REASONING + f"Therefore the answer is $\\boxed{{{b}}}$.") for b in BOXED] + [("5", r) for r in RAW]
+# pathological gold answers: unparseable or capped references are INVALID_REFERENCE, not rewards
+GOLD_CASES = [("\\frac{1}{", "\\boxed{5}"), ("9^{9^{9^9}}", "\\boxed{5}"), ("", "\\boxed{5}")]
+
+
+def _request(gold: str, completion: str, gid: str) -> pb.VerifyGroupRequest:
+    return pb.VerifyGroupRequest(
+        group_id=gid, verifier="math", reference=pb.Reference(answer=gold),
+        rollouts=[pb.Rollout(index=0, completion=completion)],
+        rollout_timeout=Duration(seconds=int(TIMEOUT_S), nanos=int((TIMEOUT_S % 1) * 1e9)),
+    )
+
+
+@pytest.fixture(scope="module")
+def math_server():
+    with ServiceProcess(["math"], env={"COHORT_MATH_WORKERS": "2"}) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def stub(math_server):
+    opts = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+    with grpc.insecure_channel(math_server.endpoint, options=opts) as ch:
+        yield pb_grpc.VerifierServiceStub(ch)
+
+
+def _assert_scores_correctly(stub) -> None:
+    req = pb.VerifyGroupRequest(
+        group_id="good", verifier="math", reference=pb.Reference(answer="(x+1)^2"),
+        rollouts=[pb.Rollout(index=0, completion="\\boxed{x^2+2x+1}"), pb.Rollout(index=1, completion="\\boxed{x^2+1}"),
+                  pb.Rollout(index=2, completion="The answer is $\\frac{a}{b}$")],
+        rollout_timeout=Duration(seconds=10),
+    )
+    resp = stub.VerifyGroup(req, timeout=30)
+    assert [r.status for r in resp.results] == [pb.ROLLOUT_STATUS_OK] * 3, resp
+    assert [r.reward for r in resp.results] == [1.0, 0.0, 0.0]
+
+
+def test_there_are_at_least_40_pathological_inputs():
+    assert len(CASES) + len(GOLD_CASES) >= 40
+
+
+def test_pathological_inputs_answered_within_deadline(stub, math_server):
+    _assert_scores_correctly(stub)  # warm: workers started
+    slow = []
+    for k, (gold, completion) in enumerate(CASES):
+        t0 = time.monotonic()
+        resp = stub.VerifyGroup(_request(gold, completion, f"p{k}"), timeout=30)
+        elapsed = time.monotonic() - t0
+        (result,) = resp.results
+        if elapsed > TIMEOUT_S + SLACK_S:
+            slow.append((k, round(elapsed, 3), completion[-80:]))
+        expected_correct = completion.endswith("so the answer is $\\boxed{5}$.") or completion.endswith("\\boxed{5}")
+        if expected_correct:
+            assert result.status == pb.ROLLOUT_STATUS_OK and result.reward == 1.0, (k, result)
+        else:
+            assert result.reward == 0.0, (k, completion[-80:], result)
+            assert result.status in (pb.ROLLOUT_STATUS_OK, pb.ROLLOUT_STATUS_VERIFIER_TIMEOUT, pb.ROLLOUT_STATUS_VERIFIER_ERROR), (k, result)
+            assert result.verdict != pb.VERDICT_CORRECT
+    assert not slow, f"answered later than {TIMEOUT_S} s + {SLACK_S} s: {slow}"
+    assert health_status(math_server.endpoint) == "SERVING"
+    time.sleep(0.5)  # let killed workers be replaced
+    _assert_scores_correctly(stub)
+
+
+def test_pathological_gold_is_invalid_reference(stub, math_server):
+    for k, (gold, completion) in enumerate(GOLD_CASES):
+        t0 = time.monotonic()
+        resp = stub.VerifyGroup(_request(gold, completion, f"g{k}"), timeout=30)
+        assert time.monotonic() - t0 <= TIMEOUT_S + SLACK_S
+        (result,) = resp.results
+        assert result.status in (pb.ROLLOUT_STATUS_INVALID_REFERENCE, pb.ROLLOUT_STATUS_VERIFIER_TIMEOUT), (gold, result)
+    assert health_status(math_server.endpoint) == "SERVING"
+    _assert_scores_correctly(stub)

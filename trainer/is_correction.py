@@ -64,3 +64,13 @@ def mismatch_metrics(old_logprobs: Float[Tensor, "B T"], rollout_logprobs: Float
         if cap is not None:
             out["rollout/is_capped_frac"] = float((w >= cap * (1 - 1e-6)).float().mean())
     return out
+
+
+def rollout_correction(old_logprobs: Float[Tensor, "B T"] | None, rollout_logprobs: Float[Tensor, "B T"] | None,
+                       mask: Bool[Tensor, "B T"], level: ISLevel, cap: float
+                       ) -> tuple[Float[Tensor, "B T"] | None, dict[str, float]]:
+    """The loop's one call: weights for the loss (None when off or not applicable) and mismatch metrics."""
+    if old_logprobs is None or rollout_logprobs is None:
+        return None, {}
+    weights = None if level == "none" else truncated_is_weights(old_logprobs, rollout_logprobs, mask, level, cap)
+    return weights, mismatch_metrics(old_logprobs, rollout_logprobs, mask, weights, cap)

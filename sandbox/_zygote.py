@@ -123,7 +123,6 @@ def _child(fds, limits):
         sys.stdin = open(0, "r", closefd=False)
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
-        gc.collect()
         mode = job.get("mode")
         if mode == "exec":
             code = _run_exec(job)
@@ -381,6 +380,8 @@ def main():
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
     ctrl = socket.socket(fileno=CTRL_FD)
+    gc.collect()
+    gc.freeze()  # children never scan (and so never copy-on-write) the zygote's own objects
     ctrl.send(b'{"hello":1}')
     while True:
         msg, fds, _, _ = socket.recv_fds(ctrl, 1 << 16, 8)

@@ -24,6 +24,7 @@ from sandbox.codec import pack
 
 EXIT_MEMORY = 4
 SLOT_START_TIMEOUT_S = 30.0
+PIPE_INLINE_BYTES = 32 * 1024  # well under the 64 KiB Linux pipe buffer
 
 
 class SandboxError(RuntimeError):
@@ -143,10 +144,11 @@ class Slot:
             if rpc_child is not None:
                 rpc_child.close()
         body = pack(job)[4:]
-        writers = [threading.Thread(target=_write_all, args=(job_w, body), daemon=True),
-                   threading.Thread(target=_write_all, args=(in_w, stdin), daemon=True)]
-        for t in writers:
-            t.start()
+        for fd, data in ((job_w, body), (in_w, stdin)):
+            if len(data) <= PIPE_INLINE_BYTES:  # fits in the pipe buffer: no thread needed
+                _write_all(fd, data)
+            else:
+                threading.Thread(target=_write_all, args=(fd, data), daemon=True).start()
         try:
             return self._collect(out_r, err_r, limits)
         finally:

@@ -198,6 +198,16 @@ class RunSection(_Section):
     plot: bool = True
 
 
+class DistributedSection(_Section):
+    """Data parallelism under ``torchrun`` (README: "Multi-GPU and multi-node"; ``trainer.distributed``)."""
+
+    parallel: Literal["none", "ddp", "fsdp2"] = "none"
+    """none: one process, no launcher. ddp: replicated weights, summed gradients (small models).
+    fsdp2: ``fully_shard`` per transformer block (weights, gradients and optimizer state sharded)."""
+    backend: Literal["auto", "gloo", "nccl", "cpu:gloo,cuda:nccl"] = "auto"
+    """Process-group backend; auto: gloo on CPU, gloo + nccl when CUDA is available."""
+
+
 class TrainConfig(_Section):
     model: ModelSection
     data: DataSection
@@ -206,9 +216,13 @@ class TrainConfig(_Section):
     rollout: RolloutSection = RolloutSection()
     optim: OptimSection = OptimSection()
     run: RunSection = RunSection()
+    distributed: DistributedSection = DistributedSection()
 
     @model_validator(mode="after")
     def _geometry(self) -> TrainConfig:
+        if self.distributed.parallel != "none" and self.grpo.loss_type == "bnpo":
+            raise ValueError("grpo.loss_type=bnpo normalises per micro-batch, which is not defined across ranks; "
+                             "use dapo (global token mean) with distributed.parallel")
         mb = self.optim.micro_batch_size
         if mb is not None and self.batch_size % mb:
             raise ValueError(f"optim.micro_batch_size={mb} must divide the batch P*G={self.batch_size}")

@@ -10,6 +10,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from trainer.config import TrainConfig
+from trainer.distributed import SINGLE, Comm, pad_rows
 from trainer.loss import LossConfig, LossInputs, loss_denominator, policy_loss
 
 
@@ -93,26 +94,30 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.
 class Learner:
     """Owns the policy's optimizer state; one :meth:`step` is one optimizer step on an UpdateBatch."""
 
-    def __init__(self, policy: torch.nn.Module, cfg: TrainConfig):
+    def __init__(self, policy: torch.nn.Module, cfg: TrainConfig, comm: Comm = SINGLE):
         self.policy = policy
         self.cfg = cfg
+        self.comm = comm  # torch.distributed: global counts, equal micro-batch counts, summed metrics
         self.loss_cfg = LossConfig(cfg.grpo.loss_type, cfg.grpo.epsilon, cfg.grpo.epsilon_upper, cfg.grpo.beta,
                                    cfg.rollout.max_completion_length)
         self.optimizer = make_optimizer(policy, cfg)
         self.scheduler = make_scheduler(self.optimizer, cfg)
 
     def step(self, batch: UpdateBatch) -> dict[str, float]:
-        cfg, policy = self.cfg, self.policy
+        cfg, policy, comm = self.cfg, self.policy, self.comm
         policy.train()
+        mb = cfg.optim.micro_batch_size or max(batch.input_ids.shape[0], 1)
+        n_micro = comm.max_int(-(-batch.input_ids.shape[0] // mb))  # the same on every rank
+        batch = pad_rows(batch, (n_micro - 1) * mb + 1)  # short ranks: zero-loss rows (no-op in one process)
         n = batch.input_ids.shape[0]
-        mb = cfg.optim.micro_batch_size or n
-        n_micro = -(-n // mb)
         t = batch.loss_mask.shape[1]
-        denominator = loss_denominator(batch.loss_mask, cfg.grpo.loss_type, cfg.rollout.max_completion_length)
+        denominator = loss_denominator(batch.loss_mask, cfg.grpo.loss_type, cfg.rollout.max_completion_length,
+                                       reduce=comm.sum)  # global rows / tokens
         self.optimizer.zero_grad(set_to_none=True)
         totals = {"loss": 0.0, "policy": 0.0, "kl_sum": 0.0, "clipped": 0.0, "tokens": 0.0, "entropy_sum": 0.0}
         for s in range(0, n, mb):
             sl = slice(s, s + mb)
+            comm.grad_sync(policy, s + mb >= n)  # reduce gradients once, in the last micro-batch
             logprobs, entropy = token_logprobs(policy, batch.input_ids[sl], batch.attention_mask[sl], t,
                                                cfg.rollout.temperature, with_entropy=True)
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl]
@@ -127,6 +132,7 @@ class Learner:
             totals["clipped"] += float(out.clipped_tokens)
             totals["tokens"] += float(out.tokens)
             totals["entropy_sum"] += float((entropy * batch.loss_mask[sl]).sum())
+        totals = comm.sum_floats(totals)  # metrics over the global batch
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.max_grad_norm)
         self.optimizer.step()
         lr = self.scheduler.get_last_lr()[0]

@@ -27,6 +27,7 @@ and the loss is minus the aggregated objective. Deviations and choices, declared
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -66,10 +67,16 @@ class LossOutputs:
 
 
 def loss_denominator(loss_mask: Bool[Tensor, "B T"], loss_type: LossType, max_completion_length: int,
-                     micro_batches: int = 1) -> float:
-    """The normaliser of the batch loss, from the whole batch's mask (all micro-batches)."""
-    rows = float(loss_mask.any(dim=1).sum())
-    tokens = float(loss_mask.sum())
+                     micro_batches: int = 1, reduce: Callable[[Tensor], Tensor] | None = None) -> float:
+    """The normaliser of the batch loss, from the whole batch's mask (all micro-batches).
+
+    ``reduce`` (torch.distributed: a sum over ranks) turns this rank's (rows, tokens) counts into the
+    global batch's, so every rank divides by the same global count (never a per-rank mean).
+    """
+    counts = torch.stack([loss_mask.any(dim=1).sum(), loss_mask.sum()]).double()  # (2,) rows, tokens
+    if reduce is not None:
+        counts = reduce(counts)
+    rows, tokens = float(counts[0]), float(counts[1])
     if loss_type == "grpo":
         return max(rows, 1.0)
     if loss_type == "dapo":

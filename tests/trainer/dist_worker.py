@@ -1,0 +1,249 @@
+"""Worker for the torchrun tests: ``torchrun --standalone --nproc_per_node 2 dist_worker.py PARALLEL OUT_DIR``.
+
+Runs every scenario of one parallel mode (ddp | fsdp2) in one launch and writes the measurements
+(max abs weight differences, equality flags) to ``OUT_DIR/result_<parallel>.json`` from rank 0;
+``test_distributed.py`` asserts on them. Each rank also computes the single-process reference
+itself (plain module, no collectives): same init, the whole global batch, the same optimizer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from trainer import dist_checkpoint
+from trainer.advantages import group_advantages
+from trainer.config import load_config
+from trainer.data import PromptSampler, arithmetic_task
+from trainer.distributed import (SINGLE, TorchComm, for_generation, full_state_dict, local_advantages, setup,
+                                 unwrap, wrap)
+from trainer.engines.hf import TransformersEngine
+from trainer.learner import Learner, UpdateBatch, batched_logprobs, make_scheduler
+from trainer.models import build_policy
+
+OVERRIDES = [
+    "model.tiny={hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 2, init_seed: 3}",
+    "grpo.prompts_per_step=2", "grpo.num_generations=4", "grpo.loss_type=dapo", "optim.micro_batch_size=2",
+    "optim.learning_rate=0.01", "run.max_steps=3", "rollout.max_completion_length=6", "rollout.temperature=1.0",
+]
+STEPS = 3
+
+
+def config(*extra: str):
+    return load_config(None, OVERRIDES + list(extra))
+
+
+def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys(), (sorted(a)[:3], sorted(b)[:3])
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+
+
+# --- learner equivalence ------------------------------------------------------------------------------
+
+
+def global_batch(cfg) -> tuple[UpdateBatch, torch.Tensor]:
+    """B = 8 rows, prompt 5 tokens + completion 6; very unequal token counts on the two halves
+    (rows 0-3 long, rows 4-7 short) and unequal included rows (3 vs 1), so a per-rank mean or a
+    missing zero-loss padding batch shows up in the weights."""
+    policy, _ = build_policy(cfg.model)
+    g = torch.Generator().manual_seed(7)
+    b, tp, t = 8, 5, 6
+    ids = torch.randint(4, 19, (b, tp + t), generator=g)
+    attention = torch.ones(b, tp + t, dtype=torch.long)
+    attention[1, :2] = 0  # left padding
+    lengths = torch.tensor([6, 5, 6, 4, 1, 2, 1, 1])
+    loss_mask = torch.arange(t)[None, :] < lengths[:, None]  # (B, T)
+    attention[:, tp:] = loss_mask.long()
+    advantages = torch.randn(b, generator=g)
+    old = batched_logprobs(policy, ids, attention, t, 1.0, 8) + 0.05 * torch.randn(b, t, generator=g)
+    included = torch.tensor([True, True, False, True, True, False, False, False])
+    return UpdateBatch(ids, attention, loss_mask, advantages, old, None), included
+
+
+def take(batch: UpdateBatch, rows: torch.Tensor) -> UpdateBatch:
+    return UpdateBatch(batch.input_ids[rows], batch.attention_mask[rows], batch.loss_mask[rows],
+                       batch.advantages[rows], batch.old_logprobs[rows], None)
+
+
+def train_steps(cfg, comm, batch: UpdateBatch, optim: str) -> tuple[dict, list[dict]]:
+    policy, _ = build_policy(cfg.model)
+    policy = wrap(policy, comm)
+    learner = Learner(policy, cfg, comm)
+    if optim == "sgd":
+        learner.optimizer = torch.optim.SGD(policy.parameters(), lr=0.5, momentum=0.9)
+        learner.scheduler = make_scheduler(learner.optimizer, cfg)
+    metrics = [learner.step(batch) for _ in range(STEPS)]
+    return full_state_dict(policy, comm), metrics
+
+
+class PerRankMeanComm(TorchComm):
+    """The common bug, on purpose: each rank divides by its own token count and the ranks' gradients
+    are averaged (local count * world as the denominator, summed = the mean of per-rank means)."""
+
+    def sum(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.world_size
+
+
+def equivalence(comm, parallel: str) -> dict:
+    out = {}
+    for optim in ("adamw", "sgd"):
+        cfg = config(f"distributed.parallel={parallel}")
+        batch, included = global_batch(cfg)
+        reference, ref_metrics = train_steps(cfg, SINGLE, take(batch, included.nonzero().squeeze(-1)), optim)
+        mine = torch.arange(8)[comm.row_slice(8)]
+        local = take(batch, mine[included[mine]])
+        weights, metrics = train_steps(cfg, comm, local, optim)
+        if comm.is_main:
+            out[f"{optim}/max_diff"] = max_diff(weights, reference)
+            out[f"{optim}/max_abs_weight"] = max(float(v.abs().max()) for v in reference.values())
+            out[f"{optim}/metric_diff"] = max(abs(m[k] - r[k]) for m, r in zip(metrics, ref_metrics)
+                                              for k in ("loss/total", "policy/clip_frac", "policy/entropy"))
+            out[f"{optim}/grad_norm_diff"] = max(abs(m["policy/grad_norm"] - r["policy/grad_norm"])
+                                                 for m, r in zip(metrics, ref_metrics))
+        if optim == "adamw":
+            buggy_comm = PerRankMeanComm(parallel)
+            buggy, _ = train_steps(cfg, buggy_comm, local, optim)
+            if comm.is_main:
+                out["adamw/per_rank_mean_max_diff"] = max_diff(buggy, reference)
+    return out
+
+
+# --- advantages of groups split across ranks ----------------------------------------------------------
+
+
+def split_groups(comm) -> dict:
+    g = torch.Generator().manual_seed(1)
+    p, gsize = 3, 4  # B = 12 rows: rank 0 holds rows 0-5 (group 0 and half of group 1), rank 1 rows 6-11
+    rewards = torch.randint(0, 3, (p, gsize), generator=g).double() / 2
+    rewards[1] = torch.tensor([1.0, 0.0, 0.5, 0.0])
+    valid = torch.ones(p, gsize, dtype=torch.bool)
+    valid[2, 1] = False
+    full = group_advantages(rewards, valid, "group")
+    mine = comm.row_slice(p * gsize)
+    adv, inc = local_advantages(rewards.flatten()[mine], valid.flatten()[mine], gsize, comm, "group")
+    diff = float((adv - full.advantages.flatten()[mine]).abs().max())
+    same_included = bool(torch.equal(inc, full.included.flatten()[mine]))
+    # what a per-rank computation would give for the split group 1 (each half alone)
+    half = rewards[1, :2] if comm.rank == 0 else rewards[1, 2:]
+    naive = group_advantages(half[None], torch.ones(1, 2, dtype=torch.bool), "group").advantages.flatten()
+    exact = full.advantages[1, :2] if comm.rank == 0 else full.advantages[1, 2:]
+    parts = comm.all_gather((diff, same_included, float((naive - exact).abs().max())))
+    return {"split/max_diff": max(d for d, _, _ in parts), "split/included_equal": all(s for _, s, _ in parts),
+            "split/per_rank_diff": max(n for _, _, n in parts)}
+
+
+# --- a small loop: sharded generation, DCP checkpoint, exact resume ------------------------------------
+
+
+def reward_of(text: str) -> float:
+    return (sum(map(ord, text)) % 5) / 4  # deterministic, varied: a stand-in for the verifiers
+
+
+class MiniRun:
+    """The loop's distributed parts without verifiers: shard prompts, generate, gather rewards,
+    global advantages, update."""
+
+    def __init__(self, cfg, comm):
+        self.cfg, self.comm = cfg, comm
+        policy, self.tokenizer = build_policy(cfg.model)
+        self.policy = wrap(policy, comm)
+        self.learner = Learner(self.policy, cfg, comm)
+        examples = arithmetic_task(cfg.data.arithmetic)
+        self.prompt_ids = [self.tokenizer(e.prompt, add_special_tokens=False)["input_ids"] for e in examples]
+        self.sampler = PromptSampler(len(examples), cfg.grpo.prompts_per_step, cfg.data.shuffle_seed)
+        engine = TransformersEngine(cfg.rollout, unwrap(self.policy), self.tokenizer, cfg.run.seed + comm.rank)
+        self.engine = for_generation(engine, self.policy, comm)
+        self.step = 0
+
+    def run(self, until: int) -> list[dict]:
+        records, gsize = [], self.cfg.grpo.num_generations
+        while self.step < until:
+            self.step += 1
+            idx = self.comm.shard(self.sampler.next())
+            batch = self.engine.generate([self.prompt_ids[i] for i in idx], gsize)
+            rewards = torch.tensor([reward_of(t) for t in batch.texts], dtype=torch.float64)
+            valid = torch.ones_like(rewards, dtype=torch.bool)
+            adv, included = local_advantages(rewards, valid, gsize, self.comm)
+            rows = included.nonzero().squeeze(-1)
+            update = UpdateBatch(batch.input_ids[rows], batch.attention_mask[rows], batch.completion_mask[rows].bool(),
+                                 adv[rows], None, None)
+            records.append(self.learner.step(update))
+            self.engine.sync_weights(unwrap(self.policy))
+        return records
+
+    def save(self, out_dir: Path) -> Path:
+        return dist_checkpoint.save(out_dir, self.step, self.policy, self.learner.optimizer,
+                                    {"scheduler": self.learner.scheduler.state_dict(),
+                                     "sampler_position": self.sampler.position},
+                                    {"engine": self.engine.state_dict()}, self.comm)
+
+    def load(self, folder: Path) -> None:
+        shared, per_rank = dist_checkpoint.load(folder, self.policy, self.learner.optimizer, self.comm)
+        self.learner.scheduler.load_state_dict(shared["scheduler"])
+        self.sampler.position = shared["sampler_position"]
+        self.engine.load_state_dict(per_rank["engine"])
+        self.step = shared["step"]
+
+
+def generation_and_resume(comm, parallel: str, out_dir: Path) -> dict:
+    cfg = config(f"distributed.parallel={parallel}", "data.arithmetic={num_prompts: 16, max_operand: 9}")
+    out = {}
+    # sharded generation samples exactly what the unsharded model samples with the same generator
+    run = MiniRun(cfg, comm)
+    plain, tokenizer = build_policy(cfg.model)
+    prompts = [run.prompt_ids[0], run.prompt_ids[1]]
+    sharded = run.engine.generate(prompts, 4).completion_ids
+    expected = TransformersEngine(cfg.rollout, plain, tokenizer, cfg.run.seed + comm.rank).generate(prompts, 4)
+    same = torch.equal(sharded, expected.completion_ids)
+    out["generate/equal_all_ranks"] = all(comm.all_gather(same))
+    # uninterrupted 3 steps
+    run = MiniRun(cfg, comm)
+    full_records = run.run(STEPS)
+    uninterrupted = full_state_dict(run.policy, comm)
+    # 1 step, checkpoint, then fresh objects and a scrambled RNG, load, 2 more steps
+    run = MiniRun(cfg, comm)
+    run.run(1)
+    folder = run.save(out_dir / parallel)
+    step1 = full_state_dict(run.policy, comm)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    optim1 = get_optimizer_state_dict(run.policy, run.learner.optimizer,
+                                      options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    torch.manual_seed(12345)
+    resumed = MiniRun(cfg, comm)
+    resumed.engine.generate(prompts, 4)  # move the fresh sampler's RNG: the checkpoint must restore it
+    resumed.load(folder)
+    resumed_records = resumed.run(STEPS)
+    final = full_state_dict(resumed.policy, comm)
+    if comm.is_main:
+        out["resume/bit_identical"] = all(torch.equal(final[k], uninterrupted[k]) for k in final)
+        out["resume/max_diff"] = max_diff(final, uninterrupted)
+        out["resume/metrics_equal"] = resumed_records == full_records[1:]
+        out["resume/weights_moved"] = max_diff(final, step1)
+        out["checkpoint"] = str(folder)
+        torch.save({"model": step1, "optim": optim1, "sampler_position": run.sampler.position},
+                   out_dir / parallel / "step1_full.pt")
+    return out
+
+
+def main() -> None:
+    parallel, out_dir = sys.argv[1], Path(sys.argv[2])
+    torch.set_num_threads(1)
+    comm = setup(parallel)
+    result = {"world_size": comm.world_size}
+    result |= equivalence(comm, parallel)
+    result |= split_groups(comm)
+    result |= generation_and_resume(comm, parallel, out_dir)
+    if comm.is_main:
+        (out_dir / f"result_{parallel}.json").write_text(json.dumps(result, indent=1))
+    comm.close()
+    sys.stdout.flush()
+    os._exit(0)  # some FSDP2 workers abort in interpreter teardown after a clean destroy_process_group
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,331 @@
+"""Data parallelism on torch.distributed: ``torchrun`` + DDP or FSDP2, with exact global statistics.
+
+One :class:`Comm` per process carries everything the loop and the learner need to know about the
+other ranks; :data:`SINGLE` (one process, no launcher) makes every collective the identity, so the
+single-process path runs the same code with no process group. Decisions, declared:
+
+1. **Rows are split by whole groups.** Every rank draws the same P prompts (same sampler, same
+   seed) and generates the G completions of its P/world of them (``shard``), so verifier calls scale
+   with the ranks. Rewards are then gathered (``all_gather``) and the advantages are computed on
+   the whole (P, G) tensor on every rank: group and batch statistics see all rollouts even when a
+   row split cuts a group (``local_advantages`` handles any contiguous row split).
+2. **Gradients are summed, never averaged.** Each rank's loss is its share of the *global* loss: the
+   normaliser (rows or tokens) is summed over ranks before the micro-batches run
+   (``trainer.loss.loss_denominator(..., reduce=comm.sum)``), so the per-rank token mean (the
+   common bug) never happens. DDP gets a SUM comm hook; FSDP2 a gradient divide factor of 1 (and,
+   on gloo, which has no AVG/PREMUL_SUM reduce-scatter, ``set_force_sum_reduction_for_comms``).
+3. **Every rank runs the same number of micro-batches** (the max over ranks); the short ranks pad
+   with zero-loss rows (``loss_mask`` all False: weight 0, gradient exactly 0), so the collectives
+   in each backward (and in each FSDP2 forward) line up.
+4. **Metrics are global**: the learner sums its totals over ranks before dividing; the round's
+   metrics are computed from the gathered scores and rollouts.
+5. **Generation while sharded** gathers the FSDP2 parameters once per generation call (``unshard``)
+   and samples locally with no per-token collectives, then reshards: ranks finish their own rows
+   independently (no synced decode loop waiting on the slowest rank). It needs the full weights to
+   fit on one device for the duration of sampling; for models that do not, see README.
+6. ``bnpo`` (per-micro-batch normalisation) is refused with ``parallel != none``: its normaliser is
+   not defined across ranks. The frozen reference model (beta > 0) is replicated, not sharded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.distributed as dist
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+Parallel = Literal["none", "ddp", "fsdp2"]
+
+
+class Comm:
+    """One process, no launcher: every collective is the identity (the default, unchanged path)."""
+
+    rank: int = 0
+    world_size: int = 1
+    parallel: Parallel = "none"
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1 or self.parallel != "none"
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj`` in rank order (picklable objects: small CPU tensors, dataclasses)."""
+        return [obj]
+
+    def sum(self, x: Tensor) -> Tensor:
+        return x
+
+    def max_int(self, n: int) -> int:
+        return n
+
+    def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
+        """Sum a dict of floats over ranks (one collective)."""
+        summed = self.sum(torch.tensor(list(values.values()), dtype=torch.float64))
+        return dict(zip(values, summed.tolist()))
+
+    def shard(self, items: list) -> list:
+        """This rank's contiguous share of ``items`` (len(items) must divide by the world size)."""
+        n = len(items) // self.world_size
+        return items[self.rank * n : (self.rank + 1) * n]
+
+    def row_slice(self, n_rows: int) -> slice:
+        n = n_rows // self.world_size
+        return slice(self.rank * n, (self.rank + 1) * n)
+
+    def grad_sync(self, model: torch.nn.Module, enabled: bool) -> None:
+        """Whether the next backward reduces gradients (off for all but a step's last micro-batch)."""
+        if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+            model.require_backward_grad_sync = enabled
+        elif self.parallel == "fsdp2":
+            model.set_requires_gradient_sync(enabled)
+
+    def barrier(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+SINGLE = Comm()
+
+
+class TorchComm(Comm):
+    """A process of a ``torchrun`` job: collectives over the default process group."""
+
+    def __init__(self, parallel: Parallel):
+        self.rank, self.world_size, self.parallel = dist.get_rank(), dist.get_world_size(), parallel
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def sum(self, x: Tensor) -> Tensor:
+        x = x.clone()
+        dist.all_reduce(x, op=dist.ReduceOp.SUM)
+        return x
+
+    def max_int(self, n: int) -> int:
+        x = torch.tensor([n], dtype=torch.int64)
+        dist.all_reduce(x, op=dist.ReduceOp.MAX)
+        return int(x)
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
+
+def launched() -> bool:
+    """True inside a ``torchrun`` worker (its environment names a rank and a world)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def setup(parallel: Parallel, backend: str = "auto") -> Comm:
+    """Join the ``torchrun`` job (env:// rendezvous) for ``parallel`` ddp/fsdp2; :data:`SINGLE` for none."""
+    if parallel == "none":
+        if launched() and int(os.environ["WORLD_SIZE"]) > 1:
+            raise ValueError("launched by torchrun with several processes but distributed.parallel is none; "
+                             "set distributed.parallel=ddp or fsdp2")
+        return SINGLE
+    if not launched():
+        raise ValueError(f"distributed.parallel={parallel} needs a launcher: "
+                         "torchrun --nproc_per_node N -m cohort.cli train ... (see README)")
+    if backend == "auto":
+        backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend=backend)
+    return TorchComm(parallel)
+
+
+def check_geometry(comm: Comm, prompts_per_step: int, num_generations: int) -> None:
+    """Fail fast when the round cannot be split into equal whole-group shards."""
+    if prompts_per_step % comm.world_size:
+        raise ValueError(f"grpo.prompts_per_step={prompts_per_step} must be divisible by the world size "
+                         f"{comm.world_size} (each rank generates whole groups)")
+
+
+# --- the model: wrap, unwrap, gather --------------------------------------------------------------
+
+
+def _sum_allreduce_hook(group, bucket):  # no annotations: DDP checks them, and they are strings here
+    """DDP comm hook: SUM the bucket over ranks (DDP's default divides by the world size)."""
+    fut = dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0])
+
+
+def fsdp_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    from torch.distributed.fsdp import FSDPModule
+
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]
+
+
+def wrap(model: torch.nn.Module, comm: Comm) -> torch.nn.Module:
+    """DDP or FSDP2 around ``model`` (identical weights on every rank); the model itself for none.
+
+    FSDP2 shards each transformer block (``model._no_split_modules``, e.g. LlamaDecoderLayer) and
+    then the root (embeddings, final norm, head). Build the optimizer *after* this call.
+    """
+    if comm.parallel == "none":
+        return model
+    if comm.parallel == "ddp":
+        ddp = torch.nn.parallel.DistributedDataParallel(model, forward_sync_buffers=False)  # no collective per forward
+        ddp.register_comm_hook(None, _sum_allreduce_hook)
+        return ddp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    device = next(model.parameters()).device.type
+    mesh = init_device_mesh(device, (comm.world_size,))
+    blocks = set(getattr(model, "_no_split_modules", None) or [])
+    for module in list(model.modules()):
+        if module is not model and type(module).__name__ in blocks:
+            fully_shard(module, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    sum_only = dist.get_backend() == "gloo"
+    for module in fsdp_modules(model):
+        module.set_gradient_divide_factor(1.0)  # gradients are summed: the loss is already a global share
+        if sum_only:
+            module.set_force_sum_reduction_for_comms(True)  # gloo: no AVG / PREMUL_SUM reduce-scatter
+    return model
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers module (DDP's ``.module``; FSDP2 shards in place, so the module itself)."""
+    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
+def full_state_dict(model: torch.nn.Module, comm: Comm) -> dict[str, Tensor]:
+    """The full, unsharded weights on rank 0 (CPU); an empty dict on the other ranks. Collective."""
+    if comm.parallel == "none":
+        return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def iter_full_parameters(model: torch.nn.Module) -> Iterator[tuple[str, Tensor]]:
+    """Stream the full weights parameter by parameter (a collective per sharded tensor; every rank
+    must iterate to the end): for pushing to a rollout engine without holding a second full copy."""
+    from torch.distributed.tensor import DTensor
+
+    for name, param in unwrap(model).named_parameters():
+        yield name, param.full_tensor() if isinstance(param, DTensor) else param.detach()
+
+
+def save_pretrained(model: torch.nn.Module, tokenizer: Any, folder: str | Path, comm: Comm) -> None:
+    """transformers format from rank 0 (the full state dict gathered from the shards). Collective."""
+    state = full_state_dict(model, comm)
+    if comm.is_main:
+        unwrap(model).save_pretrained(folder, state_dict=state)
+        tokenizer.save_pretrained(folder)
+    comm.barrier()
+
+
+@contextlib.contextmanager
+def gathered(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Unshard every FSDP2 block for a while (one all-gather each), reshard after. Collective on entry.
+
+    Inside, the module's parameters are the full tensors and forward calls issue no collectives,
+    so each rank can sample its own rows at its own pace. A no-op for DDP and single process.
+    """
+    modules = fsdp_modules(unwrap(model))
+    for m in modules:
+        m.set_reshard_after_forward(False)  # forward inside must not reshard (it would all-gather again)
+        m.unshard()
+    try:
+        yield model
+    finally:
+        for m in modules:
+            m.reshard()
+            m.set_reshard_after_forward(True)
+
+
+class GatheredEngine:
+    """A rollout engine whose ``generate`` runs inside :func:`gathered` (for FSDP2 policies)."""
+
+    def __init__(self, engine: Any, policy: torch.nn.Module):
+        self.engine, self.policy = engine, policy
+
+    def generate(self, prompts: list[list[int]], num_generations: int):
+        with gathered(self.policy):
+            return self.engine.generate(prompts, num_generations)
+
+    def sync_weights(self, policy: torch.nn.Module) -> None:
+        self.engine.sync_weights(policy)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.engine.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.engine.load_state_dict(state)
+
+
+def for_generation(engine: Any, policy: torch.nn.Module, comm: Comm) -> Any:
+    """The engine itself, or (FSDP2) the engine wrapped so that sampling sees full weights."""
+    return GatheredEngine(engine, policy) if comm.parallel == "fsdp2" else engine
+
+
+# --- the batch ------------------------------------------------------------------------------------
+
+
+def pad_rows(batch: Any, rows: int) -> Any:
+    """Append zero-loss rows (``loss_mask`` False) until ``batch`` has ``rows`` rows.
+
+    ``batch`` is a ``trainer.learner.UpdateBatch``. Pad rows copy row 0 (or, for an empty batch,
+    an all-attending row of token 0) so their forward is finite; their loss weight is exactly 0.
+    """
+    n = batch.input_ids.shape[0]
+    if n >= rows:
+        return batch
+    extra = rows - n
+
+    def pad(x: Tensor | None, fill: float = 0) -> Tensor | None:
+        if x is None:
+            return None
+        if n:
+            block = x[:1].expand(extra, *x.shape[1:])
+        else:
+            block = torch.full((extra, *x.shape[1:]), fill, dtype=x.dtype, device=x.device)
+        return torch.cat([x, block])
+
+    return dataclasses.replace(
+        batch,
+        input_ids=pad(batch.input_ids),
+        attention_mask=pad(batch.attention_mask, 1),
+        loss_mask=torch.cat([batch.loss_mask, batch.loss_mask.new_zeros(extra, batch.loss_mask.shape[1])]),
+        advantages=pad(batch.advantages),
+        old_logprobs=pad(batch.old_logprobs),
+        ref_logprobs=pad(batch.ref_logprobs),
+        is_weights=pad(batch.is_weights),
+    )
+
+
+def local_advantages(rewards: Float[Tensor, "b"], valid: Bool[Tensor, "b"], num_generations: int, comm: Comm,
+                     scale_rewards: str = "group", eps: float = 1e-4) -> tuple[Float[Tensor, "b"], Bool[Tensor, "b"]]:
+    """Advantages of this rank's rows when the B = P*G rows are split contiguously over the ranks,
+    even through the middle of a group: the rewards are gathered first, so every group's mean and
+    std see all G rollouts. Returns (advantages, included) for the local rows."""
+    from trainer.advantages import group_advantages
+
+    parts = comm.all_gather((rewards, valid))
+    all_rewards = torch.cat([r for r, _ in parts]).view(-1, num_generations)  # (P, G)
+    all_valid = torch.cat([v for _, v in parts]).view(-1, num_generations)  # (P, G)
+    adv = group_advantages(all_rewards, all_valid, scale_rewards, eps)
+    start = sum(len(r) for r, _ in parts[: comm.rank])
+    mine = slice(start, start + len(rewards))
+    return adv.advantages.flatten()[mine], adv.included.flatten()[mine]

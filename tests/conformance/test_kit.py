@@ -47,6 +47,13 @@ def test_format_verifier_passes_every_rule_through_the_cli():
     assert f"{len(RULES)} passed, 0 failed, 0 skipped" in proc.stdout
 
 
+@pytest.mark.parametrize("name", ["math", "code"])
+def test_builtin_verifier_passes_every_rule(name):
+    cases = load_cases(ROOT / "tests" / "conformance" / "cases" / f"{name}.jsonl", name)
+    results = run_kit("127.0.0.1:0", name, cases, server_cmd=f"{sys.executable} -m cohort.cli serve {name} --port {{port}}")
+    assert {r.rule: r.status for r in results} == {rule: "pass" for rule in RULES}, [r for r in results if r.status != "pass"]
+
+
 def test_reference_server_passes_every_rule():
     results = run_kit("127.0.0.1:0", "exact", load_cases(EXACT_CASES, "exact"), server_cmd=broken("none"))
     assert [r.rule for r in results] == list(RULES)

@@ -7,7 +7,8 @@ It lives next to the trainer because it defines the trainer's built-in tasks, an
 Components (each 0 or 1), on the completion as decoded (special tokens dropped):
 
 - ``correct``: the **first** integer in the completion (regex ``-?\\d+``) equals the reference answer.
-- ``bare``: the whole completion, whitespace-stripped, is one integer (``-?\\d+``).
+- ``bare``: the whole completion, whitespace-stripped, is one integer (``-?\\d+``); with the option
+  ``require_eos=1``, a truncated completion (no EOS) never counts as bare.
 
 Reward = ``correct_weight * correct + format_weight * bare`` (options; defaults 1.0 and 0.1 are the
 workload's ``correct + format_bonus``). A reference that is not an integer is INVALID_REFERENCE
@@ -32,6 +33,7 @@ from verifiers.base import (
     Reference,  # noqa: F401  (doctest)
     Rollout,  # noqa: F401  (doctest)
     float_option,
+    option,
 )
 
 INT_RE = re.compile(r"-?\d+")
@@ -54,6 +56,7 @@ class ArithVerifier:
     def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:
         w_correct = float_option(group, "correct_weight", 1.0)
         w_format = float_option(group, "format_weight", 0.1)
+        require_eos = option(group, "require_eos", "0", ("0", "1")) == "1"
         raw = (group.reference.answer or "").strip()
         if not re.fullmatch(r"-?\d{1,64}", raw):
             detail = f"reference {raw[:40]!r} is not an integer"
@@ -63,7 +66,7 @@ class ArithVerifier:
         for r in group.rollouts:
             got = first_int(r.completion)
             correct = float(got == gold)
-            bare = float(INT_RE.fullmatch(r.completion.strip()) is not None)
+            bare = float(INT_RE.fullmatch(r.completion.strip()) is not None and not (require_eos and r.truncated))
             verdict = Verdict.NO_ANSWER if got is None else Verdict.CORRECT if correct else Verdict.INCORRECT
             out.append(RolloutResult.ok(r.index, w_correct * correct + w_format * bare, verdict,
                                         {"correct": correct, "bare": bare}, detail=f"first integer {got}"))

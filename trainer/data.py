@@ -76,9 +76,9 @@ class PromptSampler:
             self._epoch, self._perm = epoch, torch.randperm(self.n, generator=gen)
         return self._perm
 
-    def next(self) -> list[int]:
+    def next(self, count: int | None = None) -> list[int]:
         out = []
-        for _ in range(self.per_round):
+        for _ in range(self.per_round if count is None else count):
             epoch, offset = divmod(self.position, self.n)
             out.append(int(self._order(epoch)[offset]))
             self.position += 1

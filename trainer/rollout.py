@@ -51,6 +51,12 @@ class RolloutBatch:
     def __len__(self) -> int:
         return self.completion_ids.shape[0]
 
+    def select(self, rows: list[int]) -> RolloutBatch:
+        idx = torch.tensor(rows, dtype=torch.long)
+        return RolloutBatch(self.prompt_ids[idx], self.prompt_mask[idx], self.completion_ids[idx],
+                            self.completion_mask[idx], self.truncated[idx], [self.texts[i] for i in rows],
+                            None if self.rollout_logprobs is None else self.rollout_logprobs[idx])
+
 
 def concat_batches(parts: list[RolloutBatch], pad_id: int) -> RolloutBatch:
     """Join chunks generated separately (prompts left-padded, completions right-padded to a common width)."""

@@ -30,6 +30,11 @@ class Scores:
     components: dict[str, Float[Tensor, "P G"]]  # per verifier (and sub-component), NaN where absent
     latency_s: float  # submit -> scores ready
 
+    def select(self, groups: list[int]) -> Scores:
+        idx = torch.tensor(groups, dtype=torch.long)
+        return Scores(self.rewards[idx], self.valid[idx], {k: v[idx] for k, v in self.components.items()},
+                      self.latency_s)
+
 
 class Scorer:
     def __init__(self, cfg: ScoringSection, endpoints: dict[str, list[str]]):

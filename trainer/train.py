@@ -58,6 +58,26 @@ def sample_and_score(engine, scorer: Scorer, examples: list[Example], prompt_ids
     return concat_batches(parts, pad_id), futures, gen_s
 
 
+def resample_flat_groups(engine, scorer: Scorer, examples: list[Example], prompt_ids: list[list[int]],
+                         sampler: PromptSampler, cfg: TrainConfig, pad_id: int, batch: RolloutBatch,
+                         scores: Scores) -> tuple[RolloutBatch, Scores, int]:
+    """Dynamic sampling (DAPO): replace groups without signal by fresh prompts, a few rounds at most."""
+    p, g = cfg.grpo.prompts_per_step, cfg.grpo.num_generations
+    drawn = 0
+    for _ in range(cfg.grpo.max_resample_rounds):
+        informative = group_advantages(scores.rewards, scores.valid, cfg.grpo.scale_rewards).informative_groups
+        keep = informative.nonzero().squeeze(-1).tolist()
+        if len(keep) >= p:
+            break
+        idx = sampler.next(p - len(keep))
+        drawn += len(idx)
+        extra, futures, _ = sample_and_score(engine, scorer, examples, prompt_ids, idx, cfg, pad_id)
+        rows = [k * g + j for k in keep for j in range(g)]
+        batch = concat_batches([batch.select(rows), extra], pad_id) if rows else extra
+        scores = merge_scores([scores.select(keep), merge_scores([f.result() for f in futures])])
+    return batch, scores, drawn
+
+
 def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
@@ -107,6 +127,15 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             t_wait = time.perf_counter()
             scores = merge_scores([f.result() for f in futures])
             idle_s = time.perf_counter() - t_wait
+            resampled = 0
+            if cfg.grpo.dynamic_sampling:  # swap groups without signal for fresh prompts
+                batch, scores, resampled = resample_flat_groups(engine, scorer, examples, prompt_ids, sampler, cfg,
+                                                                pad_id, batch, scores)
+                input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
+                if resampled and reference is not None:
+                    ref_logprobs = batched_logprobs(reference, input_ids, attention_mask, t, temp, micro)
+                if resampled and mu > 1:
+                    old_logprobs = batched_logprobs(policy, input_ids, attention_mask, t, temp, micro)
             # 4. group advantages over valid rollouts; groups without signal drop out
             p, g = scores.rewards.shape
             adv = group_advantages(scores.rewards, scores.valid, cfg.grpo.scale_rewards, cfg.grpo.adv_eps)

@@ -32,8 +32,12 @@ def train(
         typer.echo(dump_config(cfg))
         return
     import os
+    import signal
+    import sys
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # SIGTERM unwinds like Ctrl-C, so local verifier services are stopped and the metrics file closed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from trainer.train import run
 
     try:

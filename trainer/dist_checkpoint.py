@@ -77,3 +77,25 @@ def load(folder: str | Path, model: torch.nn.Module, optimizer: torch.optim.Opti
         per_rank = torch.load(rank_file, map_location="cpu", weights_only=False)
         set_rng_state(per_rank["rng"])
     return shared, per_rank
+
+
+def save_run(output_dir: str | Path, step: int, policy: torch.nn.Module, learner: Any, engine: Any, sampler: Any,
+             comm: Comm) -> Path:
+    """The training loop's checkpoint (what ``trainer.checkpoint`` saves in one process)."""
+    return save(output_dir, step, policy, learner.optimizer,
+                {"scheduler": learner.scheduler.state_dict(), "sampler_position": sampler.position},
+                {"engine": engine.state_dict()}, comm)
+
+
+def resume(output_dir: str | Path, policy: torch.nn.Module, learner: Any, engine: Any, sampler: Any,
+           comm: Comm) -> int:
+    """Restore the newest complete checkpoint in ``output_dir``; returns its step (0 when there is none)."""
+    folder = latest(output_dir)
+    if folder is None:
+        return 0
+    shared, per_rank = load(folder, policy, learner.optimizer, comm)
+    learner.scheduler.load_state_dict(shared["scheduler"])
+    sampler.position = shared["sampler_position"]
+    if per_rank is not None:
+        engine.load_state_dict(per_rank["engine"])
+    return int(shared["step"])

@@ -69,6 +69,9 @@ class Comm:
     def max_int(self, n: int) -> int:
         return n
 
+    def sum_int(self, n: int) -> int:
+        return int(self.sum(torch.tensor([n], dtype=torch.int64)))
+
     def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
         """Sum a dict of floats over ranks (one collective)."""
         summed = self.sum(torch.tensor(list(values.values()), dtype=torch.float64))
@@ -152,11 +155,19 @@ def setup(parallel: Parallel, backend: str = "auto") -> Comm:
     return TorchComm(parallel)
 
 
-def check_geometry(comm: Comm, prompts_per_step: int, num_generations: int) -> None:
-    """Fail fast when the round cannot be split into equal whole-group shards."""
-    if prompts_per_step % comm.world_size:
-        raise ValueError(f"grpo.prompts_per_step={prompts_per_step} must be divisible by the world size "
+def init(cfg: Any) -> Comm:
+    """The ``Comm`` for a ``TrainConfig``: join the job, and fail fast on a round that cannot be split."""
+    comm = setup(cfg.distributed.parallel, cfg.distributed.backend)
+    if cfg.grpo.prompts_per_step % comm.world_size:
+        comm.close()
+        raise ValueError(f"grpo.prompts_per_step={cfg.grpo.prompts_per_step} must be divisible by the world size "
                          f"{comm.world_size} (each rank generates whole groups)")
+    return comm
+
+
+def rank_dir(output_dir: str | Path, comm: Comm) -> Path:
+    """Rank 0 writes the run's files in ``output_dir``; rank r > 0 its own copy in ``output_dir/rank_<r>``."""
+    return Path(output_dir) if comm.is_main else Path(output_dir) / f"rank_{comm.rank}"
 
 
 # --- the model: wrap, unwrap, gather --------------------------------------------------------------
@@ -229,6 +240,10 @@ def iter_full_parameters(model: torch.nn.Module) -> Iterator[tuple[str, Tensor]]
 
 def save_pretrained(model: torch.nn.Module, tokenizer: Any, folder: str | Path, comm: Comm) -> None:
     """transformers format from rank 0 (the full state dict gathered from the shards). Collective."""
+    if not comm.distributed:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        return
     state = full_state_dict(model, comm)
     if comm.is_main:
         unwrap(model).save_pretrained(folder, state_dict=state)

@@ -208,7 +208,21 @@ class Number:
     decimals: int | None  # digits after the point when written as a decimal
 
 
+_MIXED_SLASH = re.compile(r"^(-?\d+)\s+(\d+)\s*/\s*(\d+)$")
+_REPEATING = re.compile(r"^(-?)(\d*)\.(\d*)\\overline\{(\d+)\}$")
+
+
 def parse_number(s: str) -> Number | None:
+    s = s.strip()
+    m = _MIXED_SLASH.match(s)
+    if m and int(m.group(3)) != 0 and int(m.group(2)) < int(m.group(3)):  # '2 1/4' is a mixed number
+        whole, frac = int(m.group(1)), Fraction(int(m.group(2)), int(m.group(3)))
+        return Number(whole - frac if m.group(1).startswith("-") else whole + frac, None)
+    m = _REPEATING.match(s.replace(" ", ""))
+    if m:  # 0.1\overline{6} = 1/6
+        sign, whole, fixed, rep = m.groups()
+        value = Fraction(int(whole or "0")) + Fraction(int(fixed or "0"), 10 ** len(fixed)) + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
+        return Number(-value if sign else value, None)
     s = s.replace(" ", "").strip().lstrip("+") if len(s) < 60 else s
     s = re.sub(r"^\((-?[\d.]+)\)$", r"\1", s)
     if _NUM.match(s):
@@ -264,6 +278,7 @@ def close_decimal(x: Fraction, y: Fraction, decimals: int) -> Outcome:
 
 _CHOICE = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-Ea-e]))\s*\)?$")
 _CHOICE_ANSWER = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-Ea-e]))\s*\)?(?:\s*[.:)]\s.*|\s*[.:)])?$", re.S)
+_CHOICE_WITH_TEXT = re.compile(r"^(?:\\text\{\s*\(([A-E])\)\s*\}|\(([A-E])\)|([A-E])[.:)])\s*(?:\S.*)?$", re.S)
 _TEXT = re.compile(r"^(?:\\text\{[^{}\\]*\}|\s)+$")
 _MATRIX = re.compile(r"^\\begin\{([pbvBV]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}$", re.S)
 _BRACKETED = re.compile(r"^([(\[])(.*)([)\]])$", re.S)
@@ -289,6 +304,9 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
     if gold_choice is not None:
         m = _CHOICE_ANSWER.match(answer.strip())
         letter = (m.group(1) or m.group(2)).upper() if m else None
+        if letter is None:  # '(B) 12', '\\text{(C)} 24', 'D. 7': an upper-case option label with its value
+            m = _CHOICE_WITH_TEXT.match(answer.strip())
+            letter = next(g for g in m.groups() if g) if m else None
         return Outcome(letter == gold_choice, f"choice {gold_choice} vs {letter}")
     if _TEXT.match(gold) or _TEXT.match(answer):
         if _plain_text(gold) == _plain_text(answer):
@@ -326,8 +344,12 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
     if (g_inner, a_inner) != (gold, answer):
         return leaf_equal(g_inner, a_inner, leaf)
 
-    # matrices
+    # matrices (a column or row vector also equals the tuple of its entries)
     g_mat, a_mat = _MATRIX.match(gold), _MATRIX.match(answer)
+    if bool(g_mat) != bool(a_mat) and (g_br or a_br):
+        vec = _vector_as_tuple(g_mat or a_mat)
+        if vec is not None:
+            return leaf_equal(vec, answer, leaf) if g_mat else leaf_equal(gold, vec, leaf)
     if g_mat and a_mat and "\\begin" not in g_mat.group(2) + a_mat.group(2):
         g_rows = [_top_level_split(r, re.compile(r"\s*&\s*")) for r in _matrix_rows(g_mat.group(2))]
         a_rows = [_top_level_split(r, re.compile(r"\s*&\s*")) for r in _matrix_rows(a_mat.group(2))]
@@ -359,6 +381,12 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
     g_val, a_val = gq.value, aq.value
     if not g_val or not a_val:
         return Outcome(False, "empty value")
+    if gq.degrees != aq.degrees and "\\pi" in (a_val if gq.degrees else g_val):
+        # 45^\circ vs \frac{\pi}{4}: the degree side is converted to radians
+        if gq.degrees:
+            g_val = f"({g_val})\\cdot\\frac{{\\pi}}{{180}}"
+        else:
+            a_val = f"({a_val})\\cdot\\frac{{\\pi}}{{180}}"
     g_base, a_base = _BASE.match(g_val.replace(" ", "")), _BASE.match(a_val.replace(" ", ""))
     if g_base or a_base:
         same = bool(g_base and a_base and g_base.groups() == a_base.groups())
@@ -396,6 +424,17 @@ def _unwrap_parens(s: str) -> str:
     while len(s) > 2 and s[0] == "{" and s[-1] == "}" and _balanced(s[1:-1]):
         s = s[1:-1].strip()
     return s
+
+
+def _vector_as_tuple(m: re.Match) -> str | None:
+    if "\\begin" in m.group(2):
+        return None
+    rows = [_top_level_split(r, re.compile(r"\s*&\s*")) for r in _matrix_rows(m.group(2))]
+    if len(rows) > 1 and all(len(r) == 1 for r in rows):
+        return "(" + ", ".join(r[0] for r in rows) + ")"
+    if len(rows) == 1 and len(rows[0]) > 1:
+        return "(" + ", ".join(rows[0]) + ")"
+    return None
 
 
 def _matrix_rows(body: str) -> list[str]:
@@ -513,6 +552,12 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
         raise OverLimits("answer" if len(a_items) > MAX_PARTS else "gold", f"more than {MAX_PARTS} items")
     if len(g_items) == 1 and len(a_items) == 1:
         return leaf_equal(g_items[0], a_items[0], leaf)
+    if len(g_items) == 1 and len(a_items) > 1 and all(_label_value(a) is not None for a in a_items):
+        g_br = _BRACKETED.match(g_items[0])
+        labels = [_relation_chain(a)[0][0].replace(" ", "") for a in a_items]
+        if g_br and g_br.group(1) == "(" and len(set(labels)) == len(labels):
+            # '(1, 2)' vs 'x = 1, y = 2': the labelled values, in the order written, form the tuple
+            return leaf_equal(g_items[0], "(" + ", ".join(_label_value(a) for a in a_items) + ")", leaf)
     g_labels = [_label_value(g) or g for g in g_items]
     a_labels = [_label_value(a) or a for a in a_items]
     return _unordered(g_labels, a_labels, leaf, "list")

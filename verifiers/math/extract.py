@@ -134,13 +134,13 @@ def _first_sentence(text: str) -> str:
 
 def answer_from_phrase(phrase: str) -> str:
     """The answer inside a sentence such as 'The largest $n$ is 34' or 'the answer is $\\frac12$'."""
-    phrase = phrase.strip().lstrip(":：").strip().strip('"“”').strip()
+    phrase = phrase.strip().lstrip(":：*").strip().strip('"“”*').strip()
     boxes = find_boxes(phrase)
     if boxes:
         return boxes[-1][2]
     spans = _math_spans(phrase)
-    if not spans and not _WORDS.search(_strip_commands(phrase)):
-        return phrase  # the whole phrase is mathematics: '-\\frac{8x^2}{9} + 1'
+    if not spans and (not _WORDS.search(_strip_commands(phrase)) or _MATH_START.match(phrase)):
+        return phrase  # the phrase is the answer: '-\\frac{8x^2}{9} + 1', '3 hours', 'C. x = 42'
     lowered = phrase.lower()
     cut = max(lowered.rfind(" is "), lowered.rfind(" are "), lowered.rfind(" be "))
     if cut >= 0:
@@ -162,7 +162,11 @@ def answer_from_phrase(phrase: str) -> str:
 _WORDS = re.compile(r"[A-Za-z]{4,}")
 
 
+_MATH_START = re.compile(r"[-+−\d.(\[{\\]|[A-Za-z](?:[\s=<>.,:)_^]|$)")
+
+
 def _strip_commands(s: str) -> str:
+    s = re.sub(r"\\(?:begin|end|text|textbf|textnormal|mathrm|mbox)\s*\{[^{}]*\}", " ", s)
     return re.sub(r"\\[a-zA-Z]+", " ", s)
 
 

@@ -166,6 +166,8 @@ def split_quantity(s: str) -> Quantity:
     """Separate %, degrees, currency and a trailing unit from the value."""
     percent = degrees = currency = False
     unit = None
+    if re.search(r"\\(?:sin|cos|tan|cot|sec|csc)", s):
+        return Quantity(s)  # '\\sin 30^\\circ': the degree sign belongs to the argument
     if _CURRENCY.search(s):
         stripped = _CURRENCY.sub(" ", s).strip()
         if stripped != s and re.search(r"\d", stripped):

@@ -27,6 +27,8 @@ _E = sympy.Symbol("e")
 
 def parse(s: str):
     s = s.replace("\\mathrm{e}", "e").replace("\\text{e}", "e")
+    if re.search(r"\\(?:sin|cos|tan|cot|sec|csc)", s):  # sin 30^\circ: degrees inside a trig function
+        s = re.sub(r"(\d+(?:\.\d+)?)\s*\^\s*\\circ", r"(\1\\cdot\\frac{\\pi}{180})", s)
     s = re.sub(r"\^\s*\\circ", "", s)
     expr = latex2sympy(s, normalization_config=_NORM, conversion_config=_CONV)
     if isinstance(expr, sympy.Basic):

@@ -17,9 +17,9 @@ import socket
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from sandbox import policy
+from sandbox import cgroup, policy
 from sandbox.codec import pack
 
 EXIT_MEMORY = 4
@@ -67,6 +67,9 @@ class Slot:
             argv, drop = policy.bwrap_argv(config, seccomp_r, bootstrap), {}
             if policy.running_as_root():
                 argv, drop = policy.drop_root_argv(argv)
+            self.cgroup = cgroup.create(config.slot_memory_bytes, config.slot_max_pids) if config.use_cgroups else None
+            if self.cgroup is not None:
+                argv = cgroup.enter_argv(self.cgroup, argv)
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -114,6 +117,8 @@ class Slot:
         if self.proc.stderr:
             self.proc.stderr.close()
         self.ctrl.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
     def run(self, job: dict, limits: policy.Limits, stdin: bytes = b"", rpc: socket.socket | None = None) -> ExecResult:
         """Run ``job`` (``{"mode": "exec"|"serve"|"judge", ...}``) in a forked child.
@@ -149,8 +154,13 @@ class Slot:
                 _write_all(fd, data)
             else:
                 threading.Thread(target=_write_all, args=(fd, data), daemon=True).start()
+        ooms = self.cgroup.oom_kills() if self.cgroup is not None else 0
         try:
-            return self._collect(out_r, err_r, limits)
+            result = self._collect(out_r, err_r, limits)
+            if (self.cgroup is not None and self.cgroup.oom_kills() > ooms
+                    and result.status is not ExecStatus.OUTPUT_LIMIT_EXCEEDED):
+                result = replace(result, status=ExecStatus.MEMORY_LIMIT_EXCEEDED)
+            return result
         finally:
             os.close(out_r)
             os.close(err_r)

@@ -123,10 +123,19 @@ class SandboxConfig:
     """Size cap of the /tmp work dir tmpfs (per slot)."""
     shm_bytes: int = 16 << 20
     """Size cap of /dev/shm (per slot)."""
+    use_cgroups: bool = True
+    """Put each slot in its own memory+pids cgroup when the machine allows it (see cgroup.py)."""
+    slot_memory_bytes: int = MAX_LIMITS.memory_bytes + MAX_LIMITS.disk_bytes + (16 << 20) + (64 << 20)
+    """cgroup memory cap of a whole slot: one run at the max limit, its tmpfs dirs, the fork server."""
+    slot_max_pids: int = MAX_LIMITS.max_processes + 4
 
     def __post_init__(self) -> None:
         if not Path(self.interpreter).is_file():
             raise ValueError(f"sandbox interpreter {self.interpreter!r} does not exist")
+        if self.use_cgroups and self.tmp_bytes + self.shm_bytes + (64 << 20) > self.slot_memory_bytes:
+            # tmpfs pages survive the processes that wrote them: if they alone could fill the
+            # cgroup, its OOM killer would take the fork server.
+            raise ValueError("slot_memory_bytes must exceed tmp_bytes + shm_bytes + 64 MiB")
         if shutil.which(self.bwrap) is None:
             raise ValueError(f"bubblewrap ({self.bwrap!r}) is not installed: apt-get install bubblewrap")
 

@@ -1,0 +1,177 @@
+"""Data parallelism on torch.distributed, checked on CPU + gloo with real ``torchrun`` launches.
+
+One launch per mode (``dist_worker.py``, 2 ranks) measures everything; the tests assert on its
+numbers. Weights are compared (not the loss: the on-policy GRPO loss value does not depend on
+the weights). The fast tests at the bottom need no launcher.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainer import dist_checkpoint
+from trainer.config import load_config
+from trainer.distributed import SINGLE, pad_rows, setup
+from trainer.learner import Learner, UpdateBatch
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+ADAMW_TOL = 2e-5  # AdamW divides by sqrt(v): float rounding of near-zero gradients is amplified
+SGD_TOL = 1e-6
+
+
+def _worker():
+    spec = importlib.util.spec_from_file_location("dist_worker", HERE / "dist_worker.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def torchrun(*args: str, timeout: float = 500) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc
+
+
+@pytest.fixture(scope="module", params=["ddp", "fsdp2"])
+def launch(request, tmp_path_factory) -> tuple[str, Path, dict]:
+    parallel = request.param
+    out = tmp_path_factory.mktemp(parallel)
+    torchrun(str(HERE / "dist_worker.py"), parallel, str(out))
+    return parallel, out, json.loads((out / f"result_{parallel}.json").read_text())
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+@pytest.mark.parametrize("optim,tol", [("adamw", ADAMW_TOL), ("sgd", SGD_TOL)])
+def test_weights_after_3_steps_equal_single_process(launch, optim, tol):
+    _, _, r = launch
+    assert r["world_size"] == 2
+    assert r[f"{optim}/max_diff"] < tol, r
+    assert r[f"{optim}/grad_norm_diff"] < 1e-5 and r[f"{optim}/metric_diff"] < 1e-5, r  # global metrics
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_per_rank_token_mean_would_fail(launch):
+    """The same run with the common bug (per-rank token mean, averaged) misses the single-process
+    weights by far more than float rounding: the equality test above would catch it."""
+    _, _, r = launch
+    assert r["adamw/per_rank_mean_max_diff"] > 100 * ADAMW_TOL, r
+    assert r["adamw/per_rank_mean_max_diff"] > 100 * r["adamw/max_diff"], r
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_groups_split_across_ranks_get_whole_group_advantages(launch):
+    _, _, r = launch
+    assert r["split/max_diff"] == 0.0 and r["split/included_equal"], r
+    assert r["split/per_rank_diff"] > 0.1, r  # a per-rank computation would be wrong
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_generation_while_sharded_matches_unsharded(launch):
+    _, _, r = launch
+    assert r["generate/equal_all_ranks"], r
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_resume_from_distributed_checkpoint_is_bit_identical(launch):
+    _, _, r = launch
+    assert r["resume/weights_moved"] > 1e-4, r  # steps 2-3 did change the weights
+    assert r["resume/bit_identical"] and r["resume/max_diff"] == 0.0, r
+    assert r["resume/metrics_equal"], r
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_two_rank_checkpoint_loads_into_one_process(launch):
+    parallel, out, r = launch
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    from trainer.models import build_policy
+
+    worker = _worker()
+    cfg = worker.config()
+    policy, _ = build_policy(cfg.model)
+    learner = Learner(policy, cfg)
+    shared, per_rank = dist_checkpoint.load(r["checkpoint"], policy, learner.optimizer)
+    expected = torch.load(out / parallel / "step1_full.pt", weights_only=False)
+    assert shared["world_size"] == 2 and shared["step"] == 1 and per_rank is None
+    assert shared["sampler_position"] == expected["sampler_position"]
+    state = policy.state_dict()
+    assert all(torch.equal(state[k], expected["model"][k]) for k in expected["model"])
+    optim = get_optimizer_state_dict(policy, learner.optimizer)
+    assert optim["state"].keys() == expected["optim"]["state"].keys()
+    for name, slots in expected["optim"]["state"].items():
+        for slot in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(optim["state"][name][slot], slots[slot]), (name, slot)
+    # and it trains on from there
+    batch, included = worker.global_batch(cfg)
+    learner.step(worker.take(batch, included.nonzero().squeeze(-1)))
+    assert any(not torch.equal(policy.state_dict()[k], expected["model"][k]) for k in expected["model"])
+
+
+# --- no launcher needed ----------------------------------------------------------------------------
+
+
+def _tiny_learner(micro: int):
+    from trainer.models import build_policy
+
+    cfg = load_config(None, ["model.tiny={hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, "
+                             "num_attention_heads: 2}", "grpo.prompts_per_step=2", "grpo.num_generations=2",
+                             f"optim.micro_batch_size={micro}", "grpo.loss_type=dapo"])
+    policy, _ = build_policy(cfg.model)
+    return policy, Learner(policy, cfg)
+
+
+def _batch(rows: int) -> UpdateBatch:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, 19, (rows, 7), generator=g)
+    mask = torch.ones(rows, 3, dtype=torch.bool)
+    mask[0, 2] = False
+    return UpdateBatch(ids, torch.ones_like(ids), mask, torch.tensor([1.0, -0.5])[:rows], None, None)
+
+
+def test_zero_loss_padding_changes_no_weight():
+    """Padding micro-batches (what a short rank runs) add exactly nothing to the update."""
+    policy_a, learner_a = _tiny_learner(micro=2)
+    policy_b, learner_b = _tiny_learner(micro=2)
+    learner_a.step(_batch(2))
+    learner_b.step(pad_rows(_batch(2), 5))  # 3 micro-batches, the last two all padding
+    a, b = policy_a.state_dict(), policy_b.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_padding_an_empty_rank_gives_a_zero_gradient():
+    policy, learner = _tiny_learner(micro=2)
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    empty = UpdateBatch(torch.zeros(0, 7, dtype=torch.long), torch.zeros(0, 7, dtype=torch.long),
+                        torch.zeros(0, 3, dtype=torch.bool), torch.zeros(0), None, None)
+    stats = learner.step(empty)  # padded to one all-attending row with no loss token
+    assert stats["policy/grad_norm"] == 0.0
+    assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())
+
+
+def test_bnpo_is_refused_with_parallel():
+    with pytest.raises(ValueError, match="bnpo"):
+        load_config(None, ["distributed.parallel=fsdp2", "grpo.loss_type=bnpo"])
+
+
+def test_parallel_without_launcher_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(ValueError, match="torchrun"):
+        setup("ddp")
+    assert setup("none") is SINGLE

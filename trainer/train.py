@@ -15,9 +15,10 @@ import time
 from collections.abc import Iterator
 
 import torch
+from torch import Tensor
 
 from trainer import checkpoint
-from trainer.advantages import group_advantages
+from trainer.advantages import Advantages, group_advantages
 from trainer.config import TrainConfig, dump_config
 from trainer.data import Example, PromptSampler, load_examples
 from trainer.is_correction import rollout_correction
@@ -137,12 +138,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                 if resampled and mu > 1:
                     old_logprobs = batched_logprobs(policy, input_ids, attention_mask, t, temp, micro)
             # 4. group advantages over valid rollouts; groups without signal drop out
-            p, g = scores.rewards.shape
-            adv = group_advantages(scores.rewards, scores.valid, cfg.grpo.scale_rewards, cfg.grpo.adv_eps)
-            included = adv.included.flatten()  # (B,)
-            if cfg.grpo.mask_truncated_completions:
-                included &= ~batch.truncated
-            rows = included.nonzero().squeeze(-1)
+            adv, rows = loss_rows(batch, scores, cfg)
             # 5. num_iterations optimizer steps on the included rows only
             t_update = time.perf_counter()
             if len(rows) == 0:
@@ -182,6 +178,15 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     if cfg.run.plot and records:
         plot_rewards(log.path, log.dir / "reward_curve.png")
     return records
+
+
+def loss_rows(batch: RolloutBatch, scores: Scores, cfg: TrainConfig) -> tuple[Advantages, Tensor]:
+    """Group advantages, and the rows (B indices) that enter the loss: valid rollouts of groups with signal."""
+    adv = group_advantages(scores.rewards, scores.valid, cfg.grpo.scale_rewards, cfg.grpo.adv_eps)
+    included = adv.included.flatten()  # (B,)
+    if cfg.grpo.mask_truncated_completions:
+        included = included & ~batch.truncated
+    return adv, included.nonzero().squeeze(-1)
 
 
 def reached_target(records: list[dict], cfg: TrainConfig) -> bool:

@@ -1,0 +1,153 @@
+"""The loop against real verifier servers on loopback: a short run, exact resume, and masking of
+rollouts a verifier could not judge (unreachable server, invalid reference)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from cohort.launch import ServiceProcess
+from trainer import metrics
+from trainer.config import load_config
+from trainer.data import Example
+from trainer.learner import Learner, UpdateBatch
+from trainer.models import build_policy
+from trainer.rollout import build_engine, concat_batches
+from trainer.scoring import Scorer, merge_scores
+from trainer.train import loss_rows, round_metrics, train
+
+
+@pytest.fixture(scope="module")
+def arith():
+    with ServiceProcess(["arith"]) as proc:
+        yield proc
+
+
+def small_config(tmp_path, endpoint: str, *extra: str):
+    overrides = [
+        "model.tiny={hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2}",
+        "data.arithmetic={num_prompts: 40, max_operand: 4}",
+        f'scoring.verifiers=[{{name: arith, weight: 1.0, endpoints: ["{endpoint}"], '
+        'options: {correct_weight: "0.8", format_weight: "0.2", require_eos: "1"}}]',
+        "grpo.prompts_per_step=4", "grpo.num_generations=4", "rollout.max_completion_length=3",
+        "run.torch_threads=1", "run.progress=false", f"run.output_dir={tmp_path}", *extra,
+    ]
+    return load_config(None, overrides)
+
+
+def test_short_run_writes_metrics_tensorboard_curve_and_model(tmp_path, arith):
+    cfg = small_config(tmp_path, arith.endpoint, "run.max_steps=3", "grpo.beta=0.04", "grpo.num_iterations=2")
+    records = train(cfg, {"arith": [arith.endpoint]})
+    assert [r["step"] for r in records] == [1, 2, 3]
+    for key in ("reward/mean", "reward/arith", "reward/arith/correct", "verify/unusable_frac", "group/zero_std_frac",
+                "rollout/len_mean", "rollout/truncated_frac", "throughput/tokens_per_s", "verify/idle_frac"):
+        assert key in records[0], key
+    assert records[0]["verify/unusable_frac"] == 0.0
+    assert any("policy/kl" in r for r in records)
+    assert len(metrics.read(tmp_path / "metrics.jsonl")) == 3
+    assert (tmp_path / "reward_curve.png").stat().st_size > 1000
+    assert any((tmp_path / "tensorboard").iterdir())
+    assert (tmp_path / "final" / "model.safetensors").exists()
+    assert (tmp_path / "checkpoints" / "step_000003" / "state.pt").exists()
+
+
+def test_resume_is_exact(tmp_path, arith):
+    eps = {"arith": [arith.endpoint]}
+    straight = train(small_config(tmp_path / "a", arith.endpoint, "run.max_steps=4", "grpo.beta=0.04"), eps)
+    first = train(small_config(tmp_path / "b", arith.endpoint, "run.max_steps=2", "grpo.beta=0.04"), eps)
+    resumed = train(small_config(tmp_path / "b", arith.endpoint, "run.max_steps=4", "grpo.beta=0.04"), eps)
+    assert [r["step"] for r in resumed] == [3, 4]
+    a = [metrics.deterministic(r) for r in straight]
+    b = [metrics.deterministic(r) for r in first + resumed]
+    assert a == b  # bit-identical metrics (floats compared exactly)
+    assert [metrics.deterministic(r) for r in metrics.read(tmp_path / "b" / "metrics.jsonl")] == a
+    wa = torch.load(tmp_path / "a" / "checkpoints" / "step_000004" / "state.pt", weights_only=False)["policy"]
+    wb = torch.load(tmp_path / "b" / "checkpoints" / "step_000004" / "state.pt", weights_only=False)["policy"]
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_unreachable_verifier_masks_its_rollouts_and_the_update_ignores_them(tmp_path):
+    """Chunk 1 is scored; then the server dies and chunk 2 comes back DEPENDENCY_UNAVAILABLE.
+    The update equals the update on chunk 1 alone, and unusable_frac counts chunk 2."""
+    cfg = small_config(tmp_path, "127.0.0.1:1", "grpo.beta=0.04")
+    policy, tok = build_policy(cfg.model)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(torch.randn_like(p) * 0.3)  # a policy that gives varied rewards
+    engine = build_engine(cfg.rollout, policy, tok, seed=0)
+    examples = [Example(f"{a}+{b}=", str(a + b)) for a, b in [(1, 2), (3, 4), (2, 2), (0, 4)]]
+    ids = [tok(e.prompt)["input_ids"] for e in examples]
+    proc = ServiceProcess(["arith"]).start()
+    try:
+        scorer = Scorer(cfg.scoring, {"arith": [proc.endpoint]})
+        scorer.cfg = cfg.scoring.model_copy(update={"timeout_s": 3.0, "retries": 1})
+        part1 = engine.generate(ids[:2], 4)
+        # rewards for chunk 1 from fixed texts (the rows' tokens are what the policy sampled)
+        texts1 = ["3", "4", "3", "1", "7", "7", "0", "9"]
+        scores1 = scorer.submit(examples[:2], texts1, [False] * 8).result()
+        proc.kill()  # the verifier is gone
+        part2 = engine.generate(ids[2:], 4)
+        scores2 = scorer.submit(examples[2:], part2.texts, part2.truncated.tolist(), 2).result()
+        scorer.close()
+    finally:
+        proc.stop()
+    assert scores1.valid.all() and not scores2.valid.any()
+    assert scores1.rewards.flatten().tolist() == pytest.approx([1.0, 0.2, 1.0, 0.2, 1.0, 1.0, 0.2, 0.2])
+    batch, scores = concat_batches([part1, part2], tok.pad_token_id), merge_scores([scores1, scores2])
+    adv, rows = loss_rows(batch, scores, cfg)
+    assert rows.max() < 8  # no row of chunk 2 enters the loss
+    assert round_metrics(batch, scores, adv, len(rows))["verify/unusable_frac"] == 0.5
+
+    def update(b, rows_, advantages):
+        model = build_policy(cfg.model)[0]
+        model.load_state_dict(policy.state_dict())
+        learner = Learner(model, cfg)
+        ref = torch.zeros(len(rows_), b.completion_ids.shape[1])  # same reference terms in both
+        learner.step(UpdateBatch(b.input_ids[rows_], b.attention_mask[rows_], b.completion_mask[rows_].bool(),
+                                 advantages[rows_], None, ref))
+        return model.state_dict()
+
+    with_failures = update(batch, rows, adv.advantages.flatten())
+    adv1, rows1 = loss_rows(part1, scores1, cfg)  # the round without the failed rollouts
+    without = update(concat_batches([part1], tok.pad_token_id), rows1, adv1.advantages.flatten())
+    # batch pads completions to the longer chunk; the extra padded positions carry no loss
+    for k in without:
+        assert torch.allclose(with_failures[k], without[k], atol=1e-6), k
+
+
+def test_invalid_references_are_masked_not_scored_zero(tmp_path, arith):
+    cfg = small_config(tmp_path, arith.endpoint)
+    scorer = Scorer(cfg.scoring, {"arith": [arith.endpoint]})
+    try:
+        examples = [Example("1+1=", "2"), Example("1+2=", "three")]
+        scores = scorer.submit(examples, ["2", "3", "2", "3"], [False] * 4).result()
+    finally:
+        scorer.close()
+    assert scores.valid.tolist() == [[True, True], [False, False]]
+    assert scores.rewards[0].tolist() == pytest.approx([1.0, 0.2])  # "3" is wrong but a bare integer
+
+
+def test_handshake_fails_fast_when_a_verifier_is_missing(tmp_path, arith):
+    cfg = small_config(tmp_path, arith.endpoint)
+    cfg = cfg.model_copy(update={"scoring": cfg.scoring.model_copy(update={"timeout_s": 2.0})})
+    with pytest.raises(Exception, match="no endpoint serves verifier"):
+        train(cfg, {"arith": ["127.0.0.1:1"]})
+
+
+def test_cli_rejects_a_bad_config(tmp_path):
+    from typer.testing import CliRunner
+
+    from cohort.cli import _load_commands, app
+
+    _load_commands()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {tiny: {}}\ndata: {arithmetic: {}}\nscoring: {verifiers: []}\n")
+    result = CliRunner().invoke(app, ["train", "--config", str(bad)])
+    assert result.exit_code == 2 and "scoring.verifiers" in result.output
+    result = CliRunner().invoke(app, ["train", "grpo.loss_type=ppo"])
+    assert result.exit_code == 2 and "loss_type" in result.output
+    result = CliRunner().invoke(app, ["train", "--print-config", "grpo.beta=0.5"])
+    assert result.exit_code == 0 and "beta: 0.5" in result.output

@@ -123,6 +123,7 @@ def _child(fds, limits):
         sys.stdin = open(0, "r", closefd=False)
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
+        _place_files(job.get("files", ()))
         mode = job.get("mode")
         if mode == "exec":
             code = _run_exec(job)
@@ -144,6 +145,17 @@ def _child(fds, limits):
         except BaseException:
             pass
         os._exit(code)
+
+
+def _place_files(files):
+    """Write ``[[relative path, base64 content], ...]`` into the work dir (paths checked by the host)."""
+    import base64
+
+    for path, content in files:
+        full = os.path.join("/tmp", path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "wb") as f:
+            f.write(base64.b64decode(content))
 
 
 def _run_exec(job):

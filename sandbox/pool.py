@@ -8,8 +8,10 @@ background; callers never wait for a bubblewrap start unless every slot is gone.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
+import posixpath
 import queue
 import threading
 from collections.abc import Iterator
@@ -112,6 +114,14 @@ class SlotPool:
             slot.kill()
 
 
+def check_file_path(path: str) -> str:
+    """A relative path that stays inside the work dir, e.g. ``data/input.txt``."""
+    norm = posixpath.normpath(path)
+    if not path or path.startswith("/") or norm.startswith("..") or "\0" in path or norm == ".":
+        raise ValueError(f"file path {path!r} must be relative and stay inside the work dir")
+    return norm
+
+
 def default_pool_size() -> int:
     return max(2, os.cpu_count() or 2)
 
@@ -137,11 +147,18 @@ class Sandbox:
     def clamp(self, limits: policy.Limits | None) -> policy.Limits:
         return (limits or policy.Limits(0, 0, 0, 0, 0, 0)).clamp(self.options.maxima, self.options.defaults)
 
-    def execute(self, code: str, stdin: bytes = b"", limits: policy.Limits | None = None) -> ExecResult:
-        """Run ``code`` as a program (``__main__``) with ``stdin``; raises SandboxError on infra failure."""
+    def execute(self, code: str, stdin: bytes = b"", limits: policy.Limits | None = None,
+                files: dict[str, bytes] | None = None) -> ExecResult:
+        """Run ``code`` as a program (``__main__``) with ``stdin`` and ``files`` placed in its work dir.
+
+        Raises SandboxError on infra failure and ValueError for a bad file path.
+        """
         clamped = self.clamp(limits)
+        job = {"mode": "exec", "code": code}
+        if files:
+            job["files"] = [[check_file_path(p), base64.b64encode(c).decode()] for p, c in files.items()]
         with self.candidates.acquire() as slot:
-            return slot.run({"mode": "exec", "code": code}, clamped, stdin=stdin)
+            return slot.run(job, clamped, stdin=stdin)
 
     def run_tests(self, code: str, spec, per_test_timeout_s: float, stop_first: bool = False,
                   limits: policy.Limits | None = None):

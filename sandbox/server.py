@@ -20,7 +20,7 @@ from grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 from sandbox import policy
 from sandbox.executor import ExecResult, ExecStatus, SandboxError
 from sandbox.judge import InvalidTests, TestRun, TestSpec
-from sandbox.pool import Sandbox, SandboxOptions
+from sandbox.pool import Sandbox, SandboxOptions, check_file_path
 
 log = logging.getLogger("cohort.sandbox")
 
@@ -117,10 +117,16 @@ class SandboxServicer(pb_grpc.SandboxServiceServicer):
         problem = _check_common(request.language, request.code)
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        if request.files:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "`files` is not supported by this server yet")
+        files = {}
+        for f in request.files:
+            try:
+                files[check_file_path(f.path)] = bytes(f.content)
+            except ValueError as exc:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if sum(len(c) for c in files.values()) > MAX_CODE_BYTES * 4:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "files are over 4 MiB in total")
         limits = limits_from_pb(request.limits)
-        result = await self._run(context, self.sandbox.execute, request.code, bytes(request.stdin), limits)
+        result = await self._run(context, self.sandbox.execute, request.code, bytes(request.stdin), limits, files)
         return exec_response(result)
 
     async def RunTests(self, request: pb.RunTestsRequest, context) -> pb.RunTestsResponse:

@@ -96,7 +96,8 @@ def test_bad_run_tests_requests_are_invalid_argument(stub, request_) -> None:
 
 def test_bad_execute_requests_are_invalid_argument(stub) -> None:
     for req in (pb.ExecuteCodeRequest(language="cobol", code="x"),
-                pb.ExecuteCodeRequest(code="x", files=[pb.File(path="a", content=b"b")])):
+                pb.ExecuteCodeRequest(code="x", files=[pb.File(path="../escape", content=b"b")]),
+                pb.ExecuteCodeRequest(code="x", files=[pb.File(path="/etc/passwd", content=b"b")])):
         with pytest.raises(grpc.RpcError) as err:
             stub.ExecuteCode(req)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -115,6 +116,15 @@ def test_code_verifier_over_grpc(server, monkeypatch) -> None:
     io = CodeTests("io", io_cases=(IoCase("4\n", "16"),))
     group = GroupRequest("code", (Rollout(0, "print(int(input()) ** 2)"),), Reference(code_tests=io))
     assert [r.reward for r in v.verify_group(group, VerifyContext())] == [1.0]
+
+
+def test_execute_code_with_files(stub) -> None:
+    req = pb.ExecuteCodeRequest(code="print(open('data/in.txt').read().upper())",
+                                files=[pb.File(path="data/in.txt", content=b"hello")])
+    r = stub.ExecuteCode(req)
+    assert (r.status, r.stdout) == (pb.EXECUTION_STATUS_EXITED, b"HELLO\n")
+    r = stub.ExecuteCode(pb.ExecuteCodeRequest(code="import os; print(os.listdir('.'))"))
+    assert r.stdout == b"[]\n"  # wiped after the previous run
 
 
 def test_sigterm_drains(server) -> None:

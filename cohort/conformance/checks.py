@@ -453,7 +453,9 @@ def check_sigterm(t: Target) -> str:
     try:
         t.call_batch(t.batch(), timeout_s=5.0)
     except grpc.RpcError as exc:
-        if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        # UNAVAILABLE from the draining server, or from the closed port; CANCELLED when it arrives
+        # while the gRPC core is shutting down. All three are refusals a client retries elsewhere.
+        if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise CheckFailed(f"a new call after SIGTERM failed {exc.code().name}, expected UNAVAILABLE") from None
     else:
         if proc.poll() is None:

@@ -23,7 +23,7 @@ learner updates (``LLM.sleep``) and restores them before the next generation (``
 
 Sampling: ``SamplingParams(n=G, logprobs=0)`` with the configured temperature, top-p, max tokens and
 stop strings; log-probs are the *processed* ones (after temperature), the same quantity the learner
-recomputes. Each call uses a seed derived from the run seed and a call counter (saved in
+recomputes. Every row's seed derives from the run seed and a count of rows drawn (saved in
 checkpoints), so a resumed run draws the same samples.
 """
 
@@ -60,7 +60,7 @@ class VLLMEngine:
         self.pad_id = int(tokenizer.pad_token_id)
         self.eos_id = int(tokenizer.eos_token_id)
         self.seed = seed
-        self.calls = 0  # generate calls so far (per-call sampling seeds)
+        self.rows_drawn = 0  # completions sampled so far (per-row sampling seeds)
         self.updates = 0  # sync_weights calls so far (sync every k)
         device = next(policy.parameters()).device
         self.sync_method = self.opts.sync_method
@@ -95,12 +95,15 @@ class VLLMEngine:
         from vllm.inputs import TokensPrompt
 
         self._wake()
-        params = SamplingParams(
-            n=num_generations, temperature=self.cfg.temperature, top_p=self.cfg.top_p,
+        # vLLM seeds generation j of a request with seed + j, so every row drawn in the run gets its own seed
+        # (a shared seed would give every prompt the same draws)
+        g, base = num_generations, self.seed * 1_000_003 + self.rows_drawn
+        params = [SamplingParams(
+            n=g, temperature=self.cfg.temperature, top_p=self.cfg.top_p,
             max_tokens=self.cfg.max_completion_length, stop=list(self.opts.stop) or None, logprobs=0,
-            seed=self.seed * 1_000_003 + self.calls, skip_special_tokens=True,
-        )
-        self.calls += 1
+            seed=(base + i * g) % (2**31 - g), skip_special_tokens=True,
+        ) for i in range(len(prompts))]
+        self.rows_drawn += len(prompts) * g
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
                                     use_tqdm=False)
         rows: list[tuple[list[int], list[int], list[float], bool, str]] = []
@@ -175,10 +178,10 @@ class VLLMEngine:
 
     # --- checkpoint ------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "updates": self.updates}
+        return {"rows_drawn": self.rows_drawn, "updates": self.updates}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.calls, self.updates = int(state["calls"]), int(state["updates"])
+        self.rows_drawn, self.updates = int(state["rows_drawn"]), int(state["updates"])
         self.push_weights(self.policy)  # resume: the policy was just restored from the checkpoint
 
     def close(self) -> None:

@@ -134,6 +134,7 @@ class Stack:
               extra_args: tuple[str, ...] = (), extra_ports: tuple[int, ...] = (), **run_options) -> Container:
         name = f"{RUN_ID}-{key}-{replica}"
         svc = self.compose["services"][service]
+        started = time.monotonic()
         podman(*self.run_args(service, name, extra_env or {}, extra_ports, **run_options), *svc["command"], *extra_args)
         ports = {}
         for line in podman("port", name).stdout.splitlines():  # "50051/tcp -> 127.0.0.1:40123"
@@ -141,6 +142,8 @@ class Stack:
             ports[int(inner.split("/")[0])] = int(outer.rsplit(":", 1)[1])
         container = Container(name, service, ports)
         self.containers[key] = container
+        self.wait_healthy(container)
+        _report(f"start_to_healthy_s.{key}", round(time.monotonic() - started, 1))
         return container
 
     def wait_healthy(self, container: Container, timeout_s: float = 120) -> float:
@@ -227,17 +230,16 @@ def stack(images, canary, tmp_path_factory) -> Iterator[Stack]:
         s.create_network()
         metrics = {"extra_args": ("--metrics-port", str(METRICS_PORT)), "extra_ports": (METRICS_PORT,)}
         # The sandbox service's environment holds a canary that no sandboxed program may read.
-        s.start("sandbox", "sandbox", extra_env={"COHORT_TEST_CANARY": canary})
-        s.start("sandbox-tight", "sandbox", extra_env={"COHORT_TEST_CANARY": canary}, alias="sandbox-tight",
-                security_opt=tight)
+        # (The sandbox is not published in compose; the test publishes it on 127.0.0.1 to check its health.)
+        s.start("sandbox", "sandbox", extra_env={"COHORT_TEST_CANARY": canary}, extra_ports=(GRPC_PORT,))
+        s.start("sandbox-tight", "sandbox", extra_env={"COHORT_TEST_CANARY": canary}, extra_ports=(GRPC_PORT,),
+                alias="sandbox-tight", security_opt=tight)
         s.start("math", "math", 0, **metrics)
         s.start("math-2", "math", 1, **metrics)
         s.start("format", "format")
         s.start("code", "code")
         s.start("code-tight", "code", extra_env={"COHORT_SANDBOX_ENDPOINT": f"sandbox-tight:{GRPC_PORT}"},
                 alias="code-tight")
-        for key, container in s.containers.items():
-            _report(f"start_to_healthy_s.{key}", round(s.wait_healthy(container), 1))
         yield s
     finally:
         s.teardown()
@@ -406,7 +408,8 @@ def test_cohort_verify_scores_math_format_and_code_through_the_sandbox_container
     def verdict(gid: str, idx: int, name: str) -> str:
         return rows[(gid, idx)]["verifiers"][name]["verdict"]
 
-    assert [verdict("m1", i, "math") for i in range(4)] == ["correct", "incorrect", "correct", "no_answer"]
+    assert [verdict("m1", i, "math") for i in range(3)] == ["correct", "incorrect", "correct"]
+    assert verdict("m1", 3, "math") in {"no_answer", "incorrect"} and rows[("m1", 3)]["reward"] == 0.0
     assert [verdict("m2", i, "math") for i in range(2)] == ["correct", "incorrect"]
     assert rows[("f1", 0)]["reward"] > rows[("f1", 1)]["reward"]
     assert [verdict("c1", i, "code") for i in range(2)] == ["correct", "incorrect"]

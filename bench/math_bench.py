@@ -1,6 +1,6 @@
 """Accuracy, false positives/negatives, throughput and latency: our ``math`` verifier vs Math-Verify.
 
-Both run in this process on the same labelled cases, pinned to one CPU core (our worker pool has one
+Both run in this process on the same labelled cases, interleaved case by case, pinned to one CPU core (our worker pool has one
 worker on the same core, so the comparison is one core against one core):
 
 - ours: ``MathVerifier.verify_group`` (the real path: extraction, cheap pass, worker pool), one group
@@ -34,54 +34,69 @@ def load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def run_ours(cases: list[dict], repeat: int, timeout: float) -> tuple[list[bool], list[float], dict]:
-    from verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
-    from verifiers.math import MathVerifier
+class Ours:
+    """Our verifier through ``MathVerifier.verify_group``: one worker, verdict cache off."""
 
-    verifier = MathVerifier(workers=1, cache_size=0)
-    verifier.pool.start()
-    statuses: dict[str, int] = defaultdict(int)
+    def __init__(self, timeout: float):
+        from verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
+        from verifiers.math import MathVerifier
+
+        self._types = (GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext)
+        self.timeout = timeout
+        self.verifier = MathVerifier(workers=1, cache_size=0)
+        self.verifier.pool.start()
+        self.statuses: dict[str, int] = defaultdict(int)
+        self.check("x^2+0", "\\boxed{x^2}")  # warm-up: the worker is up and has imported SymPy
+        self.statuses.clear()
+
+    def check(self, gold: str, output: str) -> bool:
+        GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext = self._types
+        group = GroupRequest("math", (Rollout(0, output),), Reference(answer=gold), rollout_timeout_s=self.timeout)
+        (result,) = self.verifier.verify_group(group, VerifyContext(deadline=time.monotonic() + self.timeout + 1))
+        self.statuses[result.status.value] += 1
+        return result.status is RolloutStatus.OK and result.verdict is Verdict.CORRECT
+
+    def close(self) -> None:
+        self.verifier.close()
+
+
+class MathVerify:
+    """Math-Verify's recommended reward configuration, on the main thread."""
+
+    def __init__(self):
+        from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+        self._parse, self._verify = parse, verify
+        self.config = [LatexExtractionConfig(), ExprExtractionConfig()]
+        self.statuses: dict[str, int] = defaultdict(int)
+
+    def check(self, gold: str, output: str) -> bool:
+        try:
+            g = self._parse("\\boxed{" + gold + "}", extraction_config=self.config)
+            a = self._parse(output, extraction_config=self.config)
+            return bool(self._verify(g, a))
+        except Exception:  # Math-Verify raising is a "not correct" for it
+            self.statuses["exception"] += 1
+            return False
+
+
+def run_both(cases: list[dict], repeat: int, timeout: float):
+    """Interleaved case by case, so that load from other processes hits both alike."""
+    ours, mv = Ours(timeout), MathVerify()
+    verdicts = {"ours": [], "mv": []}
+    latencies = {"ours": [], "mv": []}
     try:
-        # warm-up: the worker is started and has imported SymPy
-        warm = GroupRequest("math", (Rollout(0, "\\boxed{x^2}"),), Reference(answer="x^2+0"), rollout_timeout_s=30)
-        verifier.verify_group(warm, VerifyContext())
-        verdicts: list[bool] = []
-        latencies: list[float] = []
         for r in range(repeat):
             for case in cases:
-                group = GroupRequest("math", (Rollout(0, case["output"]),), Reference(answer=case["gold"]), rollout_timeout_s=timeout)
-                t0 = time.perf_counter()
-                (result,) = verifier.verify_group(group, VerifyContext(deadline=time.monotonic() + timeout + 1))
-                latencies.append(time.perf_counter() - t0)
-                if r == 0:
-                    statuses[result.status.value] += 1
-                    verdicts.append(result.status is RolloutStatus.OK and result.verdict is Verdict.CORRECT)
-        return verdicts, latencies, dict(statuses)
+                for name, impl in (("ours", ours), ("mv", mv)):
+                    t0 = time.perf_counter()
+                    ok = impl.check(case["gold"], case["output"])
+                    latencies[name].append(time.perf_counter() - t0)
+                    if r == 0:
+                        verdicts[name].append(ok)
+        return verdicts, latencies, dict(ours.statuses), dict(mv.statuses)
     finally:
-        verifier.close()
-
-
-def run_math_verify(cases: list[dict], repeat: int) -> tuple[list[bool], list[float], dict]:
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
-
-    config = [LatexExtractionConfig(), ExprExtractionConfig()]
-    verdicts: list[bool] = []
-    latencies: list[float] = []
-    errors = 0
-    for r in range(repeat):
-        for case in cases:
-            t0 = time.perf_counter()
-            try:
-                gold = parse("\\boxed{" + case["gold"] + "}", extraction_config=config)
-                answer = parse(case["output"], extraction_config=config)
-                ok = bool(verify(gold, answer))
-            except Exception:  # Math-Verify raising is a "not correct" for it
-                ok = False
-                errors += r == 0
-            latencies.append(time.perf_counter() - t0)
-            if r == 0:
-                verdicts.append(ok)
-    return verdicts, latencies, {"exceptions": errors}
+        ours.close()
 
 
 def report(name: str, cases: list[dict], verdicts: list[bool]) -> dict:
@@ -114,13 +129,9 @@ def main() -> int:
     cases = load(args.data)
     print(f"{len(cases)} cases from {args.data}; pinned to core {args.core}; {args.repeat} timed passes")
 
-    t0 = time.perf_counter()
-    ours, ours_lat, ours_status = run_ours(cases, args.repeat, args.timeout)
-    ours_wall = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    mv, mv_lat, mv_info = run_math_verify(cases, args.repeat)
-    mv_wall = time.perf_counter() - t0
-
+    verdicts, latencies, ours_status, mv_info = run_both(cases, args.repeat, args.timeout)
+    ours, mv = verdicts["ours"], verdicts["mv"]
+    ours_lat, mv_lat = latencies["ours"], latencies["mv"]
     a, b = report("ours", cases, ours), report("math-verify", cases, mv)
     print(f"\n{'category':26s} {'n':>4s} | {'ours acc':>8s} {'FP':>3s} {'FN':>3s} | {'MV acc':>8s} {'FP':>3s} {'FN':>3s}")
     for cat in sorted(a["per"], key=lambda c: -a["per"][c][0]):
@@ -134,7 +145,7 @@ def main() -> int:
     ours_rate = len(ours_lat) / sum(ours_lat)
     mv_rate = len(mv_lat) / sum(mv_lat)
     print(f"\nthroughput on one core: ours {ours_rate:.1f} verifications/s, math-verify {mv_rate:.1f} verifications/s, "
-          f"ratio {ours_rate / mv_rate:.2f}x (wall: ours {ours_wall:.1f}s, math-verify {mv_wall:.1f}s)")
+          f"ratio {ours_rate / mv_rate:.2f}x ({len(ours_lat)} verifications each; load average {os.getloadavg()[0]:.1f})")
     for name, lat in (("ours", ours_lat), ("math-verify", mv_lat)):
         print(f"latency {name:12s} p50 {1000 * statistics.median(lat):8.2f} ms  p99 {1000 * pct(lat, 0.99):8.2f} ms  max {1000 * max(lat):8.2f} ms")
     if args.show_errors:

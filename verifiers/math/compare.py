@@ -403,6 +403,8 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
         return result
     if (g_num is None) != (a_num is None) and _is_simple_text(g_val if g_num is None else a_val):
         return Outcome(False, "number vs text")
+    if g_num is not None and re.fullmatch(r"[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*", a_val):
+        return Outcome(False, "number vs letters")
     for side, value in (("gold", g_val), ("answer", a_val)):
         why = over_limits(value)
         if why:
@@ -419,6 +421,10 @@ def _infinity(s: str) -> str:
 
 
 def _unwrap_parens(s: str) -> str:
+    m = re.match(r"^[(\[]\s*(\\begin\{(\w+)\}.*\\end\{\2\})\s*[)\]]$", s, re.S)
+    if m and s.count("\\begin") == 1:
+        return m.group(1)  # '[\\begin{array}...\\end{array}]'
+
     while len(s) > 2 and s[0] == "(" and s[-1] == ")" and _balanced(s[1:-1]) and "," not in s:
         s = s[1:-1].strip()
     while len(s) > 2 and s[0] == "{" and s[-1] == "}" and _balanced(s[1:-1]):

@@ -44,6 +44,7 @@ _NOISE = [
     (re.compile(r"\\(?:leq|leqslant|le)\b"), r"\\le "),
     (re.compile(r"\\(?:geq|geqslant|ge)\b"), r"\\ge "),
     (re.compile(r"\\(?:neq|ne)\b|!="), r"\\ne "),
+    (re.compile(r"\\(approx|in|equiv|cup|cap)(?![a-zA-Z])\s*"), r"\\\1 "),
     (re.compile(r"<="), r"\\le "),
     (re.compile(r">="), r"\\ge "),
     (re.compile(r"\\(?:textnormal|textrm|mbox|mathrm|textup|textbf|mathbf|textit|mathit|text)\s*\{"), r"\\text{"),
@@ -56,7 +57,8 @@ _NOISE = [
 def normalize(text: str) -> str:
     """Presentation-free LaTeX (deterministic, idempotent in practice)."""
     s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], text)
-    s = s.replace("\\\\frac", "\\frac").replace("\\\\sqrt", "\\sqrt").replace("\\\\pi", "\\pi")
+    if "\\begin" not in s and re.search(r"\\\\(?:left|right|frac|sqrt|pi|boxed|text|cdot|times|infty)", s):
+        s = re.sub(r"\\\\(?=[a-zA-Z])", r"\\", s)  # doubly escaped LaTeX: '\\\\frac' -> '\\frac'
     s = re.sub(r",\\!\s*", ",", s).replace("{,}", ",")
     s = s.replace("\\$", " ").replace("$", " ")
     s = re.sub(r"\\[()\[\]]", " ", s)

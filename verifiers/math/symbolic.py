@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import sympy
 from latex2sympy2_extended import latex2sympy
+from sympy.parsing.sympy_parser import convert_xor, implicit_multiplication_application, parse_expr, standard_transformations
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 from latex2sympy2_extended.math_normalization import NormalizationConfig
 
@@ -42,12 +43,87 @@ def parse(s: str):
     return expr
 
 
+# A fast path for plain algebra: '\\frac', '\\sqrt', '\\pi', digits, single-letter variables, + - * / ^.
+# Braces become parentheses and SymPy's own ``parse_expr`` does the parsing (antlr-based
+# latex2sympy costs ~10-100x more per call). Anything else goes to latex2sympy, for both sides.
+_FAST_OK = re.compile(r"^(?:[0-9.+\-*/^(){}\[\] ]|(?<![A-Za-z])[A-Za-z](?![A-Za-z])|\\frac|\\sqrt|\\pi|\\cdot|\\times)+$")
+_FAST_T = standard_transformations + (implicit_multiplication_application, convert_xor)
+_FAST_LOCALS = {"pi": sympy.pi, "sqrt": sympy.sqrt, "root": sympy.root}
+
+
+def fast_string(s: str) -> str | None:
+    """Plain algebra in LaTeX -> a SymPy expression string, or None when ``s`` is anything more."""
+    if not _FAST_OK.match(s) or "\\sqrt[" in s.replace(" ", "") and "]" not in s:
+        return None
+    s = re.sub(r"\^\s*([0-9A-Za-z])", r"^(\1)", s)  # x^23 is x^{2}3 in TeX
+    s = re.sub(r"\\(frac|sqrt)\s+", r"\\\1", s)
+    s = re.sub(r"\}\s+\{", "}{", s)
+    for _ in range(60):
+        new = re.sub(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"((\1)/(\2))", s)
+        new = re.sub(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*\{([^{}]*)\}", r"root((\2),(\1))", new)
+        new = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r"sqrt(\1)", new)
+        new = re.sub(r"(?<!\\frac)(?<!\\sqrt)(?<![}\]])\{([^{}]*)\}", r"(\1)", new)
+        if new == s:
+            break
+        s = new
+    s = s.replace("\\pi", " pi ").replace("\\cdot", "*").replace("\\times", "*")
+    if "\\" in s or "{" in s or "}" in s or "[" in s or "]" in s or not s.strip():
+        return None
+    return s
+
+
+def _fast_parse(text: str):
+    expr = parse_expr(text, transformations=_FAST_T, local_dict=dict(_FAST_LOCALS), evaluate=False)
+    if not isinstance(expr, sympy.Expr):
+        raise ValueError("not an expression")
+    return expr
+
+
+_RELATIONS = {"=": sympy.Eq, "\\ne": sympy.Ne, "<": sympy.Lt, ">": sympy.Gt, "\\le": sympy.Le, "\\ge": sympy.Ge}
+
+
+def _fast_side(s: str):
+    """A plain expression, or one relation 'lhs op rhs' between plain expressions; None otherwise."""
+    from verifiers.math.compare import _relation_chain
+
+    terms, ops = _relation_chain(s)
+    if len(ops) > 1 or (ops and ops[0] not in _RELATIONS):
+        return None
+    texts = [fast_string(t) for t in terms]
+    if any(t is None for t in texts):
+        return None
+    sides = [_with_constants(_fast_parse(t)) for t in texts]
+    return _RELATIONS[ops[0]](sides[0], sides[1], evaluate=False) if ops else sides[0]
+
+
+def parse_pair(gold: str, answer: str):
+    """Both sides with the same parser: SymPy's parse_expr for plain algebra, latex2sympy otherwise."""
+    try:
+        g = _fast_side(gold)
+        a = _fast_side(answer) if g is not None else None
+    except Exception:  # tokenizer/parse errors: let latex2sympy decide
+        return None
+    if g is None or a is None:
+        return None
+    return g, a
+
+
+def _with_constants(expr):
+    if isinstance(expr, sympy.Basic) and expr.free_symbols and expr.free_symbols <= {_I, _E}:
+        return expr.xreplace({s: sympy.I if s == _I else sympy.E for s in expr.free_symbols})
+    return expr
+
+
 def _decimals(s: str) -> int | None:
     found = [len(m.group(1)) for m in re.finditer(r"\d\.(\d+)", s)]
     return min(found) if found else None
 
 
 def sympy_leaf_equal(gold: str, answer: str) -> Outcome:
+    decimals = [d for d in (_decimals(gold), _decimals(answer)) if d is not None]
+    fast = parse_pair(gold, answer)
+    if fast is not None:
+        return objects_equal(fast[0], fast[1], min(decimals) if decimals else None)
     try:
         g = parse(gold)
     except Exception as exc:  # latex2sympy raises plain Exception on syntax errors

@@ -13,17 +13,19 @@
 set -euo pipefail
 
 need=()
-for cmd in podman runc debootstrap; do
+for cmd in podman runc debootstrap /usr/lib/podman/netavark /usr/lib/podman/aardvark-dns; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("$cmd")
 done
 if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  apt-get install -y -q --no-install-recommends podman runc debootstrap ca-certificates
+  # With recommends, as tested (buildah, catatonit, fuse-overlayfs, slirp4netns). netavark +
+  # aardvark-dns give containers on one network DNS names (the code verifier finds `sandbox`).
+  apt-get install -y -q podman runc netavark aardvark-dns debootstrap ca-certificates
 fi
 
 conf=/etc/containers/containers.conf
-marker="# cohort: container test settings"
+marker="# cohort: container test settings v2"
 if ! grep -qF "$marker" "$conf" 2>/dev/null; then
   mkdir -p /etc/containers
   if [[ -s "$conf" ]]; then cp "$conf" "$conf.cohort-backup"; fi
@@ -34,6 +36,9 @@ default_ulimits = []
 
 [engine]
 runtime = "runc"
+
+[network]
+network_backend = "netavark"
 CONF
 fi
-podman info --format '{{.Host.OCIRuntime.Name}} {{.Version.Version}}'
+podman info --format '{{.Host.OCIRuntime.Name}} {{.Host.NetworkBackend}} podman {{.Version.Version}}'

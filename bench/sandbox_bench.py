@@ -1,6 +1,6 @@
 """Sandbox speed vs a plain ``python3 -c 'print(1)'`` subprocess, measured in the same run.
 
-    python bench/sandbox_bench.py --rounds 5 --n 200 --threads 2
+    python bench/sandbox_bench.py --rounds 5 --n 200 --threads 4
 
 For each round (baseline and sandbox interleaved, so machine load hits both alike):
 
@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--n", type=int, default=200, help="executions per measurement")
-    ap.add_argument("--threads", type=int, default=2, help="concurrent callers in the throughput runs")
-    ap.add_argument("--pool-size", type=int, default=0, help="sandbox slots per pool (0 = max(2, CPUs))")
+    ap.add_argument("--threads", type=int, default=4, help="concurrent callers in the throughput runs (both sides)")
+    ap.add_argument("--pool-size", type=int, default=0, help="sandbox slots per pool (0 = max(4, 2 * CPUs))")
     ap.add_argument("--python", default="/usr/bin/python3", help="baseline interpreter (the sandbox's)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ns = ap.parse_args(argv)

@@ -123,14 +123,16 @@ def check_file_path(path: str) -> str:
 
 
 def default_pool_size() -> int:
-    return max(2, os.cpu_count() or 2)
+    """Slots per pool: 2 per CPU (at least 4). A slot idles at ~10 MB; more slots than CPUs keep
+    the CPUs busy while other slots wait on pipes, forks and cleanup."""
+    return max(4, 2 * (os.cpu_count() or 2))
 
 
 @dataclass(frozen=True)
 class SandboxOptions:
     config: policy.SandboxConfig = field(default_factory=policy.SandboxConfig)
     pool_size: int = 0
-    """Candidate slots (and as many judge slots); 0 = max(2, CPUs)."""
+    """Candidate slots (and as many judge slots); 0 = max(4, 2 * CPUs)."""
     defaults: policy.Limits = policy.DEFAULT_LIMITS
     maxima: policy.Limits = policy.MAX_LIMITS
 

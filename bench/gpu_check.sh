@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One command for a session with a lent GPU (H200: Python 3.12, torch, transformers 5.x, grpcio; no network):
+#
+#   bench/gpu_check.sh [gpu_check.py options]        e.g. bench/gpu_check.sh --steps 5
+#
+# Runs bench/gpu_check.py (transformers rollout engine + learner on a random-init ~0.5B Llama:
+# tokens/s, step time, peak GPU memory) from the repository, without installing the project.
+# Beyond what the machine has (torch, transformers, tokenizers, safetensors, numpy), the trainer
+# code imports pydantic (+ pydantic-core, annotated-types, typing-inspection), pyyaml and
+# jaxtyping (+ wadler-lindig). Missing ones are installed offline from bench/wheels/ (carry that
+# folder with the tree; fill it on a machine with PyPI access with: bench/gpu_check.sh --fetch-wheels).
+# Results: printed, and written to $OUT/gpu_check.json when $OUT is set (else runs/gpu_check.json).
+#
+# Dry run without a GPU (checks the script, figures meaningless):
+#   bench/gpu_check.sh --device cpu --size tiny --prompts 2 --generations 4 --completion-len 16 --micro-batch 4 --steps 1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WHEELS=bench/wheels
+NEEDED=(pydantic pyyaml jaxtyping)
+PY=${PYTHON:-python3}
+
+if [ "${1:-}" = "--fetch-wheels" ]; then  # on a networked machine: wheels for the GPU machine's Python 3.12
+  mkdir -p "$WHEELS"
+  "$PY" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$WHEELS" "${NEEDED[@]}"
+  ls "$WHEELS"
+  exit 0
+fi
+
+missing=()
+"$PY" -c "import pydantic" 2>/dev/null || missing+=(pydantic)
+"$PY" -c "import yaml" 2>/dev/null || missing+=(pyyaml)
+"$PY" -c "import jaxtyping" 2>/dev/null || missing+=(jaxtyping)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ ! -d "$WHEELS" ]; then
+    echo "error: missing ${missing[*]} and no $WHEELS/ folder (run bench/gpu_check.sh --fetch-wheels where PyPI is reachable)" >&2
+    exit 1
+  fi
+  # a venv on top of the system packages (keeps the machine's torch/transformers), offline install
+  [ -x .venv-gpucheck/bin/python ] || "$PY" -m venv --system-site-packages .venv-gpucheck
+  .venv-gpucheck/bin/python -m pip install -q --no-index --find-links "$WHEELS" "${missing[@]}"
+  PY=.venv-gpucheck/bin/python
+fi
+
+"$PY" -c "import torch, transformers; print(f'torch {torch.__version__}, transformers {transformers.__version__}, cuda {torch.cuda.is_available()}')"
+out="${OUT:-runs}/gpu_check.json"
+HF_HUB_OFFLINE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" bench/gpu_check.py --out "$out" "$@"

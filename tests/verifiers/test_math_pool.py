@@ -80,12 +80,13 @@ def test_killed_worker_mid_check_is_replaced(verifier):
     thread = threading.Thread(target=run)
     thread.start()
     time.sleep(0.5)  # the check is now running in one of the workers
-    victim = next(iter(before))
+    idle = {w.process.pid for w in list(verifier.pool._idle.queue)}
+    (victim,) = before - idle  # the busy one
     os.kill(victim, signal.SIGKILL)
     thread.join(timeout=10)
     assert not thread.is_alive()
     (result,) = box["results"]
-    # never scored as a wrong answer: either the retry ran out of time, or (if the other worker had it) a timeout
+    # never scored as a wrong answer: the retry on the other worker runs out of time
     assert result.status in (RolloutStatus.VERIFIER_TIMEOUT, RolloutStatus.VERIFIER_ERROR), result
     after = set(_wait_for_workers(verifier, 2))
     assert victim not in after and verifier.pool.restarts > restarts
@@ -131,6 +132,16 @@ def test_group_with_many_distinct_answers_runs_in_parallel(verifier):
     results = verifier.verify_group(_group("x^2 + 2x", responses), VerifyContext())
     assert [r.reward for r in results] == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     assert all(r.status is RolloutStatus.OK for r in results)
+
+
+def test_worker_killed_while_idle_is_replaced_on_use(verifier):
+    pids = _wait_for_workers(verifier, 2)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.2)
+    results = verifier.verify_group(_group("(x+2)^2", ["\\boxed{x^2+4x+4}", "\\boxed{x^2+4}"]), VerifyContext())
+    assert [(r.status, r.reward) for r in results] == [(RolloutStatus.OK, 1.0), (RolloutStatus.OK, 0.0)]
+    assert not set(_wait_for_workers(verifier, 2)) & set(pids)
 
 
 def test_close_stops_workers():

@@ -111,7 +111,7 @@ class WorkerPool:
     def run(self, task: Any, deadline: float) -> PoolResult:
         """Run ``task`` in a worker; give up at ``deadline`` (``time.monotonic()``)."""
         self.start()
-        for _attempt in range(2):  # one retry if the worker died under us (killed, OOM)
+        for _attempt in range(3):  # retries if the worker died under us (killed, OOM)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return PoolResult("timeout", detail="deadline passed before a worker was free")
@@ -119,6 +119,9 @@ class WorkerPool:
                 worker = self._idle.get(timeout=remaining)
             except queue.Empty:
                 return PoolResult("timeout", detail="no worker free before the deadline")
+            if not worker.process.is_alive():  # died while idle (killed, OOM killer)
+                self._replace(worker)
+                continue
             try:
                 worker.conn.send(task)
                 if worker.conn.poll(max(0.0, deadline - time.monotonic())):
@@ -131,7 +134,7 @@ class WorkerPool:
                 continue
             self._replace(worker)  # deadline: kill it, a fresh one takes its place
             return PoolResult("timeout", detail="check killed at the deadline")
-        return PoolResult("crashed", detail="worker died twice")
+        return PoolResult("crashed", detail="workers kept dying")
 
     def pids(self) -> list[int]:
         with self._lock:

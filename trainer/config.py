@@ -223,6 +223,8 @@ class TrainConfig(_Section):
         if self.distributed.parallel != "none" and self.grpo.loss_type == "bnpo":
             raise ValueError("grpo.loss_type=bnpo normalises per micro-batch, which is not defined across ranks; "
                              "use dapo (global token mean) with distributed.parallel")
+        if self.distributed.parallel != "none" and self.grpo.dynamic_sampling:
+            raise ValueError("grpo.dynamic_sampling is not supported with distributed.parallel yet")
         mb = self.optim.micro_batch_size
         if mb is not None and self.batch_size % mb:
             raise ValueError(f"optim.micro_batch_size={mb} must divide the batch P*G={self.batch_size}")

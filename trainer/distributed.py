@@ -86,6 +86,11 @@ class Comm:
         n = n_rows // self.world_size
         return slice(self.rank * n, (self.rank + 1) * n)
 
+    def local_rows(self, rows: Tensor, n_rows: int) -> Tensor:
+        """Global row indices (of the round's ``n_rows``) -> this rank's, as indices into its shard."""
+        mine = self.row_slice(n_rows)
+        return rows[(rows >= mine.start) & (rows < mine.stop)] - mine.start
+
     def grad_sync(self, model: torch.nn.Module, enabled: bool) -> None:
         """Whether the next backward reduces gradients (off for all but a step's last micro-batch)."""
         if isinstance(model, torch.nn.parallel.DistributedDataParallel):
@@ -344,3 +349,14 @@ def local_advantages(rewards: Float[Tensor, "b"], valid: Bool[Tensor, "b"], num_
     start = sum(len(r) for r, _ in parts[: comm.rank])
     mine = slice(start, start + len(rewards))
     return adv.advantages.flatten()[mine], adv.included.flatten()[mine]
+
+
+def gather_round(batch: Any, scores: Any, comm: Comm, pad_id: int) -> tuple[Any, Any]:
+    """This rank's (RolloutBatch, Scores) -> the whole round's, on every rank (rank order = row order)."""
+    if not comm.distributed:
+        return batch, scores
+    from trainer.rollout import concat_batches
+    from trainer.scoring import merge_scores
+
+    parts = comm.all_gather((batch, scores))
+    return concat_batches([b for b, _ in parts], pad_id), merge_scores([s for _, s in parts])

@@ -9,12 +9,10 @@ import copy
 import pytest
 import torch
 
-pytest.importorskip("vllm", reason="the vllm extra is not installed (CI runs these in .venv-vllm)")
-
-from trainer.config import load_config  # noqa: E402
-from trainer.learner import token_logprobs  # noqa: E402
-from trainer.models import build_policy  # noqa: E402
-from trainer.rollout import RolloutBatch, build_engine  # noqa: E402
+from trainer.config import load_config
+from trainer.learner import token_logprobs
+from trainer.models import build_policy
+from trainer.rollout import RolloutBatch, build_engine
 
 pytestmark = pytest.mark.vllm
 

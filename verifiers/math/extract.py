@@ -253,8 +253,8 @@ def _strip_connectors(gap: str) -> str:
 
 def _last_concluding_sentence(text: str) -> str | None:
     tail = text[-1500:]
-    sentences = re.split(r"(?<=[^\d\s])\.\s+|\n\s*\n", tail)
-    for sentence in reversed(sentences):
+    sentences = [x for x in re.split(r"(?<=[^\d\s])\.\s+|\n\s*\n", _HOPE.sub("", tail)) if x.strip()]
+    for sentence in reversed(sentences[-2:]):  # only the closing sentences: the rest is reasoning
         if _CONCLUDE.search(sentence) and (_NUMBER.search(sentence) or "$" in sentence):
             start = _CONCLUDE.search(sentence).start()
             return _first_sentence(sentence[start:] + ".")

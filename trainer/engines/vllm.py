@@ -69,6 +69,9 @@ class VLLMEngine:
                                 else "load_weights" if device.type == "cuda" else "reload_weights")
         if self.opts.separate_process and self.sync_method != "reload_from_folder":
             raise ValueError("rollout.vllm.separate_process needs sync_method reload_from_folder (or auto)")
+        if self.sync_method == "load_weights" and device.type != "cuda":
+            raise ValueError("rollout.vllm.sync_method=load_weights fails on vLLM's CPU backend (it repacks linear "
+                             "weights after loading); use reload_weights (or auto)")
         if self.opts.sleep_between_phases and device.type != "cuda":
             raise ValueError("rollout.vllm.sleep_between_phases needs a CUDA device")
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if self.opts.separate_process else "0"
@@ -170,8 +173,7 @@ class VLLMEngine:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(folder),
                                                               "is_checkpoint_format": True})
         elif self.sync_method == "load_weights":
-            model = self.llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
-            model.load_weights(iter(state.items()))
+            self.llm.apply_model(lambda model: model.load_weights(iter(state.items())))
         else:
             raise ValueError(f"unknown rollout.vllm.sync_method {self.sync_method!r}")
         self.llm.reset_prefix_cache()

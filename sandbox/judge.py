@@ -95,8 +95,13 @@ def _cause_of(result: ExecResult | None) -> Cause:
     }.get(result.status, "runtime")
 
 
-def _send(sock: socket.socket, message: dict) -> None:
-    sock.sendall(pack(message))
+def _send(sock: socket.socket, message: dict, deadline: float) -> None:
+    """One frame; raises TimeoutError when the peer does not take it before ``deadline``."""
+    sock.settimeout(max(0.001, deadline - time.monotonic()))
+    try:
+        sock.sendall(pack(message))
+    except socket.timeout:
+        raise TimeoutError from None
 
 
 def _recv(sock: socket.socket, deadline: float) -> dict | None:
@@ -211,7 +216,7 @@ class _Candidate:
                 return {"gone": error}, cause
         message = {"call": request.get("call"), "args": request.get("args"), "kwargs": request.get("kwargs")}
         try:
-            _send(self.run.host, message)
+            _send(self.run.host, message, deadline)
             reply = _recv(self.run.host, deadline)
         except TimeoutError:
             self.stop(kill=True)
@@ -282,7 +287,10 @@ def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, 
             elif "call" in msg:
                 reply, call_cause = candidate.call(msg, test_deadline)
                 cause = cause or call_cause
-                _send(judge.host, reply)
+                try:
+                    _send(judge.host, reply, overall)
+                except (TimeoutError, OSError):
+                    break  # the judge is gone or stuck: its unfinished tests count as not passed
             elif "end" in msg:
                 passed = msg.get("passed") is True
                 error = str(msg.get("error", ""))[:2000]

@@ -20,7 +20,7 @@ from sandbox import policy
 from sandbox.executor import ExecStatus
 from sandbox.judge import TestSpec
 from verifiers.base import Verdict
-from verifiers.code.verifier import verdict_for
+from verifiers.code.verifier import io_outcome, verdict_for
 
 MARKER = "cohort_hostile_marker"  # conftest.host_unaffected looks for files with this name on the host
 SECRET_ENV = "COHORT_SANDBOX_TEST_SECRET"  # planted by conftest.sandbox
@@ -214,6 +214,13 @@ def test_hostile(case: Case, sandbox, secret, secret_file, host_unaffected) -> N
         stdin = f"{pkg.__file__} {secret_file} {secret_file.parent}".encode()
     result = sandbox.execute(case.code, stdin, limits)
     assert result.status in case.statuses, result
+    # Graded as a stdin/stdout case whose expected output the program never prints: reward 0, and a
+    # resource verdict exactly when a limit was hit.
+    reward, verdict = verdict_for((io_outcome(result, "expected output " + secret, "whitespace"),), "", "", False)
+    assert reward == 0.0
+    limit_hit = result.status is not EXITED
+    assert (verdict is Verdict.RESOURCE_LIMIT_EXCEEDED) == limit_hit, (verdict, result)
+    assert verdict in ZERO_VERDICTS
     out = result.stdout.decode(errors="replace")
     if case.must_print:
         assert case.must_print in out, result

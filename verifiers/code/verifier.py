@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from sandbox import policy
-from sandbox.executor import ExecStatus
+from sandbox.executor import ExecResult, ExecStatus
 from sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
 from verifiers.base import (CodeTests, GroupRequest, InvalidRequest, Rollout, RolloutResult, RolloutStatus,
                             Verdict, VerifyContext, float_option, option)
@@ -50,6 +50,21 @@ def io_passed(stdout: bytes, expected: str, comparison: str) -> bool:
     if comparison == "exact":
         return text == expected
     return text.split() == expected.split()
+
+
+def io_outcome(r: ExecResult, expected: str, comparison: str) -> TestOutcome:
+    """One stdin/stdout case: passes only when the program exited 0 with the expected output."""
+    if r.status is ExecStatus.TIME_LIMIT_EXCEEDED:
+        return TestOutcome(False, "timeout", "time limit exceeded")
+    if r.status is ExecStatus.MEMORY_LIMIT_EXCEEDED:
+        return TestOutcome(False, "memory", "memory limit exceeded")
+    if r.status is ExecStatus.OUTPUT_LIMIT_EXCEEDED:
+        return TestOutcome(False, "output", "output limit exceeded")
+    if r.exit_code != 0 or r.signal:
+        return TestOutcome(False, "runtime", r.stderr.decode(errors="replace")[-500:] or f"exit code {r.exit_code}")
+    if io_passed(r.stdout, expected, comparison):
+        return TestOutcome(True)
+    return TestOutcome(False, "assertion", "wrong output")
 
 
 def verdict_for(outcomes: tuple[TestOutcome, ...], load_error: str, load_cause: str, all_or_nothing: bool
@@ -140,19 +155,8 @@ class CodeVerifier:
     def _run_io(self, code: str, tests: CodeTests, stop_first: bool, limits: policy.Limits) -> TestRun:
         outcomes = []
         for case in tests.io_cases:
-            r = self.backend.execute(code, case.stdin.encode(), limits)
-            if r.status is ExecStatus.TIME_LIMIT_EXCEEDED:
-                o = TestOutcome(False, "timeout", "time limit exceeded")
-            elif r.status is ExecStatus.MEMORY_LIMIT_EXCEEDED:
-                o = TestOutcome(False, "memory", "memory limit exceeded")
-            elif r.status is ExecStatus.OUTPUT_LIMIT_EXCEEDED:
-                o = TestOutcome(False, "output", "output limit exceeded")
-            elif r.exit_code != 0:
-                o = TestOutcome(False, "runtime", r.stderr.decode(errors="replace")[-500:])
-            elif io_passed(r.stdout, case.expected_stdout, tests.comparison):
-                o = TestOutcome(True)
-            else:
-                o = TestOutcome(False, "assertion", "wrong output")
+            o = io_outcome(self.backend.execute(code, case.stdin.encode(), limits), case.expected_stdout,
+                           tests.comparison)
             outcomes.append(o)
             if stop_first and not o.passed:
                 break

@@ -276,7 +276,7 @@ def close_decimal(x: Fraction, y: Fraction, decimals: int) -> Outcome:
 
 # --------------------------------------------------------------------------------------------- leaves
 
-_CHOICE = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-Ea-e]))\s*\)?$")
+_CHOICE = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-E]))\s*\)?$")  # bare 'e' is Euler's number
 _CHOICE_ANSWER = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-Ea-e]))\s*\)?(?:\s*[.:)]\s.*|\s*[.:)])?$", re.S)
 _CHOICE_WITH_TEXT = re.compile(r"^(?:\\text\{\s*\(([A-E])\)\s*\}|\(([A-E])\)|([A-E])[.:)])\s*(?:\S.*)?$", re.S)
 _TEXT = re.compile(r"^(?:\\text\{[^{}\\]*\}|\s)+$")
@@ -564,6 +564,11 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
         if g_br and g_br.group(1) == "(" and len(set(labels)) == len(labels):
             # '(1, 2)' vs 'x = 1, y = 2': the labelled values, in the order written, form the tuple
             return leaf_equal(g_items[0], "(" + ", ".join(_label_value(a) for a in a_items) + ")", leaf)
+    if len(a_items) == 1 and len(g_items) > 1 and all(_label_value(g) is not None for g in g_items):
+        a_br = _BRACKETED.match(a_items[0])
+        labels = [_relation_chain(g)[0][0].replace(" ", "") for g in g_items]
+        if a_br and a_br.group(1) == "(" and len(set(labels)) == len(labels):
+            return leaf_equal("(" + ", ".join(_label_value(g) for g in g_items) + ")", a_items[0], leaf)
     g_labels = [_label_value(g) or g for g in g_items]
     a_labels = [_label_value(a) or a for a in a_items]
     return _unordered(g_labels, a_labels, leaf, "list")

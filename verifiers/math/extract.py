@@ -159,7 +159,7 @@ def answer_from_phrase(phrase: str) -> str:
     return _NUMBER.search(phrase).group(0)
 
 
-_WORDS = re.compile(r"[A-Za-z]{4,}")
+_WORDS = re.compile(r"[A-Za-z]{3,}")
 
 
 _MATH_START = re.compile(r"[-+−\d.(\[{\\]|[A-Za-z](?:[\s=<>.,:)_^]|$)")

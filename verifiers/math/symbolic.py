@@ -46,9 +46,12 @@ def parse(s: str):
 # A fast path for plain algebra: '\\frac', '\\sqrt', '\\pi', digits, single-letter variables, + - * / ^.
 # Braces become parentheses and SymPy's own ``parse_expr`` does the parsing (antlr-based
 # latex2sympy costs ~10-100x more per call). Anything else goes to latex2sympy, for both sides.
-_FAST_OK = re.compile(r"^(?:[0-9.+\-*/^(){}\[\] ]|(?<![A-Za-z])[A-Za-z](?![A-Za-z])|\\frac|\\sqrt|\\pi|\\cdot|\\times)+$")
+_FAST_OK = re.compile(r"^(?:[0-9.+\-*/^(){}\[\] ]|(?<![A-Za-z])[A-IK-Za-ik-z](?![A-Za-z])|\\frac|\\sqrt|\\pi|\\cdot|\\times)+$")
 _FAST_T = standard_transformations + (implicit_multiplication_application, convert_xor)
 _FAST_LOCALS = {"pi": sympy.pi, "sqrt": sympy.sqrt, "root": sympy.root}
+# Only what parse_expr's own transformations need: single letters must become Symbols, never SymPy's
+# E, I, N, S, O, Q (and 'j' is excluded above: Python reads '3j' as a complex literal).
+_FAST_GLOBALS = {name: getattr(sympy, name) for name in ("Integer", "Float", "Rational", "Symbol", "Add", "Mul", "Pow", "Function")}
 
 
 def fast_string(s: str) -> str | None:
@@ -73,7 +76,7 @@ def fast_string(s: str) -> str | None:
 
 
 def _fast_parse(text: str):
-    expr = parse_expr(text, transformations=_FAST_T, local_dict=dict(_FAST_LOCALS), evaluate=False)
+    expr = parse_expr(text, transformations=_FAST_T, local_dict=dict(_FAST_LOCALS), global_dict=dict(_FAST_GLOBALS), evaluate=False)
     if not isinstance(expr, sympy.Expr):
         raise ValueError("not an expression")
     return expr

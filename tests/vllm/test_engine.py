@@ -126,3 +126,18 @@ def test_state_dict_round_trip_redraws_the_same_samples(setup):
     again = engine.generate(prompts, 4)
     assert first.texts == again.texts
     torch.testing.assert_close(first.rollout_logprobs, again.rollout_logprobs)
+
+
+def test_unsupported_head_dim_is_a_clear_config_error(tmp_path):
+    """The default tiny model has head_dim 16, which vLLM's CPU attention rejects: a CLI error with the fix."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cohort = Path(sys.executable).parent / "cohort"
+    proc = subprocess.run([str(cohort), "train", "rollout.engine=vllm", "run.max_steps=1",
+                           f"run.output_dir={tmp_path}", "scoring.local_services=false",
+                           "scoring.verifiers=[{name: math, endpoints: ['127.0.0.1:1']}]"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "head_dim 16" in proc.stderr and "num_attention_heads=2" in proc.stderr, proc.stderr[-2000:]

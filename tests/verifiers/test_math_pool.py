@@ -144,6 +144,13 @@ def test_worker_killed_while_idle_is_replaced_on_use(verifier):
     assert not set(_wait_for_workers(verifier, 2)) & set(pids)
 
 
+def test_workers_run_under_a_memory_cap(verifier):
+    for pid in _wait_for_workers(verifier, 2):
+        limits = open(f"/proc/{pid}/limits").read()
+        line = next(ln for ln in limits.splitlines() if ln.startswith("Max address space"))
+        assert line.split()[3] == str(1536 * 1024 * 1024), line
+
+
 def test_close_stops_workers():
     v = MathVerifier(workers=1)
     v.pool.start()

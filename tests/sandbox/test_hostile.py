@@ -142,6 +142,19 @@ CASES = [
     X("raw_and_exotic_sockets", "network", "import socket\nfor fam, typ in ((socket.AF_INET, socket.SOCK_RAW), (socket.AF_PACKET, socket.SOCK_RAW),"
       " (socket.AF_NETLINK, socket.SOCK_RAW), (40, socket.SOCK_STREAM)):\n    try:\n        socket.socket(fam, typ); print('OPENED', fam)\n"
       "    except OSError as e:\n        print('denied', fam, e.errno)\n", must_not_print="OPENED"),
+    X("abstract_unix_socket_to_host", "network", "import socket\ns = socket.socket(socket.AF_UNIX)\n"
+      "try:\n    s.connect('\\0cohort-hostile-abstract'); print('CONNECTED')\nexcept OSError as e:\n    print('blocked', e.errno)\n",
+      must_print="blocked", must_not_print="CONNECTED"),
+    X("udp_and_ipv6_to_host_loopback", "network", "import socket, sys\nport = int(sys.stdin.read())\n"
+      "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nu.sendto(b'x', ('127.0.0.1', port))\n"
+      "s6 = socket.socket(socket.AF_INET6)\ns6.settimeout(1)\nprint('v6', s6.connect_ex(('::1', port)) != 0)\n",
+      must_print="v6 True"),
+    X("crypto_and_exotic_families", "network", "import socket\nfor fam in (38, 16, 17, 31, 40, 44):\n    try:\n"
+      "        socket.socket(fam, socket.SOCK_SEQPACKET if fam == 38 else socket.SOCK_RAW); print('OPENED', fam)\n"
+      "    except OSError as e:\n        print('denied', fam)\n", must_not_print="OPENED"),
+    X("fd_exhaustion", "resources", "import os\nfds = []\ntry:\n    while True:\n        fds.append(os.open('/dev/null', os.O_RDONLY))\n"
+      "except OSError as e:\n    print('capped', len(fds) < 1000)\n", must_print="capped True"),
+    X("c_stack_crash", "memory", "import json\njson.loads('[' * 10**6 + ']' * 10**6)\n", (EXITED, MLE)),
     # --- host secrets ----------------------------------------------------------------------------
     X("secret_env", "secrets", "import os\nprint(sorted(os.environ))\nprint(os.environ.get('" + SECRET_ENV + "', 'absent'))\n",
       must_print="absent"),
@@ -200,12 +213,20 @@ def test_hostile(case: Case, sandbox, secret, secret_file, host_unaffected) -> N
         return
     stdin = b""
     listener = None
-    if case.id == "egress_host_loopback":
+    abstract = None
+    if case.id == "abstract_unix_socket_to_host":
+        abstract = socket.socket(socket.AF_UNIX)
+        abstract.bind("\0cohort-hostile-abstract")
+        abstract.listen()
+    if case.id in ("egress_host_loopback", "udp_and_ipv6_to_host_loopback"):
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         listener.settimeout(0.5)
         stdin = str(listener.getsockname()[1]).encode()
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind(("127.0.0.1", listener.getsockname()[1]))
+        udp.settimeout(0.3)
     elif case.id == "secret_file":
         stdin = str(secret_file).encode()
     elif case.id == "service_source":
@@ -231,13 +252,21 @@ def test_hostile(case: Case, sandbox, secret, secret_file, host_unaffected) -> N
     if listener is not None:
         with pytest.raises(socket.timeout):
             listener.accept()
+        with pytest.raises(socket.timeout):
+            udp.recv(16)
         listener.close()
+        udp.close()
+    if abstract is not None:
+        abstract.settimeout(0.3)
+        with pytest.raises(socket.timeout):
+            abstract.accept()
+        abstract.close()
 
 
 def test_suite_covers_every_category() -> None:
     assert len(CASES) >= 40
     needed = {"forge", "cpu", "wall", "memory", "fork", "threads", "disk", "output", "network", "secrets", "kill",
-              "persistence", "privilege", "seccomp"}
+              "persistence", "privilege", "seccomp", "resources"}
     assert needed <= {c.category for c in CASES}
 
 

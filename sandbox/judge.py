@@ -190,7 +190,8 @@ class _Candidate:
         except CodecError as exc:
             first = {"load_error": ["ProtocolError", str(exc)]}
         if first is not None and isinstance(first.get("ready"), list):
-            self.names = [n for n in first["ready"] if isinstance(n, str) and n.isidentifier()]
+            names = [n for n in first["ready"][:10_000] if isinstance(n, str)]
+            self.names = [n for n in names if n.isidentifier() and not n.startswith("__")]
             return "", ""
         result = self.stop(kill=True)
         if first is not None and isinstance(first.get("load_error"), list):

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-from trainer import checkpoint
+from trainer import checkpoint, dist_checkpoint, distributed
 from trainer.advantages import Advantages, group_advantages
 from trainer.config import TrainConfig, dump_config
 from trainer.data import Example, PromptSampler, load_examples
@@ -83,16 +83,21 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     torch.manual_seed(cfg.run.seed)
+    comm = distributed.init(cfg)  # one process, or a torchrun rank (DDP / FSDP2)
     out_dir = cfg.run.output_dir
     policy, tokenizer = build_policy(cfg.model)
     reference = frozen_reference(policy) if cfg.grpo.beta > 0 else None  # no reference model when beta = 0
+    policy = distributed.wrap(policy, comm)
     examples = load_examples(cfg.data)
     prompt_ids = [tokenizer(e.prompt, add_special_tokens=False)["input_ids"] for e in examples]
     sampler = PromptSampler(len(examples), cfg.grpo.prompts_per_step, cfg.data.shuffle_seed)
-    engine = build_engine(cfg.rollout, policy, tokenizer, cfg.run.seed)
-    learner = Learner(policy, cfg)
+    engine = distributed.for_generation(
+        build_engine(cfg.rollout, distributed.unwrap(policy), tokenizer, cfg.run.seed + comm.rank), policy, comm)
+    learner = Learner(policy, cfg, comm)
     start = 0
-    if cfg.run.resume and (path := checkpoint.latest(out_dir)) is not None:
+    if cfg.run.resume and comm.distributed:  # torch.distributed.checkpoint folders (any world size)
+        start = dist_checkpoint.resume(out_dir, policy, learner, engine, sampler, comm)
+    if cfg.run.resume and not comm.distributed and (path := checkpoint.latest(out_dir)) is not None:
         state = checkpoint.load(path)
         policy.load_state_dict(state["policy"])
         learner.optimizer.load_state_dict(state["optimizer"])
@@ -102,7 +107,8 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
         checkpoint.set_rng_state(state["rng"])
         start = state["step"]
     scorer = Scorer(cfg.scoring, endpoints)  # handshake: fails fast when a verifier is missing
-    log = MetricsLog(out_dir, tensorboard=cfg.run.tensorboard, progress=cfg.run.progress,
+    log = MetricsLog(distributed.rank_dir(out_dir, comm), tensorboard=cfg.run.tensorboard and comm.is_main,
+                     progress=cfg.run.progress and comm.is_main,
                      total_steps=cfg.run.max_steps, start_step=start)
     (log.dir / "config.resolved.yaml").write_text(dump_config(cfg))
     records: list[dict] = []
@@ -112,7 +118,8 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
         for step in range(start + 1, cfg.run.max_steps + 1):
             t_step = time.perf_counter()
             # 1. sample G completions per prompt; each chunk goes to the verifiers as soon as it exists
-            batch, futures, gen_s = sample_and_score(engine, scorer, examples, prompt_ids, sampler.next(), cfg, pad_id)
+            batch, futures, gen_s = sample_and_score(engine, scorer, examples, prompt_ids, comm.shard(sampler.next()),
+                                                     cfg, pad_id)  # this rank's P/world prompts
             input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
             # 2. while the verifiers work: reference log-probs (beta > 0) and old-policy log-probs (mu > 1)
             temp = cfg.rollout.temperature
@@ -138,32 +145,37 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                 if resampled and mu > 1:
                     old_logprobs = batched_logprobs(policy, input_ids, attention_mask, t, temp, micro)
             # 4. group advantages over valid rollouts; groups without signal drop out
-            adv, rows = loss_rows(batch, scores, cfg)
+            everything, scores = distributed.gather_round(batch, scores, comm, pad_id)  # all B rows, every rank
+            adv, rows = loss_rows(everything, scores, cfg)
+            rows = comm.local_rows(rows, cfg.batch_size)  # this rank's included rows
             # 5. num_iterations optimizer steps on the included rows only
             t_update = time.perf_counter()
-            if len(rows) == 0:
+            if comm.max_int(len(rows)) == 0:
                 update = learner.skip()
             else:
                 update_batch = UpdateBatch(input_ids[rows], attention_mask[rows], batch.completion_mask[rows].bool(),
-                                           adv.advantages.flatten()[rows],
+                                           adv.advantages.flatten()[comm.row_slice(cfg.batch_size)][rows],
                                            None if old_logprobs is None else old_logprobs[rows],
                                            None if ref_logprobs is None else ref_logprobs[rows],
                                            None if is_weights is None else is_weights[rows])
                 for _ in range(mu):
                     update = learner.step(update_batch)
-            engine.sync_weights(policy)
+            engine.sync_weights(distributed.unwrap(policy))
             update_s = time.perf_counter() - t_update
             # 6. log and checkpoint
             step_s = time.perf_counter() - t_step
-            record = round_metrics(batch, scores, adv, len(rows)) | update | is_metrics | {
+            record = round_metrics(everything, scores, adv, comm.sum_int(len(rows))) | update | is_metrics | {
                 "time/step_s": step_s, "time/generate_s": gen_s, "time/update_s": update_s,
                 "verify/idle_s": idle_s, "verify/idle_frac": idle_s / step_s, "verify/latency_s": scores.latency_s,
-                "throughput/tokens_per_s": float(batch.completion_mask.sum()) / step_s,
+                "throughput/tokens_per_s": float(everything.completion_mask.sum()) / step_s,
             }
             log.log(step, record)
             records.append({"step": step, **record})
             done = step == cfg.run.max_steps or reached_target(records, cfg)
-            if done or (cfg.run.save_every and step % cfg.run.save_every == 0):
+            save_now = done or bool(cfg.run.save_every and step % cfg.run.save_every == 0)
+            if save_now and comm.distributed:
+                dist_checkpoint.save_run(out_dir, step, policy, learner, engine, sampler, comm)
+            elif save_now:
                 checkpoint.save(out_dir, step, {
                     "policy": policy.state_dict(), "optimizer": learner.optimizer.state_dict(),
                     "scheduler": learner.scheduler.state_dict(), "engine": engine.state_dict(),
@@ -173,10 +185,10 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     finally:
         log.close()
         scorer.close()
-    policy.save_pretrained(log.dir / "final")
-    tokenizer.save_pretrained(log.dir / "final")
-    if cfg.run.plot and records:
+    distributed.save_pretrained(policy, tokenizer, log.dir / "final", comm)  # rank 0 gathers the shards
+    if cfg.run.plot and records and comm.is_main:
         plot_rewards(log.path, log.dir / "reward_curve.png")
+    comm.close()
     return records
 
 

@@ -131,3 +131,34 @@ def test_sigterm_drains(server) -> None:
     """Last in the module: SIGTERM makes the server exit cleanly."""
     server.terminate()
     assert server.proc.wait(timeout=30) == 0
+
+
+def test_serve_function_with_host_and_port(tmp_path) -> None:
+    """``sandbox.server.serve(host, port, **opts)`` as other entry points call it; SIGTERM stops it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from cohort.launch import health_status
+
+    port_file = tmp_path / "port"
+    script = ("import asyncio, pathlib\nfrom sandbox.server import serve\n"
+              f"asyncio.run(serve('127.0.0.1', 0, port_file=pathlib.Path({str(port_file)!r}), pool_size=1))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        endpoint = f"127.0.0.1:{int(port_file.read_text())}"
+        assert health_status(endpoint, "grpo.sandbox.v1.SandboxService") == "SERVING"
+        with grpc.insecure_channel(endpoint) as channel:
+            r = pb_grpc.SandboxServiceStub(channel).ExecuteCode(pb.ExecuteCodeRequest(code="print(2 + 2)"))
+        assert r.stdout == b"4\n"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

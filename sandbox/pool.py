@@ -23,7 +23,7 @@ from sandbox.executor import ExecResult, SandboxError, Slot
 
 log = logging.getLogger("cohort.sandbox")
 
-ACQUIRE_TIMEOUT_S = 60.0
+ACQUIRE_TIMEOUT_S = 300.0  # waiting for a free slot is queueing, not failure (dead pools fail at once)
 
 
 _SPAWN_QUEUE: queue.Queue | None = None

@@ -51,6 +51,10 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("x^2", R + "\\boxed{y^2}", False),
         ("\\log_2 8", R + "\\boxed{3}", True),
         ("e^{2}", R + "\\boxed{\\mathrm{e}^2}", True),
+        ("|x|", R + "\\boxed{x}", False),  # equal for x > 0 only
+        ("\\sqrt{x^2}", R + "\\boxed{|x|}", True),
+        ("a", R + "\\boxed{\\frac{2a}{2}}", True),  # a single-letter gold is an expression, not a logic atom
+        ("(x+1)^2", R + "\\boxed{(x+1)^2 + 10^{-30}}", False),  # not 'numerically close': 60-digit evaluation
     ],
     "complex": [
         ("3+4i", R + "\\boxed{4i+3}", True),

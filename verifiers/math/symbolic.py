@@ -150,13 +150,17 @@ def objects_equal(g, a, decimals: int | None) -> Outcome:
         return _matrices(g, a, decimals)
     if isinstance(g, sympy.Set) or isinstance(a, sympy.Set):
         return _sets(g, a)
-    if isinstance(g, sympy.logic.boolalg.Boolean) or isinstance(a, sympy.logic.boolalg.Boolean):
+    if _is_logical(g) or _is_logical(a):  # not isinstance(Boolean): a Symbol is a Boolean too
         return _relations(g, a)
     if isinstance(g, (tuple, list)) or isinstance(a, (tuple, list)):
         return Outcome(False, "tuple vs value")
     if not isinstance(g, sympy.Expr) or not isinstance(a, sympy.Expr):
         return Outcome(False, f"cannot compare {type(g).__name__} with {type(a).__name__}")
     return expressions_equal(g, a, decimals)
+
+
+def _is_logical(x) -> bool:
+    return isinstance(x, (sympy.core.relational.Relational, sympy.And, sympy.Or, sympy.Not, sympy.logic.boolalg.BooleanAtom))
 
 
 def expressions_equal(g: sympy.Expr, a: sympy.Expr, decimals: int | None) -> Outcome:
@@ -219,8 +223,29 @@ def _random_points(g: sympy.Expr, a: sympy.Expr) -> Outcome | None:
             return Outcome(False, "differ at a random point")
         checked += 1
         if checked >= 5:
+            if _differ_where_real(g, a, symbols, rng):
+                return Outcome(False, "equal for positive values, different for negative ones")
             return Outcome(True, "equal at 5 random points (45 digits)")
     return None
+
+
+def _differ_where_real(g: sympy.Expr, a: sympy.Expr, symbols, rng: random.Random) -> bool:
+    """|x| vs x: also try points with negative coordinates, where both sides are real numbers
+    (points where either side is complex, e.g. sqrt(x)sqrt(y) vs sqrt(xy), are skipped)."""
+    for k in range(4):
+        point = {s: sympy.Rational(rng.randint(11, 290), 97) * (-1 if (k == 0 or (i + k) % 2) else 1) for i, s in enumerate(symbols)}
+        try:
+            gv = sympy.N(g.xreplace(point), 60)
+            av = sympy.N(a.xreplace(point), 60)
+            if not (gv.is_number and av.is_number) or gv.has(sympy.nan, sympy.zoo) or av.has(sympy.nan, sympy.zoo):
+                continue
+            if not (gv.is_real and av.is_real):
+                continue
+            if abs(gv - av) > sympy.Float("1e-45", 60) * max(1, abs(gv), abs(av)):
+                return True
+        except (TypeError, ValueError, ZeroDivisionError):
+            continue
+    return False
 
 
 def _matrices(g, a, decimals) -> Outcome:
@@ -251,7 +276,7 @@ def _sets(g, a) -> Outcome:
 def _as_set(x):
     if isinstance(x, sympy.Set):
         return x
-    if isinstance(x, sympy.logic.boolalg.Boolean) and len(x.free_symbols) == 1:
+    if _is_logical(x) and len(x.free_symbols) == 1:
         (var,) = x.free_symbols
         try:
             return x.as_set()

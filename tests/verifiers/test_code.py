@@ -144,3 +144,11 @@ def test_many_threads_at_once(verifier) -> None:
     for t in threads:
         t.join()
     assert out == {k: [1.0, 0.0, 1.0, 0.0] for k in range(6)}
+
+
+def test_sandbox_that_cannot_start_is_dependency_unavailable(monkeypatch) -> None:
+    from verifiers.code import ENDPOINT_ENV
+
+    monkeypatch.setenv(ENDPOINT_ENV, " , ")  # configured, but names no endpoint
+    (r,) = verify(CodeVerifier(), ["def add(a, b): return a + b"])
+    assert r.status is RolloutStatus.DEPENDENCY_UNAVAILABLE and "cannot start" in r.detail

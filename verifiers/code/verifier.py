@@ -99,8 +99,12 @@ class CodeVerifier:
 
     @property
     def backend(self) -> Backend:
+        """Resolved on first use; a sandbox that cannot even start (no bwrap, bad endpoint) is unavailable."""
         if self._backend is None:
-            self._backend = default_backend()
+            try:
+                self._backend = default_backend()
+            except (ValueError, OSError) as exc:
+                raise SandboxUnavailable(f"sandbox cannot start: {exc}") from exc
         return self._backend
 
     def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:

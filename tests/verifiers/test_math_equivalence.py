@@ -88,6 +88,10 @@ CASES: dict[str, list[tuple[str, str, bool]]] = {
         ("t > 3", R + "\\boxed{t \\ge 3}", False),
         ("1 < x \\le 5", R + "\\boxed{(1, 5]}", True),
         ("1 < x \\le 5", R + "\\boxed{(1, 5)}", False),
+        ("|t| < 3", R + "\\boxed{-3 < t < 3}", True),
+        ("|t| < 3", R + "\\boxed{t < 3}", False),
+        ("2 \\le |t| \\le 4", R + "\\boxed{t \\in [-4,-2] \\cup [2,4]}", True),
+        ("2 \\le |t| \\le 4", R + "\\boxed{t \\in [-4,-2) \\cup [2,4]}", False),
     ],
     "percent_units_degrees": [
         ("45\\%", R + "\\boxed{45}", True),

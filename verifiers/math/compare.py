@@ -514,6 +514,12 @@ def _relations_equal(gold, answer, g_terms, g_ops, a_terms, a_ops, leaf: Leaf) -
         g_var, g_set = g_int
         a_var, a_set = a_int
         if g_var is not None and a_var is not None and g_var.replace(" ", "") != a_var.replace(" ", ""):
+            bare = {v.replace(" ", "").strip("|") for v in (g_var, a_var)}
+            if len(bare) == 1 and ("|" in g_var) != ("|" in a_var):
+                # '1 <= |z| <= 3/2' vs 'z in [-3/2,-1] U [1,3/2]': SymPy solves the one-variable condition
+                g_side = gold if "|" in g_var else g_set
+                a_side = answer if "|" in a_var else a_set
+                return leaf(g_side, _infinity(a_side))
             return Outcome(False, f"different variables {g_var} vs {a_var}")
         return leaf_equal(_infinity(g_set), _infinity(a_set), leaf)
     if g_ops and a_ops:

@@ -38,7 +38,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.container, pytest.mark.slow]
+# Image builds happen in fixtures, so the first test that needs one carries the build time.
+pytestmark = [pytest.mark.container, pytest.mark.slow, pytest.mark.timeout(3600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

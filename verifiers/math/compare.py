@@ -91,7 +91,6 @@ def _top_level_split(s: str, seps: re.Pattern) -> list[str]:
 
 _LIST_SEP = re.compile(r"\s*(?:,\s*(?:\\text\{\s*(?:and|or)\s*\}|and\b|or\b)?|;|\\text\{\s*,?\s*(?:and|or)\s*\}|\band\b|\bor\b)\s*")
 _SEMI = re.compile(r"\s*;\s*")
-_COMMA = re.compile(r"\s*,\s*")
 _TUPLE_SEP = re.compile(r"\s*[,;]\s*")
 _RATIO = re.compile(r"^([^:=<>]+):([^:=<>]+)$")
 _REL = re.compile(r"\\le |\\ge |\\ne |\\in |\\approx |\\equiv |<|>|=")

@@ -277,7 +277,6 @@ def _as_set(x):
     if isinstance(x, sympy.Set):
         return x
     if _is_logical(x) and len(x.free_symbols) == 1:
-        (var,) = x.free_symbols
         try:
             return x.as_set()
         except Exception:  # not solvable as a set of reals

@@ -169,13 +169,13 @@ class MathVerifier:
         assert check is not None
         shown = " | ".join(a[:120] for a in ex.answers)
         if check.status is not RolloutStatus.OK:
-            result = RolloutResult.unusable(index, check.status, f"extracted {shown!r} via {ex.source}; {check.how}")
+            result = RolloutResult.unusable(index, check.status, f"extracted '{shown}' via {ex.source}; {check.how}")
             return replace(result, flags=tuple(flags))
         flags.extend(check.flags)
         correct = 1.0 if check.equal else 0.0
         if len(ex.answers) > 1 and not check.equal:
             flags.append("hedged")
-        detail = f"extracted {shown!r} via {ex.source}; {check.how}"
+        detail = f"extracted '{shown}' via {ex.source}; {check.how}"
         return RolloutResult.ok(index, correct, None, {"correct": correct, "has_answer": 1.0}, detail, flags)
 
 

@@ -114,6 +114,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     records: list[dict] = []
     micro = cfg.optim.micro_batch_size or cfg.batch_size
     mu, pad_id = cfg.grpo.num_iterations, int(tokenizer.pad_token_id)
+    t_start = time.perf_counter()
     try:
         for step in range(start + 1, cfg.run.max_steps + 1):
             t_step = time.perf_counter()
@@ -165,7 +166,8 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             # 6. log and checkpoint
             step_s = time.perf_counter() - t_step
             record = round_metrics(everything, scores, adv, comm.sum_int(len(rows))) | update | is_metrics | {
-                "time/step_s": step_s, "time/generate_s": gen_s, "time/update_s": update_s,
+                "time/step_s": step_s, "time/elapsed_s": time.perf_counter() - t_start,
+                "time/generate_s": gen_s, "time/update_s": update_s,
                 "verify/idle_s": idle_s, "verify/idle_frac": idle_s / step_s, "verify/latency_s": scores.latency_s,
                 "throughput/tokens_per_s": float(everything.completion_mask.sum()) / step_s,
             }

@@ -69,7 +69,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -125,8 +125,8 @@ MAX_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_bytes=2 << 30, output_bytes=
 class SandboxConfig:
     """Where the sandbox's interpreter lives and how big its writable dirs are."""
 
-    interpreter: str = "/usr/bin/python3"
-    """Python inside the sandbox; its prefix is bound read-only."""
+    interpreter: str = field(default_factory=lambda: os.environ.get("COHORT_SANDBOX_PYTHON", "/usr/bin/python3"))
+    """Python inside the sandbox (``$COHORT_SANDBOX_PYTHON``); its prefix is bound read-only."""
     bwrap: str = "bwrap"
     tmp_bytes: int = MAX_LIMITS.disk_bytes
     """Size cap of the /tmp work dir tmpfs (per slot)."""

@@ -226,6 +226,16 @@ FORMS: list[tuple[str, str, bool]] = [
     ('007', '\\boxed{7}', True),
     ('1/3', '\\boxed{0.\\overline{3}}', True),
 ]
+FORMS += [
+    ("3\\times 10^{8}", "\\boxed{3×10⁸}", True),
+    ("3\\times 10^{8}", "\\boxed{3×10⁷}", False),
+    ("x^2+1", "\\boxed{x²+1}", True),
+    ("\\frac{1}{3}", "\\boxed{⅓}", True),
+    ("\\frac{\\sqrt{3}}{2}", "\\boxed{√(3)/2}", True),
+    ("1\\frac{1}{2}", "\\boxed{1 ½}", True),
+    ("C", "The answer is Option C.", True),
+    ("C", "The answer is Option D.", False),
+]
 CASES["written_forms"] = FORMS
 
 # False-positive traps and more forms (sign, ends, units, hedging, j vs i, tolerance edges).

@@ -301,6 +301,7 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
         return Outcome(True, "same text")
     gold_choice = _choice(gold)
     if gold_choice is not None:
+        answer = re.sub(r"^(?:option|choice)\s+", "", answer.strip(), flags=re.I)
         m = _CHOICE_ANSWER.match(answer.strip())
         letter = (m.group(1) or m.group(2)).upper() if m else None
         if letter is None:  # '(B) 12', '\\text{(C)} 24', 'D. 7': an upper-case option label with its value

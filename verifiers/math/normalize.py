@@ -25,7 +25,7 @@ MAX_SUM_TERMS = 200  # a^{b^{c}} is already two levels
 
 _UNICODE = {
     "−": "-", "–": "-", "—": "-", "×": "\\times ", "·": "\\cdot ", "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ",
-    "≠": "\\ne ", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "²": "^2", "³": "^3", "°": "^\\circ",
+    "≠": "\\ne ", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "°": "^\\circ",
     "∪": "\\cup ", "∩": "\\cap ", "∈": "\\in ", "±": "\\pm ", "⁄": "/", "½": "1/2", "¼": "1/4", "¾": "3/4",
     "\u00a0": " ", "\u2009": " ", "\u202f": " ", "：": ":", "，": ",", "θ": "\\theta ", "α": "\\alpha ",
     "β": "\\beta ", "∅": "\\emptyset ", "ℝ": "\\mathbb{R}",
@@ -54,9 +54,38 @@ _NOISE = [
 ]
 
 
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUPERSCRIPT_RUN = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
+_VULGAR = {"⅓": "1/3", "⅔": "2/3", "⅕": "1/5", "⅖": "2/5", "⅗": "3/5", "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅛": "1/8",
+           "⅜": "3/8", "⅝": "5/8", "⅞": "7/8"}
+
+
+def _sqrt_parens(s: str) -> str:
+    """'\\sqrt(3)' -> '\\sqrt{3}' (parenthesised radicand, as written with the unicode root sign)."""
+    out, i = [], 0
+    while True:
+        j = s.find("\\sqrt(", i)
+        if j < 0:
+            return "".join(out) + s[i:]
+        depth, k = 0, j + 5
+        while k < len(s):
+            depth += s[k] == "("
+            depth -= s[k] == ")"
+            if depth == 0:
+                break
+            k += 1
+        if k >= len(s):
+            return "".join(out) + s[i:]
+        out.append(s[i:j] + "\\sqrt{" + s[j + 6 : k] + "}")
+        i = k + 1
+
+
 def normalize(text: str) -> str:
     """Presentation-free LaTeX (deterministic, idempotent in practice)."""
-    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], text)
+    s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", text)
+    s = re.sub("|".join(_VULGAR), lambda m: _VULGAR[m.group(0)], s)
+    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
+    s = _sqrt_parens(s) if "\\sqrt(" in s else s
     if "\\begin" not in s and re.search(r"\\\\(?:left|right|frac|sqrt|pi|boxed|text|cdot|times|infty)", s):
         s = re.sub(r"\\\\(?=[a-zA-Z])", r"\\", s)  # doubly escaped LaTeX: '\\\\frac' -> '\\frac'
     s = re.sub(r",\\!\s*", ",", s).replace("{,}", ",")

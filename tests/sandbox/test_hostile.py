@@ -172,6 +172,13 @@ CASES = [
       "for p in ('/proc/sys/vm/drop_caches', '/proc/sys/kernel/hostname', '/proc/sysrq-trigger'):\n"
       "    try:\n        open(p, 'w').write('1'); print('WROTE', p)\n    except OSError as e:\n        print('denied', p)\n",
       must_print="uid 65534 65534", must_not_print="WROTE"),
+    X("no_caps_nnp_seccomp", "privilege", "import subprocess\n"
+      "status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines() if ':' in l)\n"
+      "print('state', status['NoNewPrivs'].strip(), status['Seccomp'].strip(), status['CapEff'].strip(), status['CapBnd'].strip())\n"
+      "for exe in ('/usr/bin/su', '/usr/bin/sudo', '/usr/bin/mount', '/usr/bin/newgrp'):\n"
+      "    try:\n        r = subprocess.run([exe, '-c', 'id -u'] if exe.endswith('su') else [exe], capture_output=True, timeout=2)\n"
+      "        print(exe, 'uid0' if r.stdout.strip() == b'0' else 'no')\n    except Exception as e:\n        print(exe, type(e).__name__)\n",
+      must_print="state 1 2 0000000000000000 0000000000000000", must_not_print="uid0"),
     X("setuid_root", "privilege", "import os\ntry:\n    os.setuid(0); print('ROOT')\nexcept OSError as e:\n    print('denied', e.errno)\n",
       must_print="denied", must_not_print="ROOT"),
     X("denied_syscalls", "seccomp", SYSCALL + "names = {101: 'ptrace', 425: 'io_uring_setup', 250: 'keyctl', 321: 'bpf',"

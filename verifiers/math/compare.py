@@ -27,6 +27,7 @@ Policies that decide verdicts:
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -294,7 +295,23 @@ def _plain_text(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", s.lower()).strip()
 
 
+_NESTING = threading.local()
+MAX_STRUCTURE_DEPTH = 16
+
+
 def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
+    """Compare one gold item with one answer item (recursing into tuples, unions, relations)."""
+    depth = getattr(_NESTING, "depth", 0)
+    if depth >= MAX_STRUCTURE_DEPTH:
+        raise OverLimits("answer", f"structure nested deeper than {MAX_STRUCTURE_DEPTH}")
+    _NESTING.depth = depth + 1
+    try:
+        return _leaf_equal(gold, answer, leaf)
+    finally:
+        _NESTING.depth = depth
+
+
+def _leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
     if gold == answer:
         return Outcome(True, "identical")
     if re.fullmatch(r"[A-Za-z][A-Za-z ]+", gold) and _plain_text(gold) == _plain_text(answer) and len(gold) > 2:

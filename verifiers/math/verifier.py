@@ -12,6 +12,7 @@ VERIFIER_ERROR when a worker crashed twice or SymPy failed internally.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -23,6 +24,8 @@ from verifiers.math.compare import NeedSympy, OverLimits, cheap_leaf, compare
 from verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer
 from verifiers.math.normalize import normalize
 from verifiers.math.pool import WorkerPool, default_pool_size
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_TIMEOUT_S = 30.0
@@ -94,7 +97,7 @@ class MathVerifier:
             why = "gold answer is empty" if not gold.strip() else "gold answer is too long"
             return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, why) for r in group.rollouts]
 
-        extractions = [extract_answer(r.completion) for r in group.rollouts]
+        extractions = [_extract(r.completion) for r in group.rollouts]
         keys = [self._key(gold, ex) for ex in extractions]
         distinct = {key: ex for key, ex in zip(keys, extractions) if ex.answers}
         checks = self._check_all(gold, distinct, started, timeout, ctx)
@@ -126,6 +129,9 @@ class MathVerifier:
             except OverLimits as exc:
                 checks[key] = self._over_limits(exc.side, exc.why)
                 self.cache.put(key, checks[key])
+            except Exception:  # a bug in the cheap pass must not fail the group: the worker decides
+                log.exception("math cheap pass failed on gold %r answers %r", gold[:200], ex.answers)
+                needs_worker.append(key)
         if not needs_worker:
             return checks
         # Each check gets `timeout` of worker time; waiting for a free worker is bounded by the group budget.
@@ -164,6 +170,8 @@ class MathVerifier:
 
     def _result(self, index: int, ex: Extraction, check: Check | None) -> RolloutResult:
         flags = list(ex.flags)
+        if ex.source == "extraction_error":
+            return replace(RolloutResult.unusable(index, RolloutStatus.VERIFIER_ERROR, "answer extraction failed"), flags=tuple(flags))
         if not ex.answers:
             return RolloutResult.ok(index, 0.0, Verdict.NO_ANSWER, {"correct": 0.0, "has_answer": 0.0}, f"no final answer found ({ex.source})", flags)
         assert check is not None
@@ -177,6 +185,14 @@ class MathVerifier:
             flags.append("hedged")
         detail = f"extracted '{shown}' via {ex.source}; {check.how}"
         return RolloutResult.ok(index, correct, None, {"correct": correct, "has_answer": 1.0}, detail, flags)
+
+
+def _extract(completion: str) -> Extraction:
+    try:
+        return extract_answer(completion)
+    except Exception:  # never fail a group on one odd response; it is reported as unusable below
+        log.exception("math answer extraction failed")
+        return Extraction((), "extraction_error", ("extraction_error",))
 
 
 def _with_duration(result: RolloutResult, seconds: float) -> RolloutResult:

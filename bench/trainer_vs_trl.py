@@ -58,7 +58,7 @@ def timed(cmd: list[str], env: dict[str, str], log: Path) -> int:
     return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1))
 
 
-def cohort_config(workload: Path, out: Path, mu: int) -> str:
+def cohort_config(workload: Path, out: Path, mu: int, threads: int = 2) -> str:
     cfg = {
         "model": {"path": str(workload / "model"), "tokenizer_path": str(workload / "tokenizer")},
         "data": {"path": str(workload / "data" / "train.jsonl"), "shuffle_seed": 0},
@@ -69,15 +69,15 @@ def cohort_config(workload: Path, out: Path, mu: int) -> str:
         "rollout": {"engine": "transformers", "temperature": 1.0, "top_p": 1.0, "max_completion_length": 32},
         "optim": {"learning_rate": 1e-4, "weight_decay": 0.0, "adam_beta1": 0.9, "adam_beta2": 0.999,
                   "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "lr_scheduler_type": "constant"},
-        "run": {"output_dir": str(out), "max_steps": 20 // mu, "seed": 0, "torch_threads": 2, "resume": False,
+        "run": {"output_dir": str(out), "max_steps": 20 // mu, "seed": 0, "torch_threads": threads, "resume": False,
                 "tensorboard": False, "progress": False, "plot": False},
     }
     return json.dumps(cfg)  # JSON is YAML
 
 
-def run_trl(python: Path, workload: Path, tmp: Path, tag: str, mu: int, env: dict[str, str]) -> dict:
+def run_trl(python: Path, workload: Path, tmp: Path, tag: str, mu: int, env: dict[str, str], threads: int) -> dict:
     rss = timed([str(python), str(workload / "trl_bench.py"), "--workload", str(workload), "--num-iterations", str(mu),
-                 "--threads", "2", "--tag", tag, "--out-dir", str(tmp), "--quiet"], env, tmp / f"{tag}.log")
+                 "--threads", str(threads), "--tag", tag, "--out-dir", str(tmp), "--quiet"], env, tmp / f"{tag}.log")
     result = json.loads((tmp / f"{tag}.json").read_text())
     steps = result["per_step"]
     rewards = [s["reward"] for s in steps]
@@ -86,10 +86,10 @@ def run_trl(python: Path, workload: Path, tmp: Path, tag: str, mu: int, env: dic
             "rewards": rewards}
 
 
-def run_cohort(workload: Path, tmp: Path, tag: str, mu: int, env: dict[str, str]) -> dict:
+def run_cohort(workload: Path, tmp: Path, tag: str, mu: int, env: dict[str, str], threads: int) -> dict:
     out = tmp / tag
     cfg_path = tmp / f"{tag}.yaml"
-    cfg_path.write_text(cohort_config(workload, out, mu))
+    cfg_path.write_text(cohort_config(workload, out, mu, threads))
     rss = timed([sys.executable, "-m", "cohort.cli", "train", "--config", str(cfg_path)], env, tmp / f"{tag}.log")
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     # mu=2: one record per generation round holding two optimizer steps; report per optimizer step
@@ -127,6 +127,7 @@ def main() -> None:
     ap.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--num-iterations", type=int, default=1, choices=[1, 2])
+    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads for both (the workload says 2)")
     ap.add_argument("--keep", type=Path, default=None, help="keep logs and results in this folder")
     args = ap.parse_args()
     workload = args.workload.resolve()
@@ -138,8 +139,10 @@ def main() -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     trl, ours = [], []
     for r in range(args.repeats):
-        trl.append(run_trl(python, workload, tmp, f"trl_mu{args.num_iterations}_r{r}", args.num_iterations, env))
-        ours.append(run_cohort(workload, tmp, f"cohort_mu{args.num_iterations}_r{r}", args.num_iterations, env))
+        trl.append(run_trl(python, workload, tmp, f"trl_mu{args.num_iterations}_r{r}", args.num_iterations, env,
+                           args.threads))
+        ours.append(run_cohort(workload, tmp, f"cohort_mu{args.num_iterations}_r{r}", args.num_iterations, env,
+                               args.threads))
         print(f"repeat {r}: TRL {trl[-1]['s_per_step']:.3f} s/step {trl[-1]['peak_rss_mib']:.0f} MiB "
               f"reward@20 {trl[-1]['reward_20']:.4f} | Cohort {ours[-1]['s_per_step']:.3f} s/step "
               f"{ours[-1]['peak_rss_mib']:.0f} MiB reward@20 {ours[-1]['reward_20']:.4f} "
@@ -152,7 +155,7 @@ def main() -> None:
     keys = ("s_per_step", "peak_rss_mib", "reward_20", "reward_16_20")
     t = {k: med(trl, k) for k in keys}
     o = {k: med(ours, k) for k in keys}
-    print(f"\nmu={args.num_iterations}, {args.repeats} repeat(s), medians; steps 3-20 for time; logs in {tmp}")
+    print(f"\nmu={args.num_iterations}, torch threads {args.threads}, {args.repeats} repeat(s), medians; steps 3-20 for time; logs in {tmp}")
     print(f"{'':24}{'TRL 1.16':>12}{'Cohort':>12}{'Cohort/TRL':>12}   goal")
     print(f"{'s/step':24}{t['s_per_step']:12.3f}{o['s_per_step']:12.3f}{o['s_per_step'] / t['s_per_step']:12.2f}   <= 0.5")
     print(f"{'peak RSS MiB (trainer)':24}{t['peak_rss_mib']:12.0f}{o['peak_rss_mib']:12.0f}"

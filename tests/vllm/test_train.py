@@ -1,6 +1,7 @@
 """`cohort train` with the vLLM engine on the embedded task: the reward rises (needs vllm; pytest -m vllm).
 
-The run uses the engine core in a separate process, so weights travel through a safetensors folder
+The embedded task as configured by default (verifiers, chunks, lengths), at learning rate 3e-3 so the
+rise shows within 12 steps. The run uses the engine core in a separate process, so weights travel through a safetensors folder
 (``reload_from_folder``); the in-process ``reload_weights`` path is covered by test_engine.py.
 """
 
@@ -21,7 +22,7 @@ def test_cohort_train_with_vllm_reward_rises(tmp_path: Path):
     out = tmp_path / "run"
     cohort = Path(sys.executable).parent / "cohort"
     cmd = [str(cohort), "train", "model.tiny.num_attention_heads=2", "rollout.engine=vllm",
-           "rollout.vllm.separate_process=true", f"run.max_steps={STEPS}", f"run.output_dir={out}",
+           "rollout.vllm.separate_process=true", "optim.learning_rate=0.003", f"run.max_steps={STEPS}", f"run.output_dir={out}",
            "run.target_reward=null", "run.progress=false", "run.plot=false", "run.tensorboard=false"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})

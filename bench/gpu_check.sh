@@ -21,7 +21,7 @@ PY=${PYTHON:-python3}
 
 if [ "${1:-}" = "--fetch-wheels" ]; then  # on a networked machine: wheels for the GPU machine's Python 3.12
   mkdir -p "$WHEELS"
-  "$PY" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+  "$PY" -m pip download -q --only-binary=:all: --python-version "${GPU_PY_VERSION:-3.12}" --implementation cp \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$WHEELS" "${NEEDED[@]}"
   ls "$WHEELS"
   exit 0
@@ -42,6 +42,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   PY=.venv-gpucheck/bin/python
 fi
 
+"$PY" -c "import torch, transformers" || { echo "error: $PY cannot import torch and transformers (the GPU machine has them)" >&2; exit 1; }
 "$PY" -c "import torch, transformers; print(f'torch {torch.__version__}, transformers {transformers.__version__}, cuda {torch.cuda.is_available()}')"
 out="${OUT:-runs}/gpu_check.json"
 HF_HUB_OFFLINE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" bench/gpu_check.py --out "$out" "$@"

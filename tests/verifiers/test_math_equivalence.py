@@ -331,6 +331,59 @@ TRAPS: list[tuple[str, str, bool]] = [
 ]
 CASES["traps_and_forms"] = TRAPS
 
+# Answer tags with inline math, boxed gold answers, more units/percent/choices/intervals.
+TAGGED: list[tuple[str, str, bool]] = [
+    ('\\boxed{5}', 'The answer is 5', True),
+    ('$\\frac{1}{2}$', '\\boxed{0.5}', True),
+    ('x=2 \\text{ or } x=3', '\\boxed{3, 2}', True),
+    ('(B)', '\\boxed{B}', True),
+    ('\\{2\\}', '\\boxed{2}', True),
+    ('20\\%', '\\boxed{1/5}', True),
+    ('5\\text{ cm}', '\\boxed{5 \\mathrm{~cm}}', True),
+    ('\\$18.90', '\\boxed{18.9}', True),
+    ('\\infty', '\\boxed{+\\infty}', True),
+    ('-1+2i', '<answer>\\(2i-1\\)</answer>', True),
+    ('\\frac{1}{2}', '<answer>$\\frac{1}{2}$</answer>', True),
+    ('x = 3', '<answer>\\(x = 3\\)</answer>', True),
+    ('(3, -2)', '<answer>(3,-2)</answer>', True),
+    ('(3, -2)', '<answer>(-2,3)</answer>', False),
+    ('\\text{even}', '<answer>even</answer>', True),
+    ('\\text{even}', '<answer>odd</answer>', False),
+    ('8', '<answer>8 cm</answer>', True),
+    ('8\\text{ cm}', '<answer>8 m</answer>', False),
+    ('8\\text{ cm}', '<answer>8 mm</answer>', False),
+    ('(2,3),(4,5)', '\\boxed{(4,5),(2,3)}', True),
+    ('(2,3),(4,5)', '\\boxed{(4,5),(3,2)}', False),
+    ('y=3x-2', '<answer>y = 3x - 2</answer>', True),
+    ('y=3x-2', '<answer>y = -2 + 3x</answer>', True),
+    ('y=3x-2', '<answer>y = 3x + 2</answer>', False),
+    ('[-1, 3)', '<answer>-1 \\le x < 3</answer>', True),
+    ('[-1, 3)', '<answer>-1 < x < 3</answer>', False),
+    ('x > 4', 'The solution is $x \\in (4, \\infty)$.', True),
+    ('x > 4', 'The solution is $(4, \\infty)$', True),
+    ('12\\sqrt{2}', '\\boxed{\\sqrt{288}}', True),
+    ('12\\sqrt{2}', '\\boxed{\\sqrt{144}}', False),
+    ('\\frac{3}{4}', '\\boxed{\\frac{6}{8}}', True),
+    ('\\frac{3}{4}', '\\boxed{.75}', True),
+    ('\\frac{3}{4}', '\\boxed{75\\%}', True),
+    ('6', '\\boxed{6\\text{ ways}}', True),
+    ('6', '\\boxed{7\\text{ ways}}', False),
+    ('\\text{B}', '<answer>B</answer>', True),
+    ('\\text{B}', '<answer>(B) 7</answer>', True),
+    ('\\text{B}', '<answer>b</answer>', True),
+    ('1\\frac{3}{4}', '\\boxed{\\frac{7}{4}}', True),
+    ('1\\frac{3}{4}', '\\boxed{1.75}', True),
+    ('1\\frac{3}{4}', '\\boxed{\\frac{3}{4}}', False),
+    ('\\frac{\\pi}{3}', '\\boxed{60^\\circ}', True),
+    ('\\frac{\\pi}{3}', '\\boxed{60}', False),
+    ('2.5\\times10^{-4}', '\\boxed{0.00025}', True),
+    ('2.5\\times10^{-4}', '\\boxed{2.5e-4}', True),
+    ('2.5\\times10^{-4}', '\\boxed{2.5\\cdot 10^{-3}}', False),
+    ('\\boxed{1, 2}', '\\boxed{2} and \\boxed{1}', True),
+    ('\\boxed{1, 2}', '\\boxed{2}', False),
+]
+CASES["tags_and_gold_forms"] = TAGGED
+
 FLAT = [(cat, *case) for cat, cases in CASES.items() for case in cases]
 
 

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from verifiers.math.extract import find_boxes
 from verifiers.math.normalize import normalize, over_limits, split_quantity
 
 REL_TOL = Fraction(1, 1000)
@@ -567,6 +568,9 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
         raise OverLimits("gold", f"longer than {MAX_INPUT_CHARS} characters")
     if sum(len(a) for a in answers) > MAX_INPUT_CHARS or len(answers) > MAX_PARTS:
         raise OverLimits("answer", f"longer than {MAX_INPUT_CHARS} characters or more than {MAX_PARTS} parts")
+    if "boxed" in gold_raw or "fbox" in gold_raw:  # a gold written as '\\boxed{...}'
+        boxes = find_boxes(gold_raw)
+        gold_raw = ", ".join(b[2] for b in boxes) if boxes else gold_raw
     gold = normalize(gold_raw)
     parts = [normalize(a) for a in answers]
     if len(parts) == 1 and parts[0] == gold:

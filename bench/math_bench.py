@@ -126,6 +126,14 @@ def main() -> int:
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.core})
+    try:
+        import math_verify  # noqa: F401  (the baseline; the `bench` extra)
+    except ImportError:
+        print("math-verify is not installed: pip install -e '.[bench]'", file=sys.stderr)
+        return 2
+    if not args.data.exists():
+        print(f"no such data file: {args.data}", file=sys.stderr)
+        return 2
     cases = load(args.data)
     print(f"{len(cases)} cases from {args.data}; pinned to core {args.core}; {args.repeat} timed passes")
 

@@ -462,9 +462,11 @@ def test_trainer_container_trains_against_the_verifier_containers(trainer_image,
     """The compose trainer service (its config names `math:50051`) runs GRPO steps scored by the containers."""
     before = sum(_requests_served(stack[k]) for k in ("math", "math-2"))
     cmd = stack.compose["services"]["trainer"]["command"]
+    start = time.monotonic()
     out = podman(*stack.run_args("trainer", f"{RUN_ID}-trainer-0", {}, (), detach=False), *cmd,
                  "run.max_steps=2", "run.output_dir=/runs/test", check=False, timeout=900)
     assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    _report("trainer_container_2_steps_s", round(time.monotonic() - start, 1))
     assert sum(_requests_served(stack[k]) for k in ("math", "math-2")) >= before + 2  # one scoring call per step
 
 

@@ -135,6 +135,8 @@ def test_hpas_scale_the_verifier_deployments(rendered):
     for name, hpa in _by_kind(docs, "HorizontalPodAutoscaler").items():
         ref = hpa["spec"]["scaleTargetRef"]
         assert ref["kind"] == "Deployment" and ref["name"] in deployments
+        # The HPA owns the replica count: a fixed one would be reset on every apply.
+        assert "replicas" not in deployments[ref["name"]]["spec"], ref["name"]
         assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
         assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
 

@@ -4,8 +4,8 @@ Everything else is a named call: engines (``rollout``), remote scoring (``scorin
 (``advantages``, ``loss``), the optimizer step (``learner``), ``checkpoint`` and ``metrics``.
 Overlap: a round's prompts are generated in ``rollout.generation_chunks`` calls and each chunk is
 sent to the verifiers as soon as it exists, so chunk k is scored while chunk k+1 is generated; the
-old-policy forward (num_iterations > 1) also runs while the verifiers work. The learner only idles
-in ``Scorer`` waits, reported as ``verify/idle_frac``.
+reference forward (beta > 0) and the old-policy forward (num_iterations > 1) also run while the
+verifiers work. The learner only idles in ``Scorer`` waits, reported as ``verify/idle_frac``.
 """
 
 from __future__ import annotations

@@ -83,7 +83,6 @@ def test_unreachable_verifier_masks_its_rollouts_and_the_update_ignores_them(tmp
     proc = ServiceProcess(["arith"]).start()
     try:
         scorer = Scorer(cfg.scoring, {"arith": [proc.endpoint]})
-        scorer.cfg = cfg.scoring.model_copy(update={"timeout_s": 3.0, "retries": 1})
         part1 = engine.generate(ids[:2], 4)
         # rewards for chunk 1 from fixed texts (the rows' tokens are what the policy sampled)
         texts1 = ["3", "4", "3", "1", "7", "7", "0", "9"]

@@ -264,6 +264,9 @@ def numbers_equal(gold: Number, answer: Number) -> Outcome:
     decs = [d for d in (gold.decimals, answer.decimals) if d is not None]
     if not decs:
         return Outcome(False, "exact numbers differ")
+    if gold.decimals is not None and answer.decimals is not None and answer.decimals < gold.decimals:
+        # the gold states its precision: '3.14' is not '3.14159' (an answer rounded more coarsely)
+        return Outcome(False, f"answer rounded to {answer.decimals} decimals, gold has {gold.decimals}")
     return close_decimal(gold.value, answer.value, min(decs))
 
 
@@ -562,6 +565,30 @@ def _dedupe(items: list[str]) -> list[str]:
     return list(seen.values())
 
 
+def _set_membership(item: str) -> list[str]:
+    """'x \\in \\{4, -1\\}' -> '\\{4, -1\\}' (a solution set written as membership)."""
+    lhs, op, rhs = _split_relation(item)
+    if op == "\\in" and rhs.startswith("\\{") and _LABEL.match(lhs) and _strip_set_braces(rhs) != rhs:
+        return split_items(rhs)
+    return [item]
+
+
+def _as_union(items: list[str]) -> list[str]:
+    """'x < -1 or x > 2' (several one-variable inequalities in the same variable) -> one union of intervals."""
+    if len(items) < 2:
+        return items
+    intervals = []
+    for item in items:
+        terms, ops = _relation_chain(item)
+        found = _as_interval(terms, ops) if ops and "\\in" not in ops else None
+        if found is None:
+            return items
+        intervals.append(found)
+    if len({var.replace(" ", "") for var, _ in intervals}) != 1:
+        return items
+    return [f"{intervals[0][0]} \\in " + " \\cup ".join(_infinity(i) for _, i in intervals)]
+
+
 def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
     """Compare gold with the extracted answer(s). Raises NeedSympy (cheap pass) or OverLimits."""
     if len(gold_raw) > MAX_INPUT_CHARS:
@@ -575,8 +602,8 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
     parts = [normalize(a) for a in answers]
     if len(parts) == 1 and parts[0] == gold:
         return Outcome(True, "identical after normalisation")
-    g_items = _dedupe(split_items(gold))
-    a_items = _dedupe([item for p in parts for item in split_items(p)])
+    g_items = _as_union(_dedupe([m for i in split_items(gold) for m in _set_membership(i)]))
+    a_items = _as_union(_dedupe([m for p in parts for i in split_items(p) for m in _set_membership(i)]))
     if not g_items:
         raise OverLimits("gold", "is empty")
     if not a_items:

@@ -151,12 +151,24 @@ def answer_from_phrase(phrase: str) -> str:
         if tail and "$" not in tail and (re.search(r"\d", tail) or not spans):
             if not re.search(r"\d", tail) or not _WORDS.search(_strip_commands(tail)):
                 return tail
-            return _NUMBER.search(tail).group(0) if _NUMBER.search(tail) else tail
+            return _numbers_in(tail)
     if spans:
         return _join_spans(phrase, spans)
     if not re.search(r"\d", phrase) or not _NUMBER.search(phrase):
         return phrase
-    return _NUMBER.search(phrase).group(0)
+    return _numbers_in(phrase)
+
+
+def _numbers_in(words: str) -> str:
+    """The number in a sentence ('16 dollars'); several different numbers ('either 2, 3, or 4') are kept
+    as a list, which the comparison treats as a hedge unless the gold has exactly those values."""
+    numbers = [n.strip().rstrip(",").strip() for n in _NUMBER.findall(words)]
+    numbers = [n for n in numbers if n]
+    if not numbers:
+        return words
+    if len(set(numbers)) > 1:
+        return ", ".join(numbers)
+    return numbers[0]
 
 
 _WORDS = re.compile(r"[A-Za-z]{3,}")

@@ -63,8 +63,8 @@ def fast_string(s: str) -> str | None:
     s = re.sub(r"\}\s+\{", "}{", s)
     for _ in range(60):
         new = re.sub(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"((\1)/(\2))", s)
-        new = re.sub(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*\{([^{}]*)\}", r"root((\2),(\1))", new)
-        new = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r"sqrt(\1)", new)
+        new = re.sub(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*\{([^{}]*)\}", r" root((\2),(\1))", new)  # spaced: 'i\\sqrt3' is i*sqrt(3)
+        new = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r" sqrt(\1)", new)
         new = re.sub(r"(?<!\\frac)(?<!\\sqrt)(?<![}\]])\{([^{}]*)\}", r"(\1)", new)
         if new == s:
             break
@@ -122,11 +122,26 @@ def _decimals(s: str) -> int | None:
     return min(found) if found else None
 
 
+def _exact_decimals(obj):
+    """Decimal literals as the exact rationals they denote (``0.5x`` is ``x/2``): a 15-digit binary Float
+    would make ``0.5x + 4`` and ``x/2 + 4`` differ in the 45-digit comparison. Only for expressions with
+    variables; constants keep the decimal tolerance policy in :func:`_constants`."""
+    if not isinstance(obj, sympy.Basic) or not obj.free_symbols:
+        return obj
+    floats = obj.atoms(sympy.Float)
+    if not floats:
+        return obj
+    try:
+        return obj.xreplace({f: sympy.Rational(str(f)) for f in floats})
+    except (TypeError, ValueError):
+        return obj
+
+
 def sympy_leaf_equal(gold: str, answer: str) -> Outcome:
     decimals = [d for d in (_decimals(gold), _decimals(answer)) if d is not None]
     fast = parse_pair(gold, answer)
     if fast is not None:
-        return objects_equal(fast[0], fast[1], min(decimals) if decimals else None)
+        return objects_equal(_exact_decimals(fast[0]), _exact_decimals(fast[1]), min(decimals) if decimals else None)
     try:
         g = parse(gold)
     except Exception as exc:  # latex2sympy raises plain Exception on syntax errors
@@ -136,7 +151,7 @@ def sympy_leaf_equal(gold: str, answer: str) -> Outcome:
     except Exception as exc:
         return Outcome(False, f"answer does not parse: {str(exc).splitlines()[0][:80]}")
     decimals = [d for d in (_decimals(gold), _decimals(answer)) if d is not None]
-    return objects_equal(g, a, min(decimals) if decimals else None)
+    return objects_equal(_exact_decimals(g), _exact_decimals(a), min(decimals) if decimals else None)
 
 
 class GoldUnparseable(Exception):

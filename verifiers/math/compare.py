@@ -97,7 +97,7 @@ _TUPLE_SEP = re.compile(r"\s*[,;]\s*")
 _RATIO = re.compile(r"^([^:=<>]+):([^:=<>]+)$")
 _REL = re.compile(r"\\le |\\ge |\\ne |\\in |\\approx |\\equiv |<|>|=")
 _LABEL = re.compile(
-    r"^(?:[a-zA-Z](?:_\{?[\w,]+\}?)?'*|\\[a-zA-Z]+(?:_\{?[\w,]+\}?)?|[a-zA-Z]\s*\([a-zA-Z0-9, ]*\)|\([a-zA-Z ,_{}0-9]+\)"
+    r"^(?:[a-zA-Z](?:_\{?[\w,]+\}?)?'*|\\[a-zA-Z]+(?:_\{?[\w,]+\}?)?|[a-zA-Z](?:\^\{?-1\}?|'+)?\s*\([a-zA-Z0-9, ]*\)|\([a-zA-Z ,_{}0-9]+\)"
     r"|\|[a-zA-Z]+\||[A-Z]{1,4}|\\text\{[^{}]*\}|\\frac\{[A-Za-z]+\}\{[A-Za-z]+\}|[A-Za-z_{}0-9]+\s*:\s*[A-Za-z_{}0-9]+"
     r"|\\angle\s*[A-Z]+|[a-zA-Z]\s*\(\s*[-\d./]+\s*\))$"
 )

@@ -193,17 +193,24 @@ def _join_spans(text: str, spans: list[str]) -> str:
     return spans[-1]
 
 
-def _strip_reasoning(text: str) -> str:
+def _strip_reasoning(text: str) -> str | None:
+    """The part after the reasoning; None when a ``<think>`` block is never closed (the response
+    stopped while still reasoning: nothing in it is a final answer)."""
     close = text.rfind("</think>")
     if close >= 0:
         return text[close + len("</think>") :]
+    if "<think>" in text:
+        return None
     return text
 
 
 def extract_answer(response: str) -> Extraction:
     text = response[-MAX_RESPONSE_CHARS:].replace("\\\\boxed", "\\boxed")
-    text = _CHAT_TAIL.sub("", _strip_reasoning(text))
     flags: list[str] = []
+    after = _strip_reasoning(text)
+    if after is None:
+        return Extraction((), "none", ("unterminated_think",))
+    text = _CHAT_TAIL.sub("", after)
     if len(response) > MAX_RESPONSE_CHARS:
         flags.append("response_truncated_for_extraction")
 
@@ -234,7 +241,7 @@ def extract_answer(response: str) -> Extraction:
             if len(_strip_connectors(gap)) > BOX_CLUSTER_GAP:
                 break
             cluster.insert(0, box)
-        contents = [b[2].strip() for b in cluster if b[2].strip()]
+        contents = [_unbox(b[2].strip()) for b in cluster if _unbox(b[2].strip())]
         if not contents:
             return Extraction((), "boxed", (*flags, "empty_box"))
         distinct = list(dict.fromkeys(contents))
@@ -256,6 +263,16 @@ def extract_answer(response: str) -> Extraction:
     if sentence is None:
         return Extraction((), "none", tuple(flags))
     return Extraction((_clip(answer_from_phrase(sentence)),), "bare", (*flags, "bare_answer"))
+
+
+def _unbox(content: str) -> str:
+    """'\\boxed{\\boxed{x=3}}': the inner box when it is the whole content."""
+    for _ in range(4):
+        inner = find_boxes(content)
+        if len(inner) != 1 or inner[0][0] != 0 or inner[0][1] != len(content):
+            return content
+        content = inner[0][2].strip()
+    return content
 
 
 def _strip_connectors(gap: str) -> str:

@@ -51,6 +51,9 @@ _NOISE = [
     (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree"), r"^\\circ"),
     (re.compile(r"\\dfrac|\\tfrac"), r"\\frac"),
     (re.compile(r"\\operatorname\s*\{(\w+)\}"), r"\\\1"),
+    (re.compile(r"\\varnothing(?![a-zA-Z])|\\\{\s*\\\}"), r"\\emptyset "),  # one spelling of the empty set
+    (re.compile(r"\\langle(?![a-zA-Z])|⟨"), "("),  # a vector <1, 2> is the tuple (1, 2)
+    (re.compile(r"\\rangle(?![a-zA-Z])|⟩"), ")"),
 ]
 
 
@@ -161,6 +164,7 @@ _UNIT_ALIASES = {
     "hour": "h", "hr": "h", "h": "h", "day": "day", "week": "week", "year": "year", "yr": "year",
     "gram": "g", "g": "g", "kilogram": "kg", "kg": "kg", "liter": "l", "litre": "l", "l": "l",
     "milliliter": "ml", "ml": "ml", "degree": "deg", "deg": "deg", "radian": "rad", "rad": "rad",
+    "mph": "mi per h", "kph": "km per h",
     "dollar": "usd", "cent": "cent", "yuan": "cny", "euro": "eur", "pound": "gbp",
 }
 _CURRENCY = re.compile(r"(?:\\\$|\$|€|£|¥|\\euro|\\pounds|\bUSD\b|\bEUR\b|\bdollars?\b|\bcents?\b)")

@@ -18,7 +18,6 @@ import gc
 import os
 import resource
 import select
-import shutil
 import signal
 import socket
 import sys
@@ -226,11 +225,28 @@ class CandidateGone(BaseException):
     """The candidate process ended or was killed; not catchable by ``except Exception`` in tests."""
 
 
+# Exceptions with control-flow meaning in trusted code: a StopIteration raised from inside
+# ``all(map(candidate, ...))`` would end the iteration early and make the test pass vacuously.
+_CONTROL_FLOW = (StopIteration, StopAsyncIteration)
+
+
 def _exception_class(name):
     cls = getattr(builtins, name, None)
-    if isinstance(cls, type) and issubclass(cls, Exception):
+    if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, _CONTROL_FLOW):
         return cls
     return RuntimeError
+
+
+def _candidate_error(kind, msg):
+    """The exception a failed candidate call raises in the judge (never a control-flow one)."""
+    cls = _exception_class(kind)
+    try:
+        exc = cls(msg if cls.__name__ == kind else f"{kind}: {msg}")
+    except Exception:
+        exc = None
+    if not isinstance(exc, Exception) or isinstance(exc, _CONTROL_FLOW):
+        exc = RuntimeError(f"{kind}: {msg}")
+    return exc
 
 
 class _Proxy:
@@ -248,8 +264,7 @@ class _Proxy:
             return decode(reply["ok"])
         if "err" in reply:
             kind, msg = reply["err"]
-            cls = _exception_class(str(kind))
-            raise cls(msg if cls.__name__ == kind else f"{kind}: {msg}")
+            raise _candidate_error(str(kind), str(msg))
         raise CandidateGone(str(reply.get("gone", "candidate gone")))
 
     def __repr__(self):
@@ -265,8 +280,13 @@ def _run_judge(job):
     try:
         if job.get("setup_code"):
             exec(compile(job["setup_code"], "<setup>", "exec"), namespace)
+            # names the setup defines (e.g. a HumanEval prompt's helpers such as ``poly``) are the
+            # reference's own, not the candidate's; only the entry point stays the candidate's
+            if job.get("entry_point"):
+                namespace[job["entry_point"]] = _Proxy(job["entry_point"])
         if job["kind"] == "function":
             exec(compile(job["test_code"], "<tests>", "exec"), namespace)
+            namespace[job["entry_point"]] = _Proxy(job["entry_point"])
             tests = [("check", None)]
         else:
             tests = [(f"assert {i}", src) for i, src in enumerate(job["asserts"])]
@@ -306,25 +326,32 @@ def _kill_all():
             continue
 
 
-def _unlock(path):
-    """Make every directory below ``path`` writable and listable again (a run may chmod 000)."""
-    os.chmod(path, 0o700)
+WIPE_BUDGET_S = 1.5
+"""A run that left more than this much work (say a million empty files) makes the slot dirty: the
+zygote exits and the host replaces the slot (the kernel frees the tmpfs with the namespace), so
+the answer still arrives well before the host's backstop."""
+
+
+def _clear(path, deadline):
+    """Remove everything below ``path`` (a run may chmod 000 its dirs); raises past ``deadline``."""
     with os.scandir(path) as it:
-        for entry in list(it):
-            if entry.is_dir(follow_symlinks=False):
-                _unlock(entry.path)
+        entries = list(it)
+    for entry in entries:
+        if time.monotonic() > deadline:
+            raise TimeoutError("wipe over budget")
+        if entry.is_dir(follow_symlinks=False):
+            os.chmod(entry.path, 0o700)
+            _clear(entry.path, deadline)
+            os.rmdir(entry.path)
+        else:
+            os.unlink(entry.path)
 
 
-def _wipe():
+def _wipe(budget_s=WIPE_BUDGET_S):
+    deadline = time.monotonic() + budget_s
     for top in WIPE_DIRS:
         os.chmod(top, 0o1777)
-        with os.scandir(top) as it:
-            for entry in list(it):
-                if entry.is_dir(follow_symlinks=False):
-                    _unlock(entry.path)
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
+        _clear(top, deadline)
         if os.listdir(top):
             raise OSError(f"could not wipe {top}")
 

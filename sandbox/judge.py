@@ -7,14 +7,21 @@ The candidate's code and the tests never share a process. Two sandboxes run side
 - the **judge** slot runs the trusted test code (MBPP asserts, or HumanEval ``check(candidate)``)
   in which every function the candidate defined is a proxy that forwards the call.
 
-The host relays frames between the two and validates every candidate reply by decoding it
-strictly and re-encoding it, so the judge only ever sees ints, strs, lists... built by the
-decoder. Pass/fail is reported by the judge over its own socket. Hence: fake PASS markers,
+The host relays frames between the two and validates every candidate reply structurally
+(``codec.check``: linear time, nothing is built or hashed on the host), and the judge decodes it
+into fresh ints, strs, lists... Pass/fail is reported by the judge over its own socket. Hence: fake PASS markers,
 patched ``print``/builtins/harness, frame walking, ``atexit`` hooks, ``os._exit(0)``, an
 ``__eq__`` that always returns True, re-exec of the harness, reading tests from disk or writing to
 the parent's stdout all stay inside the candidate's sandbox, which holds neither the tests nor the
 verdict channel. Per-test timeouts are enforced here: a call that does not answer in time gets the
-candidate's run killed (the next call starts a fresh one).
+candidate's run killed (the next call starts a fresh one). An exception the candidate raises
+re-appears in the judge as the builtin class of the same name, except control-flow ones
+(StopIteration: ``all(map(candidate, ...))`` would pass vacuously), which become RuntimeError.
+
+Helper functions: every callable the candidate defines is visible to the tests under its name, so
+a test that calls a helper of the *prompt* (HumanEval's ``poly``, ``encode_cyclic``) would call the
+candidate's version. Pass the prompt as ``setup_code``: names the setup defines are the
+reference's own, and only the entry point stays the candidate's.
 
 Limitation: values must be plain data; a test that needs a candidate-defined class instance, or
 checks in-place mutation of an argument, fails (reported as a runtime error).
@@ -29,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from sandbox import policy
-from sandbox.codec import CodecError, FRAME_HEADER, decode, encode, pack, unpack
+from sandbox.codec import CodecError, FRAME_HEADER, check, pack, unpack, valid_text
 from sandbox.executor import ExecResult, ExecStatus, SandboxError, Slot
 
 MAX_FRAME = 16 << 20
@@ -69,6 +76,9 @@ class TestOutcome:
     cause: Cause = ""
     error: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "error", valid_text(self.error)[:2000])  # untrusted text
+
 
 @dataclass(frozen=True)
 class TestRun:
@@ -79,6 +89,9 @@ class TestRun:
     stdout: bytes = b""
     stderr: bytes = b""
     wall_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "load_error", valid_text(self.load_error)[:2000])
 
     @property
     def passed(self) -> int:
@@ -204,9 +217,10 @@ class _Candidate:
             return None
         run, self.run = self.run, None
         result = run.finish(kill=kill)
-        if result is not None:
-            self.stdout += result.stdout
-            self.stderr += result.stderr
+        if result is not None:  # a candidate restarted per test must not pile up output: one cap in all
+            cap = self.limits.output_bytes
+            self.stdout += result.stdout[: max(0, cap - len(self.stdout))]
+            self.stderr += result.stderr[: max(0, cap - len(self.stderr))]
         return result
 
     def call(self, request: dict, deadline: float) -> tuple[dict, Cause]:
@@ -228,12 +242,13 @@ class _Candidate:
             return {"gone": "candidate process ended"}, _cause_of(self.stop(kill=True))
         if "ok" in reply:
             try:
-                return {"ok": encode(decode(reply["ok"]))}, ""
+                return {"ok": check(reply["ok"])}, ""
             except (CodecError, RecursionError) as exc:
                 return {"err": ["TypeError", f"bad return value: {exc}"]}, "runtime"
         err = reply.get("err")
         if isinstance(err, list) and len(err) == 2 and all(isinstance(x, str) for x in err):
-            return {"err": [err[0][:100], err[1][:2000]]}, "memory" if err[0] == "MemoryError" else "runtime"
+            kind, msg = valid_text(err[0][:100]), valid_text(err[1][:2000])
+            return {"err": [kind, msg]}, "memory" if kind == "MemoryError" else "runtime"
         return {"err": ["RuntimeError", "malformed reply from candidate"]}, "runtime"
 
 
@@ -272,6 +287,7 @@ def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, 
     overall = time.monotonic() + limits.wall_s
     test_deadline = overall
     current, cause = -1, ""
+    called_in_setup = False
     try:
         while True:
             try:
@@ -281,11 +297,15 @@ def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, 
             if msg is None or msg.get("done"):
                 break
             if "setup_error" in msg:
+                if called_in_setup:  # the candidate took part: its failure, not a bad reference
+                    error = valid_text(f"test setup failed calling the candidate: {msg['setup_error']}")
+                    return [TestOutcome(False, "runtime", error)] * spec.count
                 raise InvalidTests(f"test code failed before any test ran: {msg['setup_error']}")
             if "begin" in msg:
                 current, cause = int(msg["begin"]), ""
                 test_deadline = min(overall, time.monotonic() + per_test)
             elif "call" in msg:
+                called_in_setup = called_in_setup or current < 0
                 reply, call_cause = candidate.call(msg, test_deadline)
                 cause = cause or call_cause
                 try:

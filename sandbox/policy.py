@@ -16,14 +16,17 @@ Defended against (each has a test in ``tests/sandbox/``):
   its own loopback, so no egress (internet or the host's loopback listeners).
 - **Filesystem**: a minimal read-only root (``/usr`` and the interpreter only; ``site-packages``
   / ``dist-packages`` masked so the service's own source is not visible); ``/tmp`` (the work dir)
-  and ``/dev/shm`` are size-capped tmpfs wiped after every run; no /etc, /home, /root, /work, /sys.
+  and ``/dev/shm`` are size-capped tmpfs wiped after every run; the rest of ``/dev`` (bwrap's own,
+  uncapped tmpfs) is read-only; no /etc, /home, /root, /work, /sys. A run that leaves more than
+  the wipe can remove in 1.5 s (a million empty files) gets its slot replaced instead.
 - **Environment**: the sandbox starts from an empty environment (``env={}`` for bwrap and
   ``--clearenv``), so neither ``environ`` nor ``/proc/1/environ`` holds anything of the service.
   PID 1 is not dumpable: children cannot read its memory, fds or environ through /proc.
 - **Syscalls** (seccomp, EPERM): ptrace, process_vm_*, io_uring, keyctl/add_key/request_key, bpf,
   perf_event_open, userfaultfd, mount/umount/pivot_root/chroot, unshare/setns and clone with
   namespace flags (clone3 gets ENOSYS so libc falls back to clone), module loading, kexec, reboot,
-  swap, clock setting, SysV IPC (no state that outlives a run), sockets other than AF_UNIX /
+  swap, clock setting, SysV IPC (no state that outlives a run), memfd_create (shmem that neither
+  RLIMIT_AS nor a tmpfs cap would see), sockets other than AF_UNIX /
   AF_INET / AF_INET6, and raw sockets.
 - **Resources**: RLIMIT_AS (memory), RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NPROC (fork and thread
   bombs; per user namespace on Linux >= 5.14), tmpfs size caps (disk fill, /dev/shm), a wall-clock
@@ -165,7 +168,7 @@ def _seccomp_filter():
         "adjtimex", "sethostname", "setdomainname", "iopl", "ioperm", "kcmp", "pidfd_getfd",
         "shmget", "shmat", "msgget", "semget", "vhangup", "personality", "mbind", "migrate_pages",
         "move_pages", "set_mempolicy", "nfsservctl", "uselib", "ustat", "sysfs", "modify_ldt",
-        "landlock_create_ruleset",
+        "landlock_create_ruleset", "memfd_create", "memfd_secret",
     ):
         try:
             f.add_rule(deny, name)
@@ -248,6 +251,9 @@ def bwrap_argv(config: SandboxConfig, seccomp_fd: int, bootstrap: str) -> list[s
         "--proc", "/proc", "--dev", "/dev",
         "--perms", "1777", "--size", str(config.shm_bytes), "--tmpfs", "/dev/shm",
         "--perms", "1777", "--size", str(config.tmp_bytes), "--tmpfs", "/tmp",
+        # bwrap's /dev is an uncapped tmpfs that outlives runs: read-only (device nodes still open
+        # for writing; /dev/shm is its own capped mount and stays writable).
+        "--remount-ro", "/dev",
         "--remount-ro", "/",
         "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",

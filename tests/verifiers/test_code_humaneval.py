@@ -65,7 +65,8 @@ def test_humaneval_canonical_pass_and_broken_fail(problems, verifier) -> None:
         group = GroupRequest(
             "code",
             (Rollout(0, f"```python\n{canonical}\n```"), Rollout(1, broken)),
-            Reference(code_tests=CodeTests("function", test_code=p["test"], entry_point=p["entry_point"])),
+            Reference(code_tests=CodeTests("function", test_code=p["test"], entry_point=p["entry_point"],
+                                           setup_code=p["prompt"])),
             options={"per_test_timeout_s": "20"},
         )
         good, bad = verifier.verify_group(group, VerifyContext())

@@ -142,7 +142,10 @@ class GrpcBackend:
         if spec.kind == "asserts":
             req.asserts.CopyFrom(pb.AssertTests(asserts=list(spec.asserts), setup_code=spec.setup_code))
         else:
-            req.function.CopyFrom(pb.FunctionTest(test_code=spec.test_code, entry_point=spec.entry_point))
+            # FunctionTest has no setup field: the setup (e.g. a HumanEval prompt) runs first as part
+            # of test_code, which the judge runs in the same namespace before check().
+            test_code = f"{spec.setup_code}\n\n{spec.test_code}" if spec.setup_code.strip() else spec.test_code
+            req.function.CopyFrom(pb.FunctionTest(test_code=test_code, entry_point=spec.entry_point))
         r = self._call("RunTests", req, per_test_timeout_s * (spec.count + 1) + 60.0)
         causes = {pb.TEST_CAUSE_NONE: "", pb.TEST_CAUSE_ASSERTION: "assertion",
                   pb.TEST_CAUSE_RUNTIME_ERROR: "runtime", pb.TEST_CAUSE_TIME_LIMIT: "timeout",

@@ -3,7 +3,9 @@
 Code is the last fenced python block of the completion, or the whole text. Test kinds:
 
 - ``asserts`` (MBPP): each assert is one test; ``setup_code`` runs first.
-- ``function`` (HumanEval): ``test_code`` defines ``check(candidate)``; one test.
+- ``function`` (HumanEval): ``test_code`` defines ``check(candidate)``; one test. Give the prompt
+  as ``setup_code``: helpers the check calls (``poly``, ``encode_cyclic``) then come from the
+  reference, not from the candidate (which could otherwise redefine them to pass).
 - ``io``: each case runs the program with ``stdin`` and compares stdout with
   ``expected_stdout`` exactly or whitespace-normalised (``comparison``); exit code must be 0.
 

@@ -132,9 +132,13 @@ def _first_sentence(text: str) -> str:
     return "".join(out).strip()
 
 
-def answer_from_phrase(phrase: str) -> str:
-    """The answer inside a sentence such as 'The largest $n$ is 34' or 'the answer is $\\frac12$'."""
+def answer_from_phrase(phrase: str, after_marker: bool = False) -> str:
+    """The answer inside a sentence such as 'The largest $n$ is 34' or 'the answer is $\\frac12$'.
+    ``after_marker``: the phrase follows 'the answer is' / 'Final answer:', so a trailing explanation
+    ('12, which is 3 times 4') is cut off."""
     phrase = phrase.strip().lstrip(":：*").strip().strip('"“”*').strip()
+    if after_marker:
+        phrase = _cut_explanation(phrase)
     boxes = find_boxes(phrase)
     if boxes:
         return boxes[-1][2]
@@ -144,7 +148,7 @@ def answer_from_phrase(phrase: str) -> str:
     lowered = phrase.lower()
     cut = max(lowered.rfind(" is "), lowered.rfind(" are "), lowered.rfind(" be "))
     if cut >= 0:
-        tail = phrase[cut:].split(" ", 2)[-1].strip().strip('"“”').strip()
+        tail = _cut_explanation(phrase[cut:].split(" ", 2)[-1].strip().strip('"“”').strip())
         tail_spans = _math_spans(tail)
         if tail_spans:
             return _join_spans(tail, tail_spans)
@@ -157,6 +161,19 @@ def answer_from_phrase(phrase: str) -> str:
     if not re.search(r"\d", phrase) or not _NUMBER.search(phrase):
         return phrase
     return _numbers_in(phrase)
+
+
+_EXPLANATION = re.compile(r"(?:\s*,\s*|\s+|\s*\(\s*)(?:because|since|which|where|as|given|due to|for|from|when|if|using|by|with|so)\b", re.I)
+
+
+def _cut_explanation(phrase: str) -> str:
+    """'12, which is 3 times 4' / '5 because 2 + 3 = 5' / '7 (since 3 + 4 = 7)': the answer is what comes
+    before the explanation (outside math only; never the whole phrase)."""
+    for m in _EXPLANATION.finditer(phrase):
+        head = phrase[: m.start()]
+        if m.start() > 0 and head.count("$") % 2 == 0 and head.count("\\(") <= head.count("\\)") and head.strip():
+            return head.strip().rstrip(",;:").strip()
+    return phrase
 
 
 def _numbers_in(words: str) -> str:
@@ -232,7 +249,7 @@ def extract_answer(response: str) -> Extraction:
     if markers and markers[-1].end() > last_box_end:
         phrase = _first_sentence(text[markers[-1].end() :])
         if phrase:
-            return Extraction((_clip(answer_from_phrase(phrase)),), "marker", tuple(flags))
+            return Extraction((_clip(answer_from_phrase(phrase, after_marker=True)),), "marker", tuple(flags))
 
     if boxes:
         cluster = [boxes[-1]]

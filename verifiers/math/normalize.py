@@ -26,7 +26,7 @@ MAX_SUM_TERMS = 200  # a^{b^{c}} is already two levels
 _UNICODE = {
     "−": "-", "–": "-", "—": "-", "×": "\\times ", "·": "\\cdot ", "÷": "\\div ", "≤": "\\le ", "≥": "\\ge ",
     "≠": "\\ne ", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "°": "^\\circ",
-    "∪": "\\cup ", "∩": "\\cap ", "∈": "\\in ", "±": "\\pm ", "⁄": "/", "½": "1/2", "¼": "1/4", "¾": "3/4",
+    "∪": "\\cup ", "∩": "\\cap ", "∈": "\\in ", "±": "\\pm ", "⁄": "/",
     "\u00a0": " ", "\u2009": " ", "\u202f": " ", "：": ":", "，": ",", "θ": "\\theta ", "α": "\\alpha ",
     "β": "\\beta ", "∅": "\\emptyset ", "ℝ": "\\mathbb{R}",
 }
@@ -59,7 +59,7 @@ _NOISE = [
 
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _SUPERSCRIPT_RUN = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
-_VULGAR = {"⅓": "1/3", "⅔": "2/3", "⅕": "1/5", "⅖": "2/5", "⅗": "3/5", "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅛": "1/8",
+_VULGAR = {"½": "1/2", "¼": "1/4", "¾": "3/4", "⅓": "1/3", "⅔": "2/3", "⅕": "1/5", "⅖": "2/5", "⅗": "3/5", "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅛": "1/8",
            "⅜": "3/8", "⅝": "5/8", "⅞": "7/8"}
 
 
@@ -86,7 +86,7 @@ def _sqrt_parens(s: str) -> str:
 def normalize(text: str) -> str:
     """Presentation-free LaTeX (deterministic, idempotent in practice)."""
     s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", text)
-    s = re.sub("|".join(_VULGAR), lambda m: _VULGAR[m.group(0)], s)
+    s = re.sub("(\\d?)(" + "|".join(_VULGAR) + ")", lambda m: (m.group(1) + " " if m.group(1) else "") + _VULGAR[m.group(2)], s)  # 1⅓ = 1 1/3
     s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
     s = _sqrt_parens(s) if "\\sqrt(" in s else s
     if "\\begin" not in s and re.search(r"\\\\(?:left|right|frac|sqrt|pi|boxed|text|cdot|times|infty)", s):

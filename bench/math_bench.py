@@ -13,7 +13,7 @@ A case counts as correct when the verdict (CORRECT vs anything else) equals the 
 is CORRECT on a case labelled false. VERIFIER_TIMEOUT/ERROR are reported separately and count as
 "not CORRECT" for accuracy.
 
-    .venv/bin/python bench/math_bench.py [--data PATH] [--core N] [--repeat R] [--timeout S]
+    .venv/bin/python bench/math_bench.py [--cases PATH] [--core N] [--repeat R] [--timeout S]
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ def pct(values: list[float], q: float) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--cases", "--data", dest="data", type=Path, default=DEFAULT_DATA,
+                        help="labelled cases (JSON lines: gold, output, expected, category); default: the development set")
     parser.add_argument("--core", type=int, default=0, help="CPU core to pin to")
     parser.add_argument("--repeat", type=int, default=3, help="timed passes over the cases")
     parser.add_argument("--timeout", type=float, default=5.0, help="our per-rollout timeout (s)")

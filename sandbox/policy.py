@@ -42,7 +42,9 @@ Not defended against (deployment must add these layers):
 - Kernel vulnerabilities reachable through the allowed syscalls (a VM or gVisor would help).
 - Side channels (timing, Spectre), CPU contention between slots, and memory pressure on the host
   when the machine has no usable cgroup: RLIMIT_AS bounds each process, RLIMIT_NPROC their number,
-  so the worst case per run is about ``memory_bytes * max_processes`` plus the tmpfs caps.
+  so the worst case per run is about ``memory_bytes * max_processes`` plus the tmpfs caps, plus
+  kernel memory no rlimit sees (socket and pipe buffers, bounded by the kernel's per-socket and
+  per-user pipe limits).
 - Reading the world-readable files under ``/usr`` (the interpreter's standard library).
 - Denial of service against the sandbox pool itself (a caller with many long requests).
 

@@ -136,6 +136,7 @@ def answer_from_phrase(phrase: str, after_marker: bool = False) -> str:
     """The answer inside a sentence such as 'The largest $n$ is 34' or 'the answer is $\\frac12$'.
     ``after_marker``: the phrase follows 'the answer is' / 'Final answer:', so a trailing explanation
     ('12, which is 3 times 4') is cut off."""
+    phrase = re.sub(r"\*\*(.+?)\*\*", r"\1", phrase)  # markdown bold: 'the answer is **5** apples'
     phrase = phrase.strip().lstrip(":：*").strip().strip('"“”*').strip()
     if after_marker:
         phrase = _cut_explanation(phrase)
@@ -163,7 +164,7 @@ def answer_from_phrase(phrase: str, after_marker: bool = False) -> str:
     return _numbers_in(phrase)
 
 
-_EXPLANATION = re.compile(r"(?:\s*,\s*|\s+|\s*\(\s*)(?:because|since|which|where|as|given|due to|for|from|when|if|using|by|with|so)\b", re.I)
+_EXPLANATION = re.compile(r"(?:\s*,\s*|\s+|\s*\(\s*)(?:because|since|which|where|as|given|due to|for|from|when|if|using|by|with|so|not|rather than|instead of)\b", re.I)
 
 
 def _cut_explanation(phrase: str) -> str:
@@ -241,6 +242,8 @@ def extract_answer(response: str) -> Extraction:
         inner = extract_answer(content) if (find_boxes(content) or _MARKER.search(content)) else None
         if inner and inner.answers:
             return Extraction(inner.answers, "answer_tag", (*flags, *inner.flags))
+        if "\n" not in content and len(content) <= SHORT_RESPONSE_CHARS:  # 'The value is 9.', 'approximately 9'
+            return Extraction((_clip(answer_from_phrase(content, after_marker=True)),), "answer_tag", tuple(flags))
         return Extraction((_clip(content),), "answer_tag", tuple(flags))
 
     boxes = find_boxes(text)

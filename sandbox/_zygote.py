@@ -200,7 +200,8 @@ def _run_serve(job):
         _send_frame(3, {"load_error": _describe(exc)})
         return EXIT_LOAD_ERROR
     names = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("__"))
-    _send_frame(3, {"ready": names})
+    modules = sorted(k for k, v in namespace.items() if type(v) is type(sys) and getattr(v, "__name__", "") == k)
+    _send_frame(3, {"ready": names, "modules": modules})
     while True:
         request = _recv_frame(3)
         if request is None:
@@ -219,6 +220,13 @@ def _run_serve(job):
         except BaseException:
             pass
         _send_frame(3, reply)
+
+
+JUDGE_MODULES = frozenset({
+    "math", "cmath", "re", "string", "collections", "itertools", "functools", "operator", "heapq", "bisect",
+    "statistics", "fractions", "decimal", "random", "datetime", "copy", "typing", "numbers", "array", "sys",
+    "json", "textwrap", "unicodedata", "calendar",
+})
 
 
 class CandidateGone(BaseException):
@@ -277,6 +285,14 @@ def _run_judge(job):
     for name in job.get("candidate_names", ()):
         if not hasattr(builtins, name):
             namespace[name] = _Proxy(name)
+    # ``import math`` in the candidate, ``math.isclose(...)`` in an MBPP assert: the judge imports
+    # its *own* copy of such standard modules (from a fixed list, never candidate code).
+    for name in job.get("candidate_modules", ()):
+        if name in JUDGE_MODULES and name not in namespace:
+            try:
+                namespace[name] = __import__(name)
+            except ImportError:
+                pass
     try:
         if job.get("setup_code"):
             exec(compile(job["setup_code"], "<setup>", "exec"), namespace)

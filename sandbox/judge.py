@@ -23,6 +23,10 @@ a test that calls a helper of the *prompt* (HumanEval's ``poly``, ``encode_cycli
 candidate's version. Pass the prompt as ``setup_code``: names the setup defines are the
 reference's own, and only the entry point stays the candidate's.
 
+Standard modules the candidate imported under their own name (``import math``) are imported
+afresh by the judge from a fixed allow-list (``_zygote.JUDGE_MODULES``), so MBPP asserts such as
+``math.isclose(area(2), 12.566)`` work; nothing of the candidate's module objects crosses.
+
 Limitation: values must be plain data; a test that needs a candidate-defined class instance, or
 checks in-place mutation of an argument, fails (reported as a runtime error).
 """
@@ -189,6 +193,7 @@ class _Candidate:
         self.slot, self.code, self.limits = slot, code, limits
         self.run: _Run | None = None
         self.names: list[str] = []
+        self.modules: list[str] = []
         self.stdout = bytearray()
         self.stderr = bytearray()
 
@@ -205,6 +210,8 @@ class _Candidate:
         if first is not None and isinstance(first.get("ready"), list):
             names = [n for n in first["ready"][:10_000] if isinstance(n, str)]
             self.names = [n for n in names if n.isidentifier() and not n.startswith("__")]
+            modules = first.get("modules")
+            self.modules = [m for m in modules[:100] if isinstance(m, str)] if isinstance(modules, list) else []
             return "", ""
         result = self.stop(kill=True)
         if first is not None and isinstance(first.get("load_error"), list):
@@ -280,7 +287,7 @@ def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, 
     job = {
         "mode": "judge", "kind": spec.kind, "asserts": list(spec.asserts), "setup_code": spec.setup_code,
         "test_code": spec.test_code, "entry_point": spec.entry_point, "stop_first": stop_first,
-        "candidate_names": candidate.names,
+        "candidate_names": candidate.names, "candidate_modules": candidate.modules,
     }
     judge = _Run(jslot, job, limits)
     outcomes: dict[int, TestOutcome] = {}

@@ -152,3 +152,16 @@ def test_sandbox_that_cannot_start_is_dependency_unavailable(monkeypatch) -> Non
     monkeypatch.setenv(ENDPOINT_ENV, " , ")  # configured, but names no endpoint
     (r,) = verify(CodeVerifier(), ["def add(a, b): return a + b"])
     assert r.status is RolloutStatus.DEPENDENCY_UNAVAILABLE and "cannot start" in r.detail
+
+
+def test_asserts_can_use_standard_modules_the_candidate_imported(verifier) -> None:
+    """MBPP asserts such as ``math.isclose(...)`` rely on the solution's ``import math``; the judge
+    imports its own copy of allow-listed standard modules, never the candidate's objects."""
+    tests = CodeTests("asserts", asserts=("assert math.isclose(area(2), 12.566, rel_tol=1e-3)",
+                                          "assert not hasattr(math, 'system')"))
+    ok = "import math\ndef area(r):\n    return math.pi * r * r\n"
+    alias = "import os as math\ndef area(r):\n    return 3.14159 * r * r\n"  # os under the name math
+    plain = "def area(r):\n    return 3.14159 * r * r\n"
+    results = verify(verifier, [ok, alias, plain], tests=tests)
+    assert [r.reward for r in results] == [1.0, 0.0, 0.0]
+    assert "NameError" in results[1].detail and "NameError" in results[2].detail

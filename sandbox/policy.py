@@ -26,7 +26,8 @@ Defended against (each has a test in ``tests/sandbox/``):
   perf_event_open, userfaultfd, mount/umount/pivot_root/chroot, unshare/setns and clone with
   namespace flags (clone3 gets ENOSYS so libc falls back to clone), module loading, kexec, reboot,
   swap, clock setting, SysV IPC (no state that outlives a run), memfd_create (shmem that neither
-  RLIMIT_AS nor a tmpfs cap would see), sockets other than AF_UNIX /
+  RLIMIT_AS nor a tmpfs cap would see), sync/syncfs (flushing the host's disks: an I/O storm,
+  and a process stuck in it delays the kill), sockets other than AF_UNIX /
   AF_INET / AF_INET6, and raw sockets.
 - **Resources**: RLIMIT_AS (memory), RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NPROC (fork and thread
   bombs; per user namespace on Linux >= 5.14), tmpfs size caps (disk fill, /dev/shm), a wall-clock
@@ -170,7 +171,7 @@ def _seccomp_filter():
         "adjtimex", "sethostname", "setdomainname", "iopl", "ioperm", "kcmp", "pidfd_getfd",
         "shmget", "shmat", "msgget", "semget", "vhangup", "personality", "mbind", "migrate_pages",
         "move_pages", "set_mempolicy", "nfsservctl", "uselib", "ustat", "sysfs", "modify_ldt",
-        "landlock_create_ruleset", "memfd_create", "memfd_secret",
+        "landlock_create_ruleset", "memfd_create", "memfd_secret", "sync", "syncfs",
     ):
         try:
             f.add_rule(deny, name)

@@ -241,7 +241,9 @@ def P(id, code, statuses=(EXITED,), must_print="", must_not_print="", wall_s=3.0
 TRY = "def attempt(name, fn):\n    try:\n        fn(); print('ESCAPED', name)\n    except Exception as e:\n        print('blocked', name)\n"
 
 PROGRAMS = [
-    P("memfd_outside_memory_caps", TRY + "import os\nattempt('memfd', lambda: os.memfd_create('x'))\n",
+    P("memfd_outside_memory_caps_and_host_sync", TRY + "import os\nattempt('memfd', lambda: os.memfd_create('x'))\n"
+      "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nfor nr in (162, 306):\n"
+      "    if libc.syscall(nr, 0) == 0: print('ESCAPED sync', nr)\n",
       must_print="blocked memfd", must_not_print="ESCAPED"),
     P("dev_is_read_only", TRY + "attempt('dev', lambda: open('/dev/" + MARKER + "', 'w').write('x' * 4096))\n"
       "attempt('devdir', lambda: __import__('os').mkdir('/dev/" + MARKER + "d'))\n",

@@ -51,6 +51,7 @@ _NOISE = [
     (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree"), r"^\\circ"),
     (re.compile(r"\\dfrac|\\tfrac"), r"\\frac"),
     (re.compile(r"\\operatorname\s*\{(\w+)\}"), r"\\\1"),
+    (re.compile(r"\\text\{\s*(?:all real numbers|all reals)\s*\}|^(?:all real numbers|all reals)$", re.I), r"\\mathbb{R}"),
     (re.compile(r"\\varnothing(?![a-zA-Z])|\\\{\s*\\\}"), r"\\emptyset "),  # one spelling of the empty set
     (re.compile(r"\\langle(?![a-zA-Z])|⟨"), "("),  # a vector <1, 2> is the tuple (1, 2)
     (re.compile(r"\\rangle(?![a-zA-Z])|⟩"), ")"),
@@ -108,10 +109,11 @@ def normalize(text: str) -> str:
 
 def _single_char_args(s: str) -> str:
     """'\\frac34' -> '\\frac{3}{4}', '\\sqrt3' -> '\\sqrt{3}' (TeX reads one token as an argument)."""
-    s = re.sub(r"\\frac\s*(\w)\s*(\w)", r"\\frac{\1}{\2}", s)
-    s = re.sub(r"\\frac\s*(\w)\s*(?=\{)", r"\\frac{\1}", s)
-    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*(\w)", r"\\frac\1{\2}", s)
-    s = re.sub(r"\\sqrt\s*(\w)", r"\\sqrt{\1}", s)
+    tok = r"(\w|\\(?!frac|dfrac|tfrac|sqrt|left|right|text|math|begin|end)[a-zA-Z]+(?![a-zA-Z]))"  # one TeX token: '3' or '\\pi'
+    s = re.sub(r"\\frac\s*" + tok + r"\s*" + tok, r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*" + tok + r"\s*(?=\{)", r"\\frac{\1}", s)
+    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*" + tok, r"\\frac\1{\2}", s)
+    s = re.sub(r"\\sqrt\s*" + tok, r"\\sqrt{\1}", s)
     return s
 
 

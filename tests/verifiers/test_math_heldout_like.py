@@ -24,19 +24,22 @@ from verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verd
 from verifiers.math import MathVerifier
 
 DATA = Path(__file__).parent / "data" / "math_heldout_like.jsonl"
-GROUP = 16  # cases per verify_group call (one gold per rollout: each case is its own group)
+TIMEOUT_S = 20.0  # accuracy, not speed, is under test here: a loaded CI machine must not turn verdicts into timeouts
 
 
 @pytest.fixture(scope="module")
 def verifier():
     v = MathVerifier(workers=2, cache_size=0)
+    v.pool.start()
+    for _ in range(2):  # both workers have parsed LaTeX once (the first latex2sympy parse builds its grammar)
+        _verdict(v, "120", "\\boxed{5!}")
     yield v
     v.close()
 
 
 def _verdict(verifier: MathVerifier, gold: str, output: str) -> bool:
-    group = GroupRequest("math", (Rollout(0, output),), Reference(answer=gold), rollout_timeout_s=5.0)
-    (result,) = verifier.verify_group(group, VerifyContext(deadline=time.monotonic() + 30))
+    group = GroupRequest("math", (Rollout(0, output),), Reference(answer=gold), rollout_timeout_s=TIMEOUT_S)
+    (result,) = verifier.verify_group(group, VerifyContext(deadline=time.monotonic() + TIMEOUT_S + 5))
     assert result.status in (RolloutStatus.OK, RolloutStatus.VERIFIER_TIMEOUT), (gold, output[-200:], result.status, result.detail)
     return result.status is RolloutStatus.OK and result.verdict is Verdict.CORRECT
 

@@ -177,13 +177,16 @@ def _cut_explanation(phrase: str) -> str:
     return phrase
 
 
+_NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|cannot|can't|isn't|won't|without)\b", re.I)
+
+
 def _numbers_in(words: str) -> str:
     """The number in a sentence ('16 dollars'); several different numbers ('either 2, 3, or 4') are kept
     as a list, which the comparison treats as a hedge unless the gold has exactly those values."""
     numbers = [n.strip().rstrip(",").strip() for n in _NUMBER.findall(words)]
     numbers = [n for n in numbers if n]
-    if not numbers:
-        return words
+    if not numbers or _NEGATION.search(words[: _NUMBER.search(words).start()]):
+        return words  # 'not 4': a number that is denied is no answer
     if len(set(numbers)) > 1:
         return ", ".join(numbers)
     return numbers[0]

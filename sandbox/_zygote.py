@@ -372,6 +372,15 @@ def _wipe(budget_s=WIPE_BUDGET_S):
             raise OSError(f"could not wipe {top}")
 
 
+def _own_state():
+    """What a run must not be able to change in PID 1 (inherited by every later run)."""
+    limits = tuple(resource.getrlimit(getattr(resource, n)) for n in dir(resource) if n.startswith("RLIMIT_"))
+    return limits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getaffinity(0), os.sched_getscheduler(0)
+
+
+_BASELINE = None
+
+
 def _run_job(ctrl, header, fds):
     limits = header.get("limits", {})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -414,7 +423,7 @@ def _run_job(ctrl, header, fds):
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     try:
         _wipe()
-        dirty = False
+        dirty = _own_state() != _BASELINE  # seccomp stops this; belt and braces
     except Exception:
         dirty = True
     return {
@@ -441,7 +450,9 @@ def main():
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
+    global _BASELINE
     ctrl = socket.socket(fileno=CTRL_FD)
+    _BASELINE = _own_state()
     _warm()
     gc.collect()
     gc.freeze()  # children never scan (and so never copy-on-write) the zygote's own objects

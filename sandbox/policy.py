@@ -28,7 +28,9 @@ Defended against (each has a test in ``tests/sandbox/``):
   swap, clock setting, SysV IPC (no state that outlives a run), memfd_create (shmem that neither
   RLIMIT_AS nor a tmpfs cap would see), sync/syncfs (flushing the host's disks: an I/O storm,
   and a process stuck in it delays the kill), sockets other than AF_UNIX /
-  AF_INET / AF_INET6, and raw sockets.
+  AF_INET / AF_INET6, and raw sockets; prlimit / sched_set* / setpriority / ioprio_set on any
+  process but the caller (same-uid calls that need no ptrace rights: aimed at PID 1 they would
+  outlive the run, and PID 1 also re-checks its own rlimits after every run).
 - **Resources**: RLIMIT_AS (memory), RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NPROC (fork and thread
   bombs; per user namespace on Linux >= 5.14), tmpfs size caps (disk fill, /dev/shm), a wall-clock
   deadline after which PID 1 kills the whole tree (and the host kills the whole sandbox if PID 1
@@ -192,6 +194,15 @@ def _seccomp_filter():
     for sock_type in (3, 10):
         f.add_rule(deny, "socket", sc.Arg(1, sc.MASKED_EQ, 0xF, sock_type))
     f.add_rule(deny, "ioctl", sc.Arg(1, sc.EQ, 0x5412))  # TIOCSTI
+    # Calls that change *another* process of the same uid without ptrace rights: pointed at PID 1
+    # (the fork server) their effect would be inherited by every later run in the slot, e.g.
+    # prlimit(1, RLIMIT_AS, 1 MiB) breaks the next, honest run. Only "self" (pid 0) is allowed.
+    for name in ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr"):
+        f.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
+    f.add_rule(deny, "setpriority", sc.Arg(0, sc.NE, 0))  # PRIO_PGRP / PRIO_USER reach PID 1 too
+    f.add_rule(deny, "setpriority", sc.Arg(1, sc.NE, 0))
+    f.add_rule(deny, "ioprio_set", sc.Arg(0, sc.NE, 1))  # only IOPRIO_WHO_PROCESS ...
+    f.add_rule(deny, "ioprio_set", sc.Arg(1, sc.NE, 0))  # ... of itself
     return f
 
 

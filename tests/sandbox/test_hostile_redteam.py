@@ -272,6 +272,13 @@ PROGRAMS = [
       must_not_print="resumed", wall_s=1.0),
     P("stopped_children", "import os, signal, time\nfor _ in range(4):\n    if os.fork() == 0:\n        os.kill(os.getpid(), signal.SIGSTOP)\n"
       "        os._exit(0)\ntime.sleep(0.1)\nprint('children stopped')\n", must_print="children stopped"),
+    P("retune_pid1_for_later_runs", "import resource, os\nfor who in (1, 0):\n"
+      "    for fn in (lambda: resource.prlimit(1, resource.RLIMIT_AS, (1 << 20, 1 << 20)),"
+      " lambda: resource.prlimit(1, resource.RLIMIT_NOFILE, (4, 4)), lambda: os.sched_setaffinity(1, {0}),"
+      " lambda: os.setpriority(os.PRIO_USER, 0, 19), lambda: os.setpriority(os.PRIO_PROCESS, 1, 19),"
+      " lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0))):\n"
+      "        try: fn(); print('ESCAPED')\n        except OSError: pass\nprint('tried')\n",
+      must_print="tried", must_not_print="ESCAPED"),
     P("nice_ionice_rt", TRY + "import os\nattempt('nice', lambda: os.nice(-5))\n"
       "attempt('rt', lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50)))\n"
       "attempt('prio', lambda: os.setpriority(os.PRIO_PROCESS, 0, -10))\n"
@@ -374,7 +381,9 @@ def test_program_contained(prog: Prog, sandbox, secret, secret_file, host_unaffe
         assert prog.must_not_print not in out, result
     for blob in (result.stdout, result.stderr):
         assert secret.encode() not in blob
-    assert sandbox.execute("print(6 * 7)").stdout == b"42\n"  # the slot (or its replacement) still serves
+    for _ in range(2):  # both slots (FIFO pool) still serve honest runs with memory and fds to spare
+        again = sandbox.execute("x = bytearray(32 << 20)\nfds = [open('/dev/null') for _ in range(64)]\nprint(6 * 7)")
+        assert again.stdout == b"42\n", again
 
 
 def test_persistence_between_runs_in_a_warm_slot(sandbox, host_unaffected) -> None:

@@ -9,6 +9,10 @@ constant, grad clip 1.0, fp32, 2 torch threads, 20 steps. Rewards are WORKLOAD.m
 them from the ``arith`` verifier service (``correct_weight=1, format_weight=0.1``) on loopback, started
 by ``cohort train`` itself (its RSS is reported separately: it is another process).
 
+Cohort runs the update in micro-batches of 32 rows by default (``--micro-batch``): the same gradient
+(the normaliser is computed over the whole batch, as the workload's 16 x 4 side run), half the
+activation memory. Only rows that enter the loss are forwarded (zero-variance groups carry no signal).
+
 TRL runs in its own venv ``.venv-peer`` (created when missing: torch==2.13.0 first, then trl==1.16.0).
 Each repeat runs TRL then Cohort back to back, each under ``/usr/bin/time -v``.
 
@@ -58,7 +62,7 @@ def timed(cmd: list[str], env: dict[str, str], log: Path) -> int:
     return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1))
 
 
-def cohort_config(workload: Path, out: Path, mu: int, threads: int = 2) -> str:
+def cohort_config(workload: Path, out: Path, mu: int, threads: int = 2, micro_batch: int | None = 32) -> str:
     cfg = {
         "model": {"path": str(workload / "model"), "tokenizer_path": str(workload / "tokenizer")},
         "data": {"path": str(workload / "data" / "train.jsonl"), "shuffle_seed": 0},
@@ -68,7 +72,8 @@ def cohort_config(workload: Path, out: Path, mu: int, threads: int = 2) -> str:
                  "scale_rewards": "group", "adv_eps": 1e-4, "num_iterations": mu, "mask_truncated_completions": False},
         "rollout": {"engine": "transformers", "temperature": 1.0, "top_p": 1.0, "max_completion_length": 32},
         "optim": {"learning_rate": 1e-4, "weight_decay": 0.0, "adam_beta1": 0.9, "adam_beta2": 0.999,
-                  "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "lr_scheduler_type": "constant"},
+                  "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "lr_scheduler_type": "constant",
+                  "micro_batch_size": micro_batch},
         "run": {"output_dir": str(out), "max_steps": 20 // mu, "seed": 0, "torch_threads": threads, "resume": False,
                 "tensorboard": False, "progress": False, "plot": False},
     }
@@ -83,13 +88,14 @@ def run_trl(python: Path, workload: Path, tmp: Path, tag: str, mu: int, env: dic
     rewards = [s["reward"] for s in steps]
     return {"s_per_step": statistics.median(s["wall_s"] for s in steps if s["step"] >= 3),
             "peak_rss_mib": rss / 1024, "reward_20": rewards[19], "reward_16_20": statistics.mean(rewards[15:20]),
-            "rewards": rewards}
+            "rewards": rewards, "foreign_cpu": result["summary"]["foreign_cpu_frac_measured"]}
 
 
-def run_cohort(workload: Path, tmp: Path, tag: str, mu: int, env: dict[str, str], threads: int) -> dict:
+def run_cohort(workload: Path, tmp: Path, tag: str, mu: int, env: dict[str, str], threads: int,
+               micro_batch: int | None) -> dict:
     out = tmp / tag
     cfg_path = tmp / f"{tag}.yaml"
-    cfg_path.write_text(cohort_config(workload, out, mu, threads))
+    cfg_path.write_text(cohort_config(workload, out, mu, threads, micro_batch))
     rss = timed([sys.executable, "-m", "cohort.cli", "train", "--config", str(cfg_path)], env, tmp / f"{tag}.log")
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     # mu=2: one record per generation round holding two optimizer steps; report per optimizer step
@@ -128,6 +134,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--num-iterations", type=int, default=1, choices=[1, 2])
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads for both (the workload says 2)")
+    ap.add_argument("--micro-batch", type=int, default=32,
+                    help="Cohort's micro-batch (rows per forward/backward); 0 = the whole batch. Same maths: the "
+                         "loss normaliser is computed over the whole batch (WORKLOAD.md: 16 x 4 is the same maths)")
     ap.add_argument("--keep", type=Path, default=None, help="keep logs and results in this folder")
     args = ap.parse_args()
     workload = args.workload.resolve()
@@ -142,11 +151,12 @@ def main() -> None:
         trl.append(run_trl(python, workload, tmp, f"trl_mu{args.num_iterations}_r{r}", args.num_iterations, env,
                            args.threads))
         ours.append(run_cohort(workload, tmp, f"cohort_mu{args.num_iterations}_r{r}", args.num_iterations, env,
-                               args.threads))
+                               args.threads, args.micro_batch or None))
         print(f"repeat {r}: TRL {trl[-1]['s_per_step']:.3f} s/step {trl[-1]['peak_rss_mib']:.0f} MiB "
               f"reward@20 {trl[-1]['reward_20']:.4f} | Cohort {ours[-1]['s_per_step']:.3f} s/step "
               f"{ours[-1]['peak_rss_mib']:.0f} MiB reward@20 {ours[-1]['reward_20']:.4f} "
-              f"idle {ours[-1]['idle_frac']:.3f}", flush=True)
+              f"idle {ours[-1]['idle_frac']:.3f} (other processes' CPU share during TRL: "
+              f"{trl[-1]['foreign_cpu']:.0%})", flush=True)
     service_rss = measure_verifier_rss(env)
 
     def med(rows, key):
@@ -155,7 +165,8 @@ def main() -> None:
     keys = ("s_per_step", "peak_rss_mib", "reward_20", "reward_16_20")
     t = {k: med(trl, k) for k in keys}
     o = {k: med(ours, k) for k in keys}
-    print(f"\nmu={args.num_iterations}, torch threads {args.threads}, {args.repeats} repeat(s), medians; steps 3-20 for time; logs in {tmp}")
+    print(f"\nmu={args.num_iterations}, torch threads {args.threads}, Cohort micro-batch {args.micro_batch or 64}, "
+          f"{args.repeats} repeat(s), medians; steps 3-20 for time; logs in {tmp}")
     print(f"{'':24}{'TRL 1.16':>12}{'Cohort':>12}{'Cohort/TRL':>12}   goal")
     print(f"{'s/step':24}{t['s_per_step']:12.3f}{o['s_per_step']:12.3f}{o['s_per_step'] / t['s_per_step']:12.2f}   <= 0.5")
     print(f"{'peak RSS MiB (trainer)':24}{t['peak_rss_mib']:12.0f}{o['peak_rss_mib']:12.0f}"

@@ -41,15 +41,32 @@ def token_logprobs(
     return logprobs, entropy
 
 
+def completion_lengths(attention_mask: Int[Tensor, "B L"], completion_len: int) -> Int[Tensor, "B"]:
+    return attention_mask[:, -completion_len:].sum(dim=1)  # completions are right-padded
+
+
+def length_buckets(lengths: Int[Tensor, "B"], micro_batch: int) -> list[tuple[Tensor, int]]:
+    """Micro-batches of rows with similar completion lengths: (row indices, width to keep).
+
+    Rows are taken longest first, and each micro-batch is cut to its own longest completion, so
+    short completions do not pay for the longest one's padding. Trailing columns that every row of a
+    micro-batch has as padding change nothing (causal attention, right padding): the same maths.
+    """
+    order = torch.argsort(lengths, descending=True, stable=True)
+    return [(idx, max(int(lengths[idx].max()), 1)) for idx in order.split(micro_batch)]
+
+
 @torch.no_grad()
 def batched_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
                      temperature: float, micro_batch: int) -> Float[Tensor, "B T"]:
-    out = []
-    for s in range(0, input_ids.shape[0], micro_batch):
-        lp, _ = token_logprobs(model, input_ids[s : s + micro_batch], attention_mask[s : s + micro_batch],
-                               completion_len, temperature)
-        out.append(lp)
-    return torch.cat(out)
+    """No-grad log-probs (B, T) in length-bucketed micro-batches; 0 past each completion's end."""
+    tp = input_ids.shape[1] - completion_len
+    out = torch.zeros(input_ids.shape[0], completion_len)
+    for idx, width in length_buckets(completion_lengths(attention_mask, completion_len), micro_batch):
+        lp, _ = token_logprobs(model, input_ids[idx, : tp + width], attention_mask[idx, : tp + width], width,
+                               temperature)
+        out[idx, :width] = lp.float()
+    return out
 
 
 @dataclass
@@ -115,15 +132,16 @@ class Learner:
                                        reduce=comm.sum)  # global rows / tokens
         self.optimizer.zero_grad(set_to_none=True)
         totals = {"loss": 0.0, "policy": 0.0, "kl_sum": 0.0, "clipped": 0.0, "tokens": 0.0, "entropy_sum": 0.0}
-        for s in range(0, n, mb):
-            sl = slice(s, s + mb)
-            comm.grad_sync(policy, s + mb >= n)  # reduce gradients once, in the last micro-batch
-            logprobs, entropy = token_logprobs(policy, batch.input_ids[sl], batch.attention_mask[sl], t,
-                                               cfg.rollout.temperature, with_entropy=True)
-            old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl]
-            ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl]
-            isw = None if batch.is_weights is None else batch.is_weights[sl]
-            out = policy_loss(LossInputs(logprobs, old, batch.advantages[sl], batch.loss_mask[sl], ref, isw),
+        tp = batch.input_ids.shape[1] - t
+        buckets = length_buckets(completion_lengths(batch.attention_mask, t), mb)  # n_micro micro-batches
+        for k, (sl, w) in enumerate(buckets):
+            comm.grad_sync(policy, k == len(buckets) - 1)  # reduce gradients once, in the last micro-batch
+            logprobs, entropy = token_logprobs(policy, batch.input_ids[sl, : tp + w], batch.attention_mask[sl, : tp + w],
+                                               w, cfg.rollout.temperature, with_entropy=True)
+            old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl, :w]
+            ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl, :w]
+            isw = None if batch.is_weights is None else batch.is_weights[sl, :w]
+            out = policy_loss(LossInputs(logprobs, old, batch.advantages[sl], batch.loss_mask[sl, :w], ref, isw),
                               self.loss_cfg, denominator, n_micro)
             out.loss.backward()
             totals["loss"] += float(out.loss.detach())
@@ -131,7 +149,7 @@ class Learner:
             totals["kl_sum"] += float(out.kl_sum)
             totals["clipped"] += float(out.clipped_tokens)
             totals["tokens"] += float(out.tokens)
-            totals["entropy_sum"] += float((entropy * batch.loss_mask[sl]).sum())
+            totals["entropy_sum"] += float((entropy * batch.loss_mask[sl, :w]).sum())
         totals = comm.sum_floats(totals)  # metrics over the global batch
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.max_grad_norm)
         self.optimizer.step()

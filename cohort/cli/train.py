@@ -38,9 +38,6 @@ def train(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # SIGTERM unwinds like Ctrl-C, so local verifier services are stopped and the metrics file closed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    from trainer.memory import use_fixed_mmap_threshold
-
-    use_fixed_mmap_threshold()  # before torch allocates: freed activations go back to the OS
     from trainer.train import run
 
     try:

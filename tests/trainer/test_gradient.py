@@ -13,7 +13,8 @@ from trainer.config import TinyModel
 
 
 def setup(lr=1e-2, **grpo):
-    overrides = [f"optim.learning_rate={lr}", "rollout.max_completion_length=2"] + [f"grpo.{k}={v}" for k, v in grpo.items()]
+    overrides = [f"optim.learning_rate={lr}", "rollout.max_completion_length=2", "grpo.beta=0.0",
+                 "grpo.epsilon_high=0.2"] + [f"grpo.{k}={v}" for k, v in grpo.items()]
     cfg = load_config(None, overrides)
     tok = char_tokenizer()
     model = tiny_llama(TinyModel(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2), tok)
@@ -91,3 +92,27 @@ def test_kl_pulls_towards_the_reference():
         learner.step(UpdateBatch(ids, am, mask, torch.zeros(2), None, ref_tok))
     gap_after = (seq_logprob(model, ids, am, 2) - ref_lp).abs().sum()
     assert gap_after < gap_before
+
+
+def test_length_bucketed_micro_batches_give_the_full_batch_gradient():
+    """Rows of different lengths, micro-batches of 2 cut to their own width == one full-width batch."""
+    from trainer.loss import LossInputs, loss_denominator, policy_loss
+
+    for loss_type in ("grpo", "dapo", "dr_grpo"):
+        cfg, tok, model = setup(loss_type=loss_type)
+        cfg = cfg.model_copy(update={"optim": cfg.optim.model_copy(update={"micro_batch_size": 2, "max_grad_norm": 1e9})})
+        prompt = tok("2+3=")["input_ids"]
+        comps = [tok(c)["input_ids"] + [tok.eos_token_id] for c in ["5", "123", "7", "45"]]
+        width = max(map(len, comps))
+        ids = torch.tensor([prompt + c + [tok.pad_token_id] * (width - len(c)) for c in comps])
+        am = torch.tensor([[1] * len(prompt) + [1] * len(c) + [0] * (width - len(c)) for c in comps])
+        mask = am[:, len(prompt):].bool()
+        adv = torch.tensor([1.0, -0.5, 0.7, -1.2])
+        lp, _ = token_logprobs(model, ids, am, width)
+        full = policy_loss(LossInputs(lp, lp.detach(), adv, mask), Learner(model, cfg).loss_cfg,
+                           loss_denominator(mask, loss_type, cfg.rollout.max_completion_length))
+        want = torch.autograd.grad(full.loss, list(model.parameters()))
+        learner = Learner(model, cfg)
+        learner.step(UpdateBatch(ids, am, mask, adv, None, None))
+        for g, p in zip(want, model.parameters()):
+            assert torch.allclose(p.grad, g, atol=1e-7), loss_type

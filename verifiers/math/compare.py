@@ -573,9 +573,10 @@ def _set_membership(item: str) -> list[str]:
     return [item]
 
 
-def _as_union(items: list[str]) -> list[str]:
-    """'x < -1 or x > 2' (several one-variable inequalities in the same variable) -> one union of intervals."""
-    if len(items) < 2:
+def _as_union(items: list[str], source: str) -> list[str]:
+    """'x < -1 or x > 2' (one-variable inequalities in the same variable joined by 'or') -> one union of
+    intervals. Joined by 'and' (an intersection) or by commas (ambiguous) they stay a list."""
+    if len(items) < 2 or not re.search(r"\bor\b", source) or re.search(r"\band\b|,", source):
         return items
     intervals = []
     for item in items:
@@ -602,8 +603,8 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
     parts = [normalize(a) for a in answers]
     if len(parts) == 1 and parts[0] == gold:
         return Outcome(True, "identical after normalisation")
-    g_items = _as_union(_dedupe([m for i in split_items(gold) for m in _set_membership(i)]))
-    a_items = _as_union(_dedupe([m for p in parts for i in split_items(p) for m in _set_membership(i)]))
+    g_items = _as_union(_dedupe([m for i in split_items(gold) for m in _set_membership(i)]), gold)
+    a_items = _as_union(_dedupe([m for p in parts for i in split_items(p) for m in _set_membership(i)]), " or ".join(parts))
     if not g_items:
         raise OverLimits("gold", "is empty")
     if not a_items:

@@ -7,9 +7,10 @@ The candidate's code and the tests never share a process. Two sandboxes run side
 - the **judge** slot runs the trusted test code (MBPP asserts, or HumanEval ``check(candidate)``)
   in which every function the candidate defined is a proxy that forwards the call.
 
-The host relays frames between the two and validates every candidate reply structurally
-(``codec.check``: linear time, nothing is built or hashed on the host), and the judge decodes it
-into fresh ints, strs, lists... Pass/fail is reported by the judge over its own socket. Hence: fake PASS markers,
+The host relays frames between the two without parsing the candidate's return values (nothing
+untrusted is built or hashed on the host: a set of hash-colliding ints or 16 MiB of JSON costs
+the judge's time budget, not the service's), and the judge decodes each one strictly into fresh
+ints, strs, lists... Pass/fail is reported by the judge over its own socket. Hence: fake PASS markers,
 patched ``print``/builtins/harness, frame walking, ``atexit`` hooks, ``os._exit(0)``, an
 ``__eq__`` that always returns True, re-exec of the harness, reading tests from disk or writing to
 the parent's stdout all stay inside the candidate's sandbox, which holds neither the tests nor the
@@ -40,10 +41,11 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from sandbox import policy
-from sandbox.codec import CodecError, FRAME_HEADER, check, pack, unpack, valid_text
+from sandbox.codec import CodecError, FRAME_HEADER, pack, unpack, valid_text
 from sandbox.executor import ExecResult, ExecStatus, SandboxError, Slot
 
 MAX_FRAME = 16 << 20
+SMALL_FRAME = 64 << 10
 Cause = Literal["", "assertion", "runtime", "timeout", "memory", "output"]
 
 
@@ -123,14 +125,27 @@ def _send(sock: socket.socket, message: dict, deadline: float) -> None:
 
 def _recv(sock: socket.socket, deadline: float) -> dict | None:
     """One frame, or None on EOF; raises TimeoutError when ``deadline`` passes."""
+    body = _recv_body(sock, deadline)
+    return None if body is None else unpack(body)
+
+
+def _recv_body(sock: socket.socket, deadline: float) -> bytes | None:
+    """One frame's raw body, or None on EOF; raises TimeoutError when ``deadline`` passes."""
     header = _recv_exact(sock, FRAME_HEADER, deadline)
     if header is None:
         return None
     size = int.from_bytes(header, "big")
     if size > MAX_FRAME:
         raise CodecError(f"frame of {size} bytes is over the {MAX_FRAME} cap")
-    body = _recv_exact(sock, size, deadline)
-    return None if body is None else unpack(body)
+    return _recv_exact(sock, size, deadline)
+
+
+def _send_raw(sock: socket.socket, frame: bytes, deadline: float) -> None:
+    sock.settimeout(max(0.001, deadline - time.monotonic()))
+    try:
+        sock.sendall(frame)
+    except socket.timeout:
+        raise TimeoutError from None
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes | None:
@@ -230,33 +245,39 @@ class _Candidate:
             self.stderr += result.stderr[: max(0, cap - len(self.stderr))]
         return result
 
-    def call(self, request: dict, deadline: float) -> tuple[dict, Cause]:
-        """Forward one call; returns (reply for the judge, cause if the candidate failed)."""
+    def call(self, request: dict, deadline: float) -> tuple[bytes, Cause]:
+        """Forward one call; returns (frame for the judge, cause if the candidate failed).
+
+        A return value is relayed as the candidate's raw frame, unparsed: the host never spends
+        time on untrusted data (16 MiB of JSON would hold the service's GIL for seconds per
+        call). The judge decodes it strictly into fresh builtins, under its own deadline.
+        """
         if self.run is None:
             error, cause = self.start(deadline)
             if error:
-                return {"gone": error}, cause
+                return pack({"gone": error}), cause
         message = {"call": request.get("call"), "args": request.get("args"), "kwargs": request.get("kwargs")}
         try:
             _send(self.run.host, message, deadline)
-            reply = _recv(self.run.host, deadline)
+            body = _recv_body(self.run.host, deadline)
         except TimeoutError:
             self.stop(kill=True)
-            return {"gone": "per-test time limit exceeded"}, "timeout"
+            return pack({"gone": "per-test time limit exceeded"}), "timeout"
         except (OSError, CodecError):
-            reply = None
-        if reply is None:
-            return {"gone": "candidate process ended"}, _cause_of(self.stop(kill=True))
-        if "ok" in reply:
-            try:
-                return {"ok": check(reply["ok"])}, ""
-            except (CodecError, RecursionError) as exc:
-                return {"err": ["TypeError", f"bad return value: {exc}"]}, "runtime"
+            body = None
+        if body is None:
+            return pack({"gone": "candidate process ended"}), _cause_of(self.stop(kill=True))
+        if body.startswith(b'{"ok":'):
+            return len(body).to_bytes(FRAME_HEADER, "big") + body, ""
+        try:  # an exception report: small, parsed here for its cause
+            reply = unpack(body) if len(body) <= SMALL_FRAME else {}
+        except CodecError:
+            reply = {}
         err = reply.get("err")
         if isinstance(err, list) and len(err) == 2 and all(isinstance(x, str) for x in err):
             kind, msg = valid_text(err[0][:100]), valid_text(err[1][:2000])
-            return {"err": [kind, msg]}, "memory" if kind == "MemoryError" else "runtime"
-        return {"err": ["RuntimeError", "malformed reply from candidate"]}, "runtime"
+            return pack({"err": [kind, msg]}), "memory" if kind == "MemoryError" else "runtime"
+        return pack({"err": ["RuntimeError", "malformed reply from candidate"]}), "runtime"
 
 
 def run_tests(sandbox, code: str, spec: TestSpec, per_test_timeout_s: float, stop_first: bool,
@@ -313,10 +334,10 @@ def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, 
                 test_deadline = min(overall, time.monotonic() + per_test)
             elif "call" in msg:
                 called_in_setup = called_in_setup or current < 0
-                reply, call_cause = candidate.call(msg, test_deadline)
+                frame, call_cause = candidate.call(msg, test_deadline)
                 cause = cause or call_cause
                 try:
-                    _send(judge.host, reply, overall)
+                    _send_raw(judge.host, frame, overall)
                 except (TimeoutError, OSError):
                     break  # the judge is gone or stuck: its unfinished tests count as not passed
             elif "end" in msg:

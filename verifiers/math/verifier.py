@@ -69,7 +69,7 @@ class _LRU:
 
 class MathVerifier:
     name = "math"
-    version = "1.0.0"
+    version = "1.1.0"  # verdict rules changed: cached verdicts of 1.0.0 do not carry over
     description = "final-answer equivalence (boxed/answer tags/markers) with exact rationals and SymPy in killable workers"
     reference_kinds = ("answer",)
 

@@ -212,11 +212,11 @@ def test_surrogate_error_text_still_crosses_grpc(verifier, sandbox, secret, host
     from sandbox.judge import TestSpec
     from sandbox.server import tests_response
 
-    code = "raise ValueError('\\ud800\\udfff')\n"
+    code = "raise ValueError('\\ud800 lone')\n"  # a lone surrogate (a pair would be joined by JSON)
     result = grade(verifier, code, ADD)
     assert_scored_and_clean(result, secret)
     assert result.verdict is Verdict.RUNTIME_ERROR
-    run = sandbox.run_tests("def add(a, b):\n    raise KeyError('\\udcff')\n", TestSpec("asserts", asserts=ADD.asserts), 2.0)
+    run = sandbox.run_tests("def add(a, b):\n    raise ValueError('\\udcff')\n", TestSpec("asserts", asserts=ADD.asserts), 2.0)
     tests_response(run).SerializeToString()
     assert run.passed == 0
 

@@ -456,6 +456,26 @@ def test_execute_code_over_grpc_contained(name, stub, secret, host_unaffected) -
     assert again.stdout == b"42\n" and proc.proc.poll() is None  # the service keeps serving
 
 
+GRPC_FORGES = [f for f in FORGES if f.id in ("stopiteration_in_map", "fake_ready_names", "thread_spams_forged_frames")]
+
+
+@pytest.mark.parametrize("case", GRPC_FORGES, ids=[c.id for c in GRPC_FORGES])
+def test_code_verifier_over_grpc_run_tests(case: Forge, stub, secret, host_unaffected) -> None:
+    """The same forges through the code verifier's gRPC backend (SandboxService.RunTests)."""
+    from verifiers.code import CodeVerifier, GrpcBackend
+
+    _, proc = stub
+    v = CodeVerifier(backend=GrpcBackend(proc.endpoint), max_parallel=1)
+    try:
+        result = grade(v, case.code, case.tests)
+        lone = grade(v, "def add(a, b):\n    raise ValueError('\\ud800')\n", ADD)  # must still serialize
+    finally:
+        v._executor.shutdown()
+    assert_scored_and_clean(result, secret)
+    assert result.reward <= case.honest
+    assert lone.status is RolloutStatus.OK and lone.verdict is Verdict.RUNTIME_ERROR
+
+
 CLI_ATTACKS = {
     "forged_json_verdict": "import sys\nprint(json := '{\"verdict\": \"correct\", \"reward\": 1.0}')\n"
                            "sys.stderr.write(json)\n" + HALF,

@@ -144,6 +144,8 @@ def answer_from_phrase(phrase: str, after_marker: bool = False) -> str:
     if boxes:
         return boxes[-1][2]
     spans = _math_spans(phrase)
+    if not spans and _PLAIN_MATH.match(phrase):
+        return phrase  # plain-text maths: 'sqrt(3)/2', '2*pi', 'x^2 + 2*x + 1'
     if not spans and (not _WORDS.search(_strip_commands(phrase)) or _MATH_START.match(phrase)):
         return phrase  # the phrase is the answer: '-\\frac{8x^2}{9} + 1', '3 hours', 'C. x = 42'
     lowered = phrase.lower()
@@ -167,9 +169,15 @@ def answer_from_phrase(phrase: str, after_marker: bool = False) -> str:
 _EXPLANATION = re.compile(r"(?:\s*,\s*|\s+|\s*\(\s*)(?:because|since|which|where|as|given|due to|for|from|when|if|using|by|with|so|not|rather than|instead of)\b", re.I)
 
 
+_PAREN_WORDS = re.compile(r"\s+\([A-Za-z][A-Za-z\s,.'-]{2,}\)\s*$")
+
+
 def _cut_explanation(phrase: str) -> str:
-    """'12, which is 3 times 4' / '5 because 2 + 3 = 5' / '7 (since 3 + 4 = 7)': the answer is what comes
-    before the explanation (outside math only; never the whole phrase)."""
+    """'12, which is 3 times 4' / '5 because 2 + 3 = 5' / '7 (since 3 + 4 = 7)' / '15 (fifteen)': the
+    answer is what comes before the explanation (outside math only; never the whole phrase)."""
+    m = _PAREN_WORDS.search(phrase)
+    if m and m.start() > 0:
+        phrase = phrase[: m.start()]
     for m in _EXPLANATION.finditer(phrase):
         head = phrase[: m.start()]
         if m.start() > 0 and head.count("$") % 2 == 0 and head.count("\\(") <= head.count("\\)") and head.strip():
@@ -193,6 +201,7 @@ def _numbers_in(words: str) -> str:
 
 
 _WORDS = re.compile(r"[A-Za-z]{3,}")
+_PLAIN_MATH = re.compile(r"^(?:\d+(?:\.\d+)?|[-+*/^().,=\s]|(?:sqrt|pi|ln|sin|cos|tan)(?![A-Za-z])|[A-Za-z](?![A-Za-z]))+$")
 
 
 _MATH_START = re.compile(r"[-+−\d.(\[{\\]|[A-Za-z](?:[\s=<>.,:)_^]|$)")

@@ -52,6 +52,7 @@ _NOISE = [
     (re.compile(r"\\dfrac|\\tfrac"), r"\\frac"),
     (re.compile(r"\\operatorname\s*\{(\w+)\}"), r"\\\1"),
     (re.compile(r"\\text\{\s*(?:all real numbers|all reals)\s*\}|^(?:all real numbers|all reals)$", re.I), r"\\mathbb{R}"),
+    (re.compile(r"\\(?:bm|boldsymbol)\s*\{"), "{"),  # bold maths is the same maths
     (re.compile(r"\\varnothing(?![a-zA-Z])|\\\{\s*\\\}"), r"\\emptyset "),  # one spelling of the empty set
     (re.compile(r"\\langle(?![a-zA-Z])|⟨"), "("),  # a vector <1, 2> is the tuple (1, 2)
     (re.compile(r"\\rangle(?![a-zA-Z])|⟩"), ")"),
@@ -84,11 +85,16 @@ def _sqrt_parens(s: str) -> str:
         i = k + 1
 
 
+_PLAIN_FUNCTION = re.compile(r"(?<![\\A-Za-z])(sqrt|pi|ln|sin|cos|tan)(?![A-Za-z])(?=\s*\(|(?<=pi))")
+
+
 def normalize(text: str) -> str:
     """Presentation-free LaTeX (deterministic, idempotent in practice)."""
     s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", text)
     s = re.sub("(\\d?)(" + "|".join(_VULGAR) + ")", lambda m: (m.group(1) + " " if m.group(1) else "") + _VULGAR[m.group(2)], s)  # 1⅓ = 1 1/3
     s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
+    if _PLAIN_FUNCTION.search(s):  # plain-text maths: '3*sqrt(2)', 'pi/2', '2pi'
+        s = _PLAIN_FUNCTION.sub(lambda m: "\\" + m.group(1), s)
     s = _sqrt_parens(s) if "\\sqrt(" in s else s
     if "\\begin" not in s and re.search(r"\\\\(?:left|right|frac|sqrt|pi|boxed|text|cdot|times|infty)", s):
         s = re.sub(r"\\\\(?=[a-zA-Z])", r"\\", s)  # doubly escaped LaTeX: '\\\\frac' -> '\\frac'
@@ -100,7 +106,8 @@ def normalize(text: str) -> str:
     s = _single_char_args(s)
     s = re.sub(r"(\d)\s*,\s*!?\s*(?=\d{3}(?!\d))", _thousands, s)
     s = re.sub(r"\b(\d{1,3})((?: \d{3})+)(?![\d.,]| ?\d)", lambda m: m.group(1) + m.group(2).replace(" ", ""), s)
-    s = re.sub(r"\\text\{\s*\}", "", s)
+    s = re.sub(r"\\text\{\s*(\\?%)\s*\}", r"\\%", s)  # '50\\text{\\%}'
+    s = re.sub(r"\\text\{\s*[.,;]?\s*\}", "", s)  # '\\text{}', a full stop written as '\\text{.}'
     s = re.sub(r"\s+", " ", s).strip()
     s = s.rstrip(".").strip()
     s = re.sub(r"^\\text\{(.*)\}$", lambda m: _unwrap_text(m.group(1)), s) if _single_group(s, "\\text{") else s

@@ -35,13 +35,22 @@ Defended against (each has a test in ``tests/sandbox/``):
   bombs; per user namespace on Linux >= 5.14), tmpfs size caps (disk fill, /dev/shm), a wall-clock
   deadline after which PID 1 kills the whole tree (and the host kills the whole sandbox if PID 1
   does not answer), stdout/stderr caps enforced by the host reader.
-- **Persistence**: nothing outlives a run: processes are killed, tmpfs dirs wiped, SysV IPC denied,
-  and each child is forked from a zygote whose memory never held a previous job.
+- **Persistence**: nothing outlives a run: processes are killed, tmpfs dirs wiped, /dev read-only,
+  SysV IPC and memfd denied, PID 1's rlimits / priority / affinity out of reach (a slot whose PID 1
+  changed anyway is replaced), and each child is forked from a zygote whose memory never held a
+  previous job.
 - **Forged verdicts**: see ``sandbox/judge.py``: tests run in a *different* sandbox from the
-  candidate, and only plain data crosses between them.
+  candidate, and only plain data crosses between them (relayed unparsed by the host, decoded
+  strictly by the judge; a candidate's StopIteration reaches the tests as RuntimeError). Error
+  text from either side is made valid UTF-8 before it reaches protobuf.
+- **Escaping the score**: the ways we know for a program to turn its result into an
+  infrastructure failure (masked, not scored) are closed: a wipe that overruns, error text that
+  protobuf refuses, reference setup code that calls the candidate and crashes.
 
 Not defended against (deployment must add these layers):
 
+- A test that calls a helper the *candidate* also defines (HumanEval's ``poly`` with no prompt
+  given as ``setup_code``) calls the candidate's version: references must supply their helpers.
 - Kernel vulnerabilities reachable through the allowed syscalls (a VM or gVisor would help).
 - Side channels (timing, Spectre), CPU contention between slots, and memory pressure on the host
   when the machine has no usable cgroup: RLIMIT_AS bounds each process, RLIMIT_NPROC their number,

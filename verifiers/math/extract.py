@@ -191,6 +191,8 @@ _NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|cannot|can't|isn't|won't|
 def _numbers_in(words: str) -> str:
     """The number in a sentence ('16 dollars'); several different numbers ('either 2, 3, or 4') are kept
     as a list, which the comparison treats as a hedge unless the gold has exactly those values."""
+    if words.count("=") and _NUMBER.search(words.rsplit("=", 1)[1]):
+        words = words.rsplit("=", 1)[1]  # '2 x 12 = 24 apples': the value of the computation
     numbers = [n.strip().rstrip(",").strip() for n in _NUMBER.findall(words)]
     numbers = [n for n in numbers if n]
     if not numbers or _NEGATION.search(words[: _NUMBER.search(words).start()]):
@@ -268,10 +270,11 @@ def extract_answer(response: str) -> Extraction:
 
     if boxes:
         cluster = [boxes[-1]]
+        concluded = _concludes(text[: boxes[-1][0]])
         for box in reversed(boxes[:-1]):
             gap = text[box[1] : cluster[0][0]]
-            if len(_strip_connectors(gap)) > BOX_CLUSTER_GAP:
-                break
+            if len(_strip_connectors(gap)) > BOX_CLUSTER_GAP or (concluded and "\n\n" in gap):
+                break  # far apart, or an intermediate result in an earlier paragraph ('... so the total is \boxed{24}')
             cluster.insert(0, box)
         contents = [_unbox(b[2].strip()) for b in cluster if _unbox(b[2].strip())]
         if not contents:
@@ -305,6 +308,15 @@ def _unbox(content: str) -> str:
             return content
         content = inner[0][2].strip()
     return content
+
+
+_CONCLUSION = re.compile(r"\b(?:therefore|thus|hence|so|finally|in conclusion|in total|the (?:final )?answer|the total|the result)\b", re.I)
+
+
+def _concludes(before_box: str) -> bool:
+    """Does the sentence that holds the last box conclude ('..., so the total is $\\boxed{24}$')?"""
+    start = max(before_box.rfind("\n"), before_box.rfind(". "))
+    return bool(_CONCLUSION.search(before_box[start + 1 :]))
 
 
 def _strip_connectors(gap: str) -> str:

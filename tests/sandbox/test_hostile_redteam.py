@@ -503,3 +503,12 @@ def test_cli_exec_reports_honest_reward(name, tmp_path, secret, host_unaffected)
 
 def test_suite_size() -> None:
     assert len(FORGES) + len(PROGRAMS) + len(GRPC_ATTACKS) + len(CLI_ATTACKS) + 6 >= 60
+
+
+@pytest.mark.timeout(60)
+def test_fence_bomb_completion_does_not_hang_the_verifier(verifier, secret, host_unaffected) -> None:
+    """Thousands of unclosed ``` lines (a regex extractor took 24 s for 40 kB, ~40 min for this)."""
+    completion = "```x\n" * 80_000 + "```python\n" + HALF
+    result = grade(verifier, completion, ADD)
+    assert_scored_and_clean(result, secret)
+    assert result.reward == 0.5  # the truncated final block is the code, graded honestly

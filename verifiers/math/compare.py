@@ -599,10 +599,13 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
     if "boxed" in gold_raw or "fbox" in gold_raw:  # a gold written as '\\boxed{...}'
         boxes = find_boxes(gold_raw)
         gold_raw = ", ".join(b[2] for b in boxes) if boxes else gold_raw
-    gold = normalize(gold_raw)
-    parts = [normalize(a) for a in answers]
+    gold = _set_builder(normalize(gold_raw))
+    parts = [_set_builder(normalize(a)) for a in answers]
     if len(parts) == 1 and parts[0] == gold:
         return Outcome(True, "identical after normalisation")
+    labelled_choice = _CHOICE_WITH_VALUE.match(gold)
+    if labelled_choice:  # an AMC-style gold '\textbf{(C) }\frac{5}{7}': the letter, the value, or both
+        return _choice_with_value(labelled_choice.group(1) or labelled_choice.group(2), labelled_choice.group(3), parts, leaf)
     g_items = _as_union(_dedupe([m for i in split_items(gold) for m in _set_membership(i)]), gold)
     a_items = _as_union(_dedupe([m for p in parts for i in split_items(p) for m in _set_membership(i)]), " or ".join(parts))
     if not g_items:
@@ -624,6 +627,51 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
         labels = [_relation_chain(g)[0][0].replace(" ", "") for g in g_items]
         if a_br and a_br.group(1) == "(" and len(set(labels)) == len(labels):
             return leaf_equal("(" + ", ".join(_label_value(g) for g in g_items) + ")", a_items[0], leaf)
+    g_named, a_named = _named_values(g_items), _named_values(a_items)
+    if g_named is not None and a_named is not None:  # 'p = 3, q = 5' vs 'p = 5, q = 3': the names matter
+        if set(g_named) != set(a_named):
+            return Outcome(False, f"named values differ: {sorted(g_named)} vs {sorted(a_named)}")
+        for name, value in g_named.items():
+            if not leaf_equal(value, a_named[name], leaf).equal:
+                return Outcome(False, f"{name} differs")
+        return Outcome(True, "named values match")
     g_labels = [_label_value(g) or g for g in g_items]
     a_labels = [_label_value(a) or a for a in a_items]
     return _unordered(g_labels, a_labels, leaf, "list")
+
+
+def _named_values(items: list[str]) -> dict[str, str] | None:
+    """{'p': '3', 'q': '5'} when every item is 'name = value' with distinct names; None otherwise."""
+    named = {}
+    for item in items:
+        value = _label_value(item)
+        if value is None:
+            return None
+        named[_relation_chain(item)[0][0].replace(" ", "")] = value
+    return named if len(named) == len(items) > 1 else None
+
+
+_SET_BUILDER = re.compile(r"^\\\{\s*([a-zA-Z])\s*(?:\\mid|\||:)\s*(.+?)\s*\\\}$")
+_CHOICE_WITH_VALUE = re.compile(r"^(?:\\text\{\s*\(([A-E])\)\s*\}|\(([A-E])\))\s*(\S.*)$", re.S)
+
+
+def _set_builder(s: str) -> str:
+    """'\\{x \\mid x > 2\\}' -> 'x > 2' (the condition of a set written in set-builder notation)."""
+    m = _SET_BUILDER.match(s)
+    return m.group(2) if m and m.group(1) in m.group(2) else s
+
+
+def _choice_with_value(letter: str, value: str, parts: list[str], leaf: Leaf) -> Outcome:
+    if len(parts) != 1:
+        return Outcome(False, "several answers for one choice")
+    answer = parts[0].strip()
+    m = _CHOICE_ANSWER.match(answer) or _CHOICE_WITH_TEXT.match(answer)
+    if m:  # the answer names a letter: it must be this one (and a value written with it must be this value)
+        named = next(g for g in m.groups() if g).upper()
+        if named != letter:
+            return Outcome(False, f"choice {letter} vs {named}")
+        rest = _CHOICE_WITH_VALUE.match(answer)
+        if rest and not leaf_equal(value, rest.group(3), leaf).equal:
+            return Outcome(False, f"choice {letter} with a different value")
+        return Outcome(True, f"choice {letter}")
+    return leaf_equal(value, answer, leaf)

@@ -46,6 +46,7 @@ from sandbox.executor import ExecResult, ExecStatus, SandboxError, Slot
 
 MAX_FRAME = 16 << 20
 SMALL_FRAME = 64 << 10
+READY_FRAME = 1 << 20  # the candidate's first frame (its function names) is parsed here: kept small
 Cause = Literal["", "assertion", "runtime", "timeout", "memory", "output"]
 
 
@@ -123,20 +124,20 @@ def _send(sock: socket.socket, message: dict, deadline: float) -> None:
         raise TimeoutError from None
 
 
-def _recv(sock: socket.socket, deadline: float) -> dict | None:
+def _recv(sock: socket.socket, deadline: float, cap: int = MAX_FRAME) -> dict | None:
     """One frame, or None on EOF; raises TimeoutError when ``deadline`` passes."""
-    body = _recv_body(sock, deadline)
+    body = _recv_body(sock, deadline, cap)
     return None if body is None else unpack(body)
 
 
-def _recv_body(sock: socket.socket, deadline: float) -> bytes | None:
+def _recv_body(sock: socket.socket, deadline: float, cap: int = MAX_FRAME) -> bytes | None:
     """One frame's raw body, or None on EOF; raises TimeoutError when ``deadline`` passes."""
     header = _recv_exact(sock, FRAME_HEADER, deadline)
     if header is None:
         return None
     size = int.from_bytes(header, "big")
-    if size > MAX_FRAME:
-        raise CodecError(f"frame of {size} bytes is over the {MAX_FRAME} cap")
+    if size > cap:
+        raise CodecError(f"frame of {size} bytes is over the {cap} cap")
     return _recv_exact(sock, size, deadline)
 
 
@@ -216,7 +217,7 @@ class _Candidate:
         """Load the code; returns ("", "") or (load error, cause)."""
         self.run = _Run(self.slot, {"mode": "serve", "code": self.code}, self.limits)
         try:
-            first = _recv(self.run.host, deadline)
+            first = _recv(self.run.host, deadline, cap=READY_FRAME)
         except TimeoutError:
             self.stop(kill=True)
             return "module load did not finish in time", "timeout"

@@ -194,12 +194,13 @@ REPLY_BOMBS = {
     # ~15 MiB of JSON for every call, built once: parsing it held the host's GIL for seconds per call
     "max_size_frames": "{'ok': [{'i': '7'}] * 1_200_000}",
 }
+READY_BOMB = FRAME + "os.write(3, frame({'ready': ['add'] * 2_500_000}))\nimport time\ntime.sleep(100)\n"
 
 
-@pytest.mark.parametrize("bomb", sorted(REPLY_BOMBS))
+@pytest.mark.parametrize("bomb", [*sorted(REPLY_BOMBS), "ready_frame"])
 def test_reply_bombs_do_not_stall_the_host(bomb, verifier, secret, host_unaffected) -> None:
     """Return values the host relays unparsed: only the judge's own time budget pays for them."""
-    code = FRAME + f"BLOB = frame({REPLY_BOMBS[bomb]})\ndef add(a, b):\n    os.write(3, BLOB)\n"
+    code = READY_BOMB if bomb == "ready_frame" else FRAME + f"BLOB = frame({REPLY_BOMBS[bomb]})\ndef add(a, b):\n    os.write(3, BLOB)\n"
     tests = CodeTests("asserts", asserts=tuple(f"assert add({i}, 1) == {i + 1}" for i in range(4)))
     start = time.monotonic()
     result = grade(verifier, code, tests, per_test_timeout_s="1")

@@ -185,6 +185,9 @@ _PLAIN_TAIL = re.compile(r"^([-+]?[\d.,/\\{}\s]+?|.*?\d\s*)\s+([a-zA-Z]{1,12}(?:
 _GLUED_UNIT = re.compile(r"^([-+]?[\d.]+)(cm|mm|km|m|kg|g|ml|mi|ft|in|s|h|min)(\^\s*\{?[23]\}?)?$")
 
 
+_QUALIFIER = re.compile(r"\b(?:or|and|more|less|least|most|than|not|about|approximately|around|nearly|almost|over|under|fewer|greater|smaller|between|to|plus|minus)\b", re.I)
+
+
 @dataclass(frozen=True)
 class Quantity:
     """An answer split into a value and its decorations."""
@@ -221,6 +224,12 @@ def split_quantity(s: str) -> Quantity:
         s, percent = s[: m.start()].strip(), True
     if s.endswith("^\\circ"):
         s, degrees = s[: -len("^\\circ")].strip(), True
+    m = _TEXT_TAIL.match(s)
+    if m and _QUALIFIER.search(m.group(2)):
+        return Quantity(s)  # '5 \\text{ or more}' qualifies the number: it is not a unit
+    m = _PLAIN_TAIL.match(s) if m is None else m
+    if m and m.re is _PLAIN_TAIL and _QUALIFIER.search(m.group(2)):
+        return Quantity(s)
     m = _TEXT_TAIL.match(s)
     if m:
         s, unit = m.group(1).strip(), canonical_unit(m.group(2)) + (m.group(3) or "").replace("{", "").replace("}", "").replace(" ", "")

@@ -576,6 +576,8 @@ def _set_membership(item: str) -> list[str]:
 def _as_union(items: list[str], source: str) -> list[str]:
     """'x < -1 or x > 2' (one-variable inequalities in the same variable joined by 'or') -> one union of
     intervals. Joined by 'and' (an intersection) or by commas (ambiguous) they stay a list."""
+    if len(items) == 2 and re.search(r"\band\b", source) and not re.search(r"\bor\b|,", source):
+        return _as_intersection(items)
     if len(items) < 2 or not re.search(r"\bor\b", source) or re.search(r"\band\b|,", source):
         return items
     intervals = []
@@ -588,6 +590,26 @@ def _as_union(items: list[str], source: str) -> list[str]:
     if len({var.replace(" ", "") for var, _ in intervals}) != 1:
         return items
     return [f"{intervals[0][0]} \\in " + " \\cup ".join(_infinity(i) for _, i in intervals)]
+
+
+def _as_intersection(items: list[str]) -> list[str]:
+    """'x < 3 and x > -2' (a lower and an upper bound on one variable) -> 'x \\in (-2, 3)'."""
+    found = []
+    for item in items:
+        terms, ops = _relation_chain(item)
+        interval = _as_interval(terms, ops) if len(ops) == 1 and ops[0] in _FLIP else None
+        if interval is None:
+            return items
+        found.append(interval)
+    if found[0][0].replace(" ", "") != found[1][0].replace(" ", ""):
+        return items
+    lower = [i for _, i in found if i.endswith("\\infty)") and not i.startswith("(-\\infty")]
+    upper = [i for _, i in found if i.startswith("(-\\infty") and not i.endswith("\\infty)")]
+    if len(lower) != 1 or len(upper) != 1:
+        return items
+    lo = lower[0][: lower[0].rindex(",")]  # '(a' or '[a'
+    hi = upper[0][upper[0].index(",") + 1 :]  # ' b)' or ' b]'
+    return [f"{found[0][0]} \\in {lo},{hi}"]
 
 
 def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
@@ -648,6 +670,8 @@ def _named_values(items: list[str]) -> dict[str, str] | None:
         if value is None:
             return None
         named[_relation_chain(item)[0][0].replace(" ", "")] = value
+    if len({re.sub(r"_\{?\w+\}?$", "", name) for name in named}) == 1 and all("_" in name for name in named):
+        return None  # 'x_1 = 2, x_2 = 3': numbered roots are an unordered list
     return named if len(named) == len(items) > 1 else None
 
 

@@ -2,7 +2,6 @@
 the TRL comparison workload (``shared/bench/trl_workload/WORKLOAD.md`` section 4).
 
 It is served like every verifier (``cohort serve arith``); the learner never scores anything itself.
-It lives next to the trainer because it defines the trainer's built-in tasks, and it imports no torch.
 
 Components (each 0 or 1), on the completion as decoded (special tokens dropped):
 

@@ -124,7 +124,7 @@ class Learner:
         cfg, policy, comm = self.cfg, self.policy, self.comm
         policy.train()
         mb = cfg.optim.micro_batch_size or max(batch.input_ids.shape[0], 1)
-        n_micro = comm.max_int(-(-batch.input_ids.shape[0] // mb))  # the same on every rank
+        n_micro = max(1, comm.max_int(-(-batch.input_ids.shape[0] // mb)))  # the same on every rank; >= 1
         batch = pad_rows(batch, (n_micro - 1) * mb + 1)  # short ranks: zero-loss rows (no-op in one process)
         n = batch.input_ids.shape[0]
         t = batch.loss_mask.shape[1]

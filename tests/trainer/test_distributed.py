@@ -132,7 +132,7 @@ def _tiny_learner(micro: int):
 
     cfg = load_config(None, ["model.tiny={hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, "
                              "num_attention_heads: 2}", "grpo.prompts_per_step=2", "grpo.num_generations=2",
-                             f"optim.micro_batch_size={micro}", "grpo.loss_type=dapo"])
+                             f"optim.micro_batch_size={micro}", "grpo.loss_type=dapo", "grpo.beta=0"])
     policy, _ = build_policy(cfg.model)
     return policy, Learner(policy, cfg)
 

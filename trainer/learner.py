@@ -83,10 +83,13 @@ class UpdateBatch:
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW; the fused kernel (one pass per tensor, same update up to float rounding) for plain tensors,
+    the foreach one for sharded (DTensor) parameters."""
     o = cfg.optim
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=o.learning_rate,
-                             betas=(o.adam_beta1, o.adam_beta2), eps=o.adam_epsilon, weight_decay=o.weight_decay,
-                             foreach=True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    fused = all(type(p.data) is torch.Tensor and p.is_floating_point() for p in params)
+    return torch.optim.AdamW(params, lr=o.learning_rate, betas=(o.adam_beta1, o.adam_beta2), eps=o.adam_epsilon,
+                             weight_decay=o.weight_decay, **({"fused": True} if fused else {"foreach": True}))
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:

@@ -56,6 +56,13 @@ class LlamaDecoder:
         self.k = [p.new_zeros(shape) for _ in self.layers]
         self.v = [p.new_zeros(shape) for _ in self.layers]
         self.key_mask = torch.zeros(batch, max_len, dtype=torch.bool, device=p.device)  # (b, L) attendable
+        # q/k/v and gate/up projections fused into one matmul each (half the kernel calls per token).
+        # A snapshot of the current weights: the decoder lives for one generate() call, between updates.
+        with torch.no_grad():
+            self.qkv = [torch.cat([l.self_attn.q_proj.weight, l.self_attn.k_proj.weight, l.self_attn.v_proj.weight])
+                        for l in self.layers]  # (Hq*d + 2*Hkv*d, D)
+            self.gate_up = [torch.cat([l.mlp.gate_proj.weight, l.mlp.up_proj.weight]) for l in self.layers]  # (2I, D)
+        self.split = (self.n_heads * self.head_dim, self.n_kv * self.head_dim, self.n_kv * self.head_dim)
         self.length = 0
 
     def keep(self, rows: Tensor) -> None:
@@ -80,9 +87,10 @@ class LlamaDecoder:
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
             x = _rms(h, layer.input_layernorm.weight, self.eps)
-            q = F.linear(x, attn.q_proj.weight).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
-            k = F.linear(x, attn.k_proj.weight).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-            v = F.linear(x, attn.v_proj.weight).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+            q, k, v = F.linear(x, self.qkv[i]).split(self.split, dim=-1)  # (b, t, Hq*d), (b, t, Hkv*d) x2
+            q = q.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+            k = k.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+            v = v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
             q, k = _rope(q, cos, sin), _rope(k, cos, sin)
             self.k[i][:, :, start:end] = k
             self.v[i][:, :, start:end] = v
@@ -90,9 +98,8 @@ class LlamaDecoder:
                                                enable_gqa=self.n_kv != self.n_heads)  # (b, h, t, d)
             h = h + F.linear(o.transpose(1, 2).reshape(b, t, -1), attn.o_proj.weight)
             x = _rms(h, layer.post_attention_layernorm.weight, self.eps)
-            mlp = layer.mlp
-            h = h + F.linear(F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight),
-                             mlp.down_proj.weight)
+            gate, up = F.linear(x, self.gate_up[i]).chunk(2, dim=-1)  # (b, t, I) each
+            h = h + F.linear(F.silu(gate) * up, layer.mlp.down_proj.weight)
         self.length = end
         h = _rms(h[:, -1], self.model.model.norm.weight, self.eps)
         return F.linear(h, self.model.lm_head.weight)  # (b, V)

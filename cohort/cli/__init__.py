@@ -24,11 +24,7 @@ COMMAND_MODULES = ["serve", "verify", "sandbox", "train", "conformance", "scaffo
 
 def _load_commands() -> None:
     for name in COMMAND_MODULES:
-        try:
-            importlib.import_module(f"cohort.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"cohort.cli.{name}":
-                raise
+        importlib.import_module(f"cohort.cli.{name}")
 
 
 def main() -> None:

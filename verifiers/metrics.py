@@ -38,6 +38,11 @@ class ServerMetrics:
         for (status, verdict), n in Tally((r.status.value, r.verdict.value) for r in results).items():
             self.rollouts.labels(verifier, status, verdict).inc(n)
 
+    def observe_tally(self, rows: Sequence[tuple[str, str, str, int]]) -> None:
+        """Counts tallied elsewhere (by the scoring processes): (verifier, status, verdict, n) rows."""
+        for verifier, status, verdict, n in rows:
+            self.rollouts.labels(verifier, status, verdict).inc(n)
+
     @contextlib.contextmanager
     def track_in_flight(self) -> Iterator[None]:
         self.in_flight.inc()

@@ -23,9 +23,10 @@ the affected rollouts: a bug in a verifier is never a reward of 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -38,6 +39,7 @@ from cohort.grpc_runtime import GrpcRuntime, RuntimeOptions, abort_draining
 from verifiers import convert
 from verifiers.base import GroupRequest, GroupResult, InvalidRequest, RolloutResult, RolloutStatus, Verifier, VerifyContext
 from verifiers.metrics import ServerMetrics
+from verifiers.procs import ScoringProcesses, gil_bound
 
 log = logging.getLogger("cohort.verifiers.server")
 
@@ -53,6 +55,8 @@ class Limits:
     max_rollout_timeout_s: float = 60.0
     workers: int = 16
     """Threads running ``verify_group``; a batch is split into at most this many chunks."""
+    scoring_procs: int = 0
+    """Worker processes for GIL-bound verifiers (``max_concurrency = 1``); 0 scores them in threads."""
 
 
 class RequestError(Exception):
@@ -129,8 +133,8 @@ class Scorer:
         else:
             try:
                 results = list(verifier.verify_group(self._clamp(group), ctx))
-            except InvalidRequest:
-                raise
+            except InvalidRequest as exc:
+                raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
             except Exception as exc:  # a verifier bug: in-band VERIFIER_ERROR, logged, never reward 0
                 log.exception("verifier %s failed on group %r", group.verifier, group.group_id)
                 results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"verifier raised {exc!r}") for r in group.rollouts]
@@ -139,18 +143,29 @@ class Scorer:
             self.metrics.observe_results(group.verifier, results)
         return GroupResult(group.group_id, group.verifier, verifier.version, tuple(results), time.perf_counter() - start)
 
-    def _score_chunk(self, groups: Sequence[GroupRequest], ctx: VerifyContext) -> list[GroupResult]:
+    def score_now(self, groups: Sequence[GroupRequest], ctx: VerifyContext) -> list[GroupResult]:
+        """Score validated groups in this thread, one after the other."""
         return [self._score_one(g, ctx) for g in groups]
+
+    @contextlib.contextmanager
+    def admitted(self, n_groups: int) -> Iterator[None]:
+        """Hold ``n_groups`` places in the bounded queue (RequestError when it is full)."""
+        self.admit(n_groups)
+        self.queued += n_groups
+        if self.metrics is not None:
+            self.metrics.queue_depth.set(self.queued)
+        try:
+            yield
+        finally:
+            self.queued -= n_groups
+            if self.metrics is not None:
+                self.metrics.queue_depth.set(self.queued)
 
     async def score(self, groups: Sequence[GroupRequest], ctx: VerifyContext) -> list[GroupResult]:
         """Score groups concurrently (at most ``workers`` chunks); results in request order."""
         for g in groups:
             self.validate(g)
-        self.admit(len(groups))
-        self.queued += len(groups)
-        if self.metrics is not None:
-            self.metrics.queue_depth.set(self.queued)
-        try:
+        with self.admitted(len(groups)):
             loop = asyncio.get_running_loop()
             # Verifiers bound by the GIL (pure Python, no waiting) say so with `max_concurrency = 1`:
             # splitting their work over threads only adds contention.
@@ -158,16 +173,9 @@ class Scorer:
             n_chunks = max(1, min(len(groups), self.limits.workers, max(caps)))
             size = -(-len(groups) // n_chunks)
             chunks = [groups[i : i + size] for i in range(0, len(groups), size)]
-            futures = [loop.run_in_executor(self.executor, self._score_chunk, chunk, ctx) for chunk in chunks]
-            try:
-                done = await asyncio.gather(*futures)
-            except InvalidRequest as exc:
-                raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+            futures = [loop.run_in_executor(self.executor, self.score_now, chunk, ctx) for chunk in chunks]
+            done = await asyncio.gather(*futures)
             return [r for chunk in done for r in chunk]
-        finally:
-            self.queued -= len(groups)
-            if self.metrics is not None:
-                self.metrics.queue_depth.set(self.queued)
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -195,12 +203,14 @@ def _match_results(group: GroupRequest, results: list[RolloutResult]) -> list[Ro
 class VerifierServicer(pb_grpc.VerifierServiceServicer):
     """Converts messages and maps errors to status codes; nothing else."""
 
-    def __init__(self, scorer: Scorer, runtime: GrpcRuntime, metrics: ServerMetrics) -> None:
+    def __init__(self, scorer: Scorer, runtime: GrpcRuntime, metrics: ServerMetrics, procs: ScoringProcesses | None = None) -> None:
         self.scorer = scorer
         self.runtime = runtime
         self.metrics = metrics
+        self.procs = procs
 
-    async def _score(self, method: str, requests: Sequence[pb.VerifyGroupRequest], context) -> list[GroupResult] | None:
+    async def _score(self, method: str, requests: Sequence[pb.VerifyGroupRequest], context, *, serialized: bool = False):
+        """Domain results, or with ``serialized`` the whole reply as bytes when scoring processes can take it."""
         if self.runtime.draining:
             self.metrics.count_request(method, "UNAVAILABLE")
             await abort_draining(context)
@@ -209,8 +219,12 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         ctx = VerifyContext(deadline=None if remaining is None else time.monotonic() + remaining)
         with self.runtime.track(), self.metrics.track_in_flight():
             try:
-                groups = [convert.group_from_pb(r) for r in requests]
-                results = await self.scorer.score(groups, ctx)
+                if serialized and self.procs is not None and self.procs.handles([r.verifier for r in requests]):
+                    with self.scorer.admitted(len(requests)):
+                        results, tally = await self.procs.score(requests, ctx.deadline)
+                    self.metrics.observe_tally(tally)
+                else:
+                    results = await self.scorer.score([convert.group_from_pb(r) for r in requests], ctx)
             except convert.MalformedMessage as exc:
                 code, message = grpc.StatusCode.INVALID_ARGUMENT, str(exc)
             except RequestError as exc:
@@ -230,7 +244,9 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         if not request.requests:
             self.metrics.count_request("BatchVerifyGroups", "INVALID_ARGUMENT")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "BatchVerifyGroupsRequest.requests is empty")
-        results = await self._score("BatchVerifyGroups", request.requests, context)
+        results = await self._score("BatchVerifyGroups", request.requests, context, serialized=True)
+        if isinstance(results, bytes):  # from the scoring processes: parsed back (in C) for the generated serializer
+            return pb.BatchVerifyGroupsResponse.FromString(results)
         return pb.BatchVerifyGroupsResponse(responses=[convert.group_result_to_pb(r) for r in results])
 
     async def ListVerifiers(self, request, context):
@@ -264,6 +280,17 @@ async def serve(
             options.port_file.with_name(options.port_file.name + ".metrics").write_text(str(bound))
     runtime = GrpcRuntime(options)
     scorer = Scorer(verifiers, limits, metrics)
-    pb_grpc.add_VerifierServiceServicer_to_server(VerifierServicer(scorer, runtime, metrics), runtime.server)
+    procs = None
+    if limits.scoring_procs > 0 and any(gil_bound(v) for v in verifiers.values()):
+        # started before health turns SERVING, so the first call finds them ready
+        procs = await asyncio.to_thread(ScoringProcesses, verifiers, limits, limits.scoring_procs)
+        log.info("%d scoring processes for %s", limits.scoring_procs, ", ".join(procs.names))
+    pb_grpc.add_VerifierServiceServicer_to_server(VerifierServicer(scorer, runtime, metrics, procs), runtime.server)
     await runtime.start(service_names=[SERVICE_NAME], health_names=sorted(verifiers))
-    await runtime.serve_until_signal(on_stop=scorer.close)
+
+    def stop() -> None:
+        scorer.close()
+        if procs is not None:
+            procs.close()
+
+    await runtime.serve_until_signal(on_stop=stop)

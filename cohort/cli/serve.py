@@ -17,6 +17,9 @@ def serve(
     port_file: Path | None = typer.Option(None, help="Write the bound port to this file once serving."),
     metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Serve Prometheus metrics over HTTP on this port."),
     workers: int = typer.Option(16, min=1, help="Threads scoring groups concurrently."),
+    scoring_procs: int = typer.Option(
+        0, min=0, help="Worker processes for pure-Python (GIL-bound) verifiers such as format and arith: "
+        "a batch is split across them, one per core is a good start. 0 scores them in threads."),
     max_queued_groups: int = typer.Option(16384, min=1, help="Admitted-but-unscored groups before RESOURCE_EXHAUSTED."),
     max_groups_per_batch: int = typer.Option(4096, min=1, help="Groups per call before INVALID_ARGUMENT."),
     max_rollouts_per_group: int = typer.Option(1024, min=1, help="Rollouts per group before INVALID_ARGUMENT."),
@@ -54,7 +57,7 @@ def serve(
         raise typer.Exit(2) from None
     limits = Limits(
         max_groups_per_batch=max_groups_per_batch, max_rollouts_per_group=max_rollouts_per_group,
-        max_queued_groups=max_queued_groups, workers=workers,
+        max_queued_groups=max_queued_groups, workers=workers, scoring_procs=scoring_procs,
     )
     try:
         asyncio.run(serve_verifiers(verifiers, options, limits, metrics_port))

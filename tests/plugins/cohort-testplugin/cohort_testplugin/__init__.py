@@ -28,3 +28,21 @@ class Sleepy:
     def verify_group(self, group: GroupRequest, ctx: VerifyContext):
         time.sleep(float_option(group, "sleep_s", 0.5))
         return [RolloutResult.ok(r.index, float(len(r.completion) % 2)) for r in group.rollouts]
+
+
+class Spinner:
+    """A runaway pure-Python verifier: busy-loops ``options["spin_s"]`` seconds holding the GIL, ignoring
+    its deadline, then rewards len(completion) % 2. Declares itself GIL-bound (``max_concurrency = 1``),
+    so ``--scoring-procs`` servers run it in their killable scoring processes."""
+
+    name = "spinner"
+    version = "0.0.1"
+    description = "GIL-bound runaway verifier for tests"
+    reference_kinds = ()
+    max_concurrency = 1
+
+    def verify_group(self, group: GroupRequest, ctx: VerifyContext):
+        end = time.monotonic() + float_option(group, "spin_s", 0.0)
+        while time.monotonic() < end:
+            pass
+        return [RolloutResult.ok(r.index, float(len(r.completion) % 2)) for r in group.rollouts]

@@ -1,14 +1,19 @@
 """What gRPC costs: the format verifier through a real server vs the same verifier called in-process.
 
-Same rollouts both ways, at 1, 64 and 512 groups of 8 per call. The gRPC path is the one the trainer
-uses (``VerifierClient.verify_groups``: domain -> proto -> loopback -> server -> proto -> domain);
-the in-process path calls ``FormatVerifier.verify_group`` on each group. Prints rollouts/s for both
-and the ratio. Goal: gRPC costs at most 20% at 64x8. Columns: wall-clock rollouts/s one call at a time
-(latency cost), with ``--concurrency`` calls in flight (throughput, as the trainer uses it: it scores
-while it generates), and total CPU seconds of client + server per call over in-process CPU seconds
-(the figure least disturbed by other load on the machine).
+Same rollouts every way, at 1, 64 and 512 groups of 8 per call. The gRPC path is the one the trainer
+uses (``VerifierClient.verify_groups``: domain -> proto -> loopback -> server -> proto -> domain); the
+in-process path calls ``FormatVerifier.verify_group`` on each group, in this process, on one core.
+Two servers are measured: the default one (scoring in a thread) and one started with
+``--scoring-procs 2`` (the batch split over two scoring processes, as a server uses its cores).
 
-    .venv/bin/python bench/verifier_overhead.py [--seconds 3]
+The paths are timed interleaved, one call of each in turn, so a load change on a shared machine
+hits them all alike; each figure is a median over the rounds. Columns: rollouts/s one call at a
+time (latency), with ``--concurrency`` calls in flight (throughput, as the trainer uses it: it
+scores while it generates), their ratios to in-process, and the CPU seconds of client + server per
+call over the in-process CPU seconds (what the service costs in cores). Goal: gRPC costs at most
+20% at 64x8.
+
+    .venv/bin/python bench/verifier_overhead.py [--seconds 3] [--scoring-procs 2]
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Callable
 
 from cohort.launch import ServiceProcess
 from verifiers.base import GroupRequest, Rollout, VerifyContext
@@ -49,85 +55,104 @@ def make_groups(n_groups: int, seed: int = 0) -> list[GroupRequest]:
 
 
 def process_cpu_s(pid: int) -> float:
-    """utime + stime of a process (all its threads), from /proc."""
+    """utime + stime of a process (all its threads and its children that have exited are not counted)."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_per_call(fn, calls: int, server_pid: int | None = None) -> float:
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process and its live children (a server and its scoring processes)."""
+    total = process_cpu_s(pid)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
+                    total += process_cpu_s(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return total
+
+
+def cpu_per_call(fn: Callable[[], object], calls: int, server_pid: int | None = None) -> float:
     """CPU seconds per call, this process plus the server's: robust on a machine shared with other work."""
-    own, srv = time.process_time(), process_cpu_s(server_pid) if server_pid else 0.0
+    own, srv = time.process_time(), tree_cpu_s(server_pid) if server_pid else 0.0
     for _ in range(calls):
         fn()
     used = time.process_time() - own
     if server_pid:
-        used += process_cpu_s(server_pid) - srv
+        used += tree_cpu_s(server_pid) - srv
     return used / calls
 
 
-def time_calls(fn, seconds: float) -> list[float]:
-    """Per-call wall times, repeating for at least ``seconds`` (and at least 5 calls)."""
-    times: list[float] = []
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(times) < 5:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return times
+def interleaved(paths: dict[str, Callable[[], object]], seconds: float, min_rounds: int = 5) -> dict[str, float]:
+    """Median seconds per call of each path, timing one call of each in turn."""
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    deadline = time.perf_counter() + seconds * len(paths)
+    rounds = 0
+    while time.perf_counter() < deadline or rounds < min_rounds:
+        for name, fn in paths.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+        rounds += 1
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def throughput(loop, client, groups, seconds: float, concurrency: int) -> float:
-    """Rollouts/s with ``concurrency`` calls in flight (the trainer scores while it generates)."""
-
-    async def worker(deadline: float) -> int:
-        n = 0
-        while time.perf_counter() < deadline or n == 0:
-            await client.verify_groups(groups)
-            n += 1
-        return n
-
-    async def run() -> float:
-        t0 = time.perf_counter()
-        counts = await asyncio.gather(*(worker(t0 + seconds) for _ in range(concurrency)))
-        return sum(counts) * len(groups) * G / (time.perf_counter() - t0)
-
-    return loop.run_until_complete(run())
+async def in_flight(client: VerifierClient, groups: list[GroupRequest], k: int) -> None:
+    await asyncio.gather(*(client.verify_groups(groups) for _ in range(k)))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per configuration and path")
     parser.add_argument("--workers", type=int, default=16, help="server scoring threads")
-    parser.add_argument("--concurrency", type=int, default=2, help="calls in flight for the pipelined figure")
+    parser.add_argument("--scoring-procs", type=int, default=2, help="scoring processes of the second server (0: skip it)")
+    parser.add_argument("--concurrency", type=int, default=4, help="calls in flight for the pipelined figure")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 512], help="groups per call")
     args = parser.parse_args()
     verifier = FormatVerifier()
     ctx = VerifyContext()
-    with ServiceProcess(["format"], extra_args=["--log-level", "WARNING", "--workers", str(args.workers)]) as server:
-        loop = asyncio.new_event_loop()
-        client = VerifierClient({"format": [server.endpoint]}, timeout_s=120)
-        loop.run_until_complete(client.handshake())
-        print(f"format verifier, groups of {G}, server {server.endpoint}; median of >= {args.seconds}s per cell")
-        print("sequential: one call at a time (latency cost); pipelined: "
-              f"{args.concurrency} calls in flight (throughput, as the trainer uses it)")
-        print(f"{'groups/call':>11} {'in-proc r/s':>12} {'seq gRPC r/s':>13} {'seq overhead':>13} "
-              f"{'piped gRPC r/s':>15} {'piped/in-proc':>14} {'CPU gRPC/in-proc':>17}")
+    servers = {"threads": ServiceProcess(["format"], extra_args=["--log-level", "WARNING", "--workers", str(args.workers)])}
+    if args.scoring_procs:
+        servers[f"{args.scoring_procs} procs"] = ServiceProcess(
+            ["format"], extra_args=["--log-level", "WARNING", "--scoring-procs", str(args.scoring_procs)])
+    loop = asyncio.new_event_loop()
+    try:
+        for server in servers.values():
+            server.start()
+        clients = {name: VerifierClient({"format": [s.endpoint]}, timeout_s=120) for name, s in servers.items()}
+        for client in clients.values():
+            loop.run_until_complete(client.handshake())
+        print(f"format verifier, groups of {G}; servers: " + ", ".join(f"{n} @ {s.endpoint}" for n, s in servers.items()))
+        print(f"interleaved medians over >= {args.seconds}s per path; seq: one call at a time; "
+              f"piped: {args.concurrency} calls in flight; ratios are gRPC throughput / in-process")
+        print(f"{'groups/call':>11} {'server':>8} {'in-proc r/s':>12} {'seq r/s':>9} {'seq ratio':>10} "
+              f"{'piped r/s':>10} {'piped ratio':>12} {'CPU gRPC/in-proc':>17}")
         for n in args.sizes:
             groups = make_groups(n)
             inproc = lambda: [verifier.verify_group(g, ctx) for g in groups]  # noqa: E731
-            remote = lambda: loop.run_until_complete(client.verify_groups(groups))  # noqa: E731
-            a, b = inproc(), remote()  # warm-up, and the same verdicts both ways
-            assert [[r.reward for r in x] for x in a] == [[r.reward for r in x.results] for x in b]
-            t_in = statistics.median(time_calls(inproc, args.seconds))
-            t_rpc = statistics.median(time_calls(remote, args.seconds))
-            piped = throughput(loop, client, groups, args.seconds, args.concurrency)
-            calls = max(3, int(args.seconds / t_rpc))
-            cpu_ratio = cpu_per_call(remote, calls, server.proc.pid) / cpu_per_call(inproc, calls)
-            r_in = n * G / t_in
-            print(f"{n:>11} {r_in:>12,.0f} {n * G / t_rpc:>13,.0f} {100 * (t_rpc / t_in - 1):>12.1f}% "
-                  f"{piped:>15,.0f} {piped / r_in:>14.3f} {cpu_ratio:>17.3f}")
-        loop.run_until_complete(client.close())
+            paths: dict[str, Callable[[], object]] = {"in-proc": inproc}
+            for name, client in clients.items():
+                seq = lambda c=client: loop.run_until_complete(c.verify_groups(groups))  # noqa: E731
+                piped = lambda c=client: loop.run_until_complete(in_flight(c, groups, args.concurrency))  # noqa: E731
+                a, b = inproc(), seq()  # warm-up, and the same verdicts both ways
+                assert [[r.reward for r in x] for x in a] == [[r.reward for r in x.results] for x in b]
+                paths[f"{name} seq"], paths[f"{name} piped"] = seq, piped
+            t = interleaved(paths, args.seconds)
+            r_in = n * G / t["in-proc"]
+            for name in clients:
+                r_seq = n * G / t[f"{name} seq"]
+                r_piped = n * G * args.concurrency / t[f"{name} piped"]
+                calls = max(3, int(args.seconds / t[f"{name} seq"]))
+                cpu_ratio = cpu_per_call(paths[f"{name} seq"], calls, servers[name].proc.pid) / cpu_per_call(inproc, calls)
+                print(f"{n:>11} {name:>8} {r_in:>12,.0f} {r_seq:>9,.0f} {r_seq / r_in:>10.3f} "
+                      f"{r_piped:>10,.0f} {r_piped / r_in:>12.3f} {cpu_ratio:>17.3f}", flush=True)
+        for client in clients.values():
+            loop.run_until_complete(client.close())
+    finally:
         loop.close()
+        for server in servers.values():
+            server.stop()
 
 
 if __name__ == "__main__":

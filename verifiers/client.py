@@ -78,7 +78,7 @@ class ScoreRequest:
     rollout_timeout_s: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ScoredRollout:
     index: int
     reward: float

@@ -141,15 +141,17 @@ def result_from_pb(msg: pb.RolloutResult) -> RolloutResult:
     if status is None:  # UNSPECIFIED or a value from a newer server: not a usable verdict
         return RolloutResult.unusable(msg.index, RolloutStatus.VERIFIER_ERROR, f"server sent status {msg.status}")
     d = msg.verify_duration
+    rc = msg.reward_components
+    flags = msg.flags
     return RolloutResult(
         msg.index,
         status,
         _VERDICT_FROM_PB.get(msg.verdict, Verdict.UNSPECIFIED),
         msg.reward,
-        {k: rc[k] for k in rc} if (rc := msg.reward_components) else {},  # faster than dict() on upb maps
+        {k: rc[k] for k in rc} if rc else {},  # faster than dict() on upb maps
         msg.detail,
         d.seconds + d.nanos * 1e-9,
-        tuple(msg.flags) if msg.flags else (),
+        tuple(flags) if flags else (),
     )
 
 

@@ -222,7 +222,7 @@ class VerifierClient:
         return out  # type: ignore[return-value]
 
     async def _call(self, name: str, groups: list[GroupRequest], deadline: float) -> list[GroupResult]:
-        request = pb.BatchVerifyGroupsRequest(requests=[convert.group_to_pb(g) for g in groups])
+        request = convert.batch_to_pb(groups)
         pool = self._pools[name]
         errors: list[str] = []
         attempts = self.retries + 1

@@ -1,9 +1,11 @@
 """Conversion between ``grpo.verifier.v1`` messages and the domain types of ``verifiers.base``.
 
-The only module besides the server and the client that imports the generated stubs.
+Only this module, the server, the client and the scoring processes import the generated stubs.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from grpo.verifier.v1 import verifier_service_pb2 as pb
 
@@ -82,45 +84,59 @@ def group_from_pb(msg: pb.VerifyGroupRequest) -> GroupRequest:
     timeout = msg.rollout_timeout.ToTimedelta().total_seconds() if msg.HasField("rollout_timeout") else None
     if timeout is not None and timeout <= 0:
         raise MalformedMessage(f"group {msg.group_id!r}: rollout_timeout must be positive, got {timeout}s")
+    options = msg.options
     return GroupRequest(
-        verifier=msg.verifier,
-        rollouts=tuple(Rollout(r.index, r.completion, r.truncated) for r in msg.rollouts),
-        reference=reference,
-        group_id=msg.group_id,
-        prompt=msg.prompt,
-        rollout_timeout_s=timeout,
-        options=dict(msg.options),
+        msg.verifier,
+        tuple([Rollout(r.index, r.completion, r.truncated) for r in msg.rollouts]),
+        reference,
+        msg.group_id,
+        msg.prompt,
+        timeout,
+        {k: options[k] for k in options} if options else {},
     )
 
 
 def group_to_pb(group: GroupRequest) -> pb.VerifyGroupRequest:
-    msg = pb.VerifyGroupRequest(
-        group_id=group.group_id,
-        verifier=group.verifier,
-        prompt=group.prompt,
-        rollouts=[pb.Rollout(index=r.index, completion=r.completion, truncated=r.truncated) for r in group.rollouts],
-        options=dict(group.options),
-    )
+    msg = pb.VerifyGroupRequest()
+    _fill_group(msg, group)
+    return msg
+
+
+def batch_to_pb(groups: Sequence[GroupRequest]) -> pb.BatchVerifyGroupsRequest:
+    # Messages are filled in place through ``add()``: 3x faster on upb than building each one with
+    # keyword arguments and copying it into its parent.
+    batch = pb.BatchVerifyGroupsRequest()
+    add = batch.requests.add
+    for group in groups:
+        _fill_group(add(), group)
+    return batch
+
+
+def _fill_group(msg: pb.VerifyGroupRequest, group: GroupRequest) -> None:
+    msg.group_id = group.group_id
+    msg.verifier = group.verifier
+    if group.prompt:
+        msg.prompt = group.prompt
+    add = msg.rollouts.add
+    for r in group.rollouts:
+        if r.truncated:
+            add(index=r.index, completion=r.completion, truncated=True)
+        else:
+            add(index=r.index, completion=r.completion)
+    if group.options:
+        msg.options.update(group.options)
     if group.reference.code_tests is not None:
         msg.reference.code_tests.CopyFrom(code_tests_to_pb(group.reference.code_tests))
     elif group.reference.answer is not None:
         msg.reference.answer = group.reference.answer
     if group.rollout_timeout_s is not None:
         msg.rollout_timeout.FromNanoseconds(int(group.rollout_timeout_s * 1e9))
-    return msg
 
 
 # ---- results ----------------------------------------------------------------------------------
 
 
-def result_to_pb(result: RolloutResult, fallback_duration_s: float = 0.0) -> pb.RolloutResult:
-    msg = pb.RolloutResult(
-        index=result.index,
-        status=_STATUS_TO_PB[result.status],
-        verdict=_VERDICT_TO_PB[result.verdict],
-        reward=result.reward,
-        detail=result.detail,
-    )
+def _fill_result(msg: pb.RolloutResult, result: RolloutResult, fallback_duration_s: float) -> None:
     seconds = result.duration_s or fallback_duration_s
     whole = int(seconds)
     duration = msg.verify_duration  # set in place: cheaper than building a Duration message
@@ -133,6 +149,14 @@ def result_to_pb(result: RolloutResult, fallback_duration_s: float = 0.0) -> pb.
             components[key] = value
     if result.flags:
         msg.flags.extend(result.flags)
+
+
+def result_to_pb(result: RolloutResult, fallback_duration_s: float = 0.0) -> pb.RolloutResult:
+    msg = pb.RolloutResult(
+        index=result.index, status=_STATUS_TO_PB[result.status], verdict=_VERDICT_TO_PB[result.verdict],
+        reward=result.reward, detail=result.detail,
+    )
+    _fill_result(msg, result, fallback_duration_s)
     return msg
 
 
@@ -156,13 +180,29 @@ def result_from_pb(msg: pb.RolloutResult) -> RolloutResult:
 
 
 def group_result_to_pb(result: GroupResult) -> pb.VerifyGroupResponse:
+    msg = pb.VerifyGroupResponse()
+    _fill_group_result(msg, result)
+    return msg
+
+
+def batch_result_to_pb(results: Sequence[GroupResult]) -> pb.BatchVerifyGroupsResponse:
+    batch = pb.BatchVerifyGroupsResponse()
+    add = batch.responses.add
+    for result in results:
+        _fill_group_result(add(), result)
+    return batch
+
+
+def _fill_group_result(msg: pb.VerifyGroupResponse, result: GroupResult) -> None:
+    msg.group_id = result.group_id
+    msg.verifier = result.verifier
+    msg.verifier_version = result.verifier_version
     share = result.duration_s / max(1, len(result.results))
-    return pb.VerifyGroupResponse(
-        group_id=result.group_id,
-        verifier=result.verifier,
-        verifier_version=result.verifier_version,
-        results=[result_to_pb(r, share) for r in result.results],
-    )
+    add = msg.results.add
+    status, verdict = _STATUS_TO_PB, _VERDICT_TO_PB
+    for r in result.results:
+        rmsg = add(index=r.index, status=status[r.status], verdict=verdict[r.verdict], reward=r.reward, detail=r.detail)
+        _fill_result(rmsg, r, share)
 
 
 def group_result_from_pb(msg: pb.VerifyGroupResponse) -> GroupResult:

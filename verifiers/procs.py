@@ -91,7 +91,7 @@ def _score_payload(payload: bytes, deadline: float | None) -> tuple[bytes, Tally
     except convert.MalformedMessage as exc:
         return ChunkError("INVALID_ARGUMENT", str(exc))
     tally = Counter((r.verifier, x.status.value, x.verdict.value) for r in results for x in r.results)
-    reply = pb.BatchVerifyGroupsResponse(responses=[convert.group_result_to_pb(r) for r in results])
+    reply = convert.batch_result_to_pb(results)
     return reply.SerializeToString(), [(*key, n) for key, n in tally.items()]
 
 
@@ -204,6 +204,6 @@ def _unusable(chunk: Sequence[pb.VerifyGroupRequest], status: RolloutStatus, det
         GroupResult(r.group_id, r.verifier, "", tuple(RolloutResult.unusable(x.index, status, detail) for x in r.rollouts))
         for r in chunk
     ]
-    reply = pb.BatchVerifyGroupsResponse(responses=[convert.group_result_to_pb(r) for r in results])
+    reply = convert.batch_result_to_pb(results)
     tally = Counter((r.verifier, status.value, "unspecified") for r in chunk for _ in r.rollouts)
     return reply.SerializeToString(), [(*key, n) for key, n in tally.items()]

@@ -247,7 +247,7 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         results = await self._score("BatchVerifyGroups", request.requests, context, serialized=True)
         if isinstance(results, bytes):  # from the scoring processes: parsed back (in C) for the generated serializer
             return pb.BatchVerifyGroupsResponse.FromString(results)
-        return pb.BatchVerifyGroupsResponse(responses=[convert.group_result_to_pb(r) for r in results])
+        return convert.batch_result_to_pb(results)
 
     async def ListVerifiers(self, request, context):
         lim = self.scorer.limits

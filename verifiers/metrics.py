@@ -28,6 +28,7 @@ class ServerMetrics:
         )
         self.in_flight = Gauge("cohort_verifier_in_flight", "RPCs being scored now", registry=r)
         self.queue_depth = Gauge("cohort_verifier_queue_depth", "Groups admitted and not yet scored", registry=r)
+        self._children: dict[tuple[str, str, str], Counter] = {}
 
     def count_request(self, method: str, code: str, seconds: float | None = None) -> None:
         self.requests.labels(method, code).inc()
@@ -35,13 +36,21 @@ class ServerMetrics:
             self.latency.labels(method).observe(seconds)
 
     def observe_results(self, verifier: str, results: Sequence[RolloutResult]) -> None:
-        for (status, verdict), n in Tally((r.status.value, r.verdict.value) for r in results).items():
-            self.rollouts.labels(verifier, status, verdict).inc(n)
+        for (status, verdict), n in Tally([(r.status, r.verdict) for r in results]).items():
+            self._rollout_counter(verifier, status.value, verdict.value).inc(n)
 
     def observe_tally(self, rows: Sequence[tuple[str, str, str, int]]) -> None:
         """Counts tallied elsewhere (by the scoring processes): (verifier, status, verdict, n) rows."""
         for verifier, status, verdict, n in rows:
-            self.rollouts.labels(verifier, status, verdict).inc(n)
+            self._rollout_counter(verifier, status, verdict).inc(n)
+
+    def _rollout_counter(self, verifier: str, status: str, verdict: str):
+        """The labelled child, cached: ``labels()`` validates and locks on every call."""
+        key = (verifier, status, verdict)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.rollouts.labels(verifier, status, verdict)
+        return child
 
     @contextlib.contextmanager
     def track_in_flight(self) -> Iterator[None]:

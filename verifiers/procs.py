@@ -4,10 +4,11 @@ A pure-Python verifier (one that declares ``max_concurrency = 1``, like ``format
 use more than one core inside one process, whatever the thread count. With ``--scoring-procs N`` the
 server splits each batch of such groups into at most N chunks and scores them in N worker processes.
 
-What travels is bytes, both ways: a chunk goes out as a serialized ``BatchVerifyGroupsRequest`` and
-comes back as a serialized ``BatchVerifyGroupsResponse``. Protobuf concatenates repeated fields on the
-wire, so the chunks' replies joined in order *are* the reply to the whole batch: the server process
-never decodes a rollout or encodes a result, its cost per call stays flat as batches grow.
+What travels is bytes, both ways: each worker gets the request exactly as it came off the wire plus
+the range of groups that is its chunk, and answers with a serialized ``BatchVerifyGroupsResponse``.
+Protobuf concatenates repeated fields on the wire, so the chunks' replies joined in order *are* the
+reply to the whole batch, sent as they are: the server process never decodes a rollout nor encodes
+a result.
 
 Each worker runs the same :class:`~verifiers.server.Scorer` (validation, in-band VERIFIER_ERROR for a
 verifier bug, result matching) as the threaded path, so replies are identical. A worker is a killable
@@ -71,18 +72,19 @@ def _worker_main(conn, names: list[str], limits) -> None:
     conn.send("ready")
     while True:
         try:
-            deadline, payload = conn.recv()
+            deadline, payload, start, stop = conn.recv()
         except (EOFError, OSError):
             return
-        conn.send(_score_payload(payload, deadline))
+        conn.send(_score_payload(payload, start, stop, deadline))
 
 
-def _score_payload(payload: bytes, deadline: float | None) -> tuple[bytes, Tally] | ChunkError:
+def _score_payload(payload: bytes, start: int, stop: int, deadline: float | None) -> tuple[bytes, Tally] | ChunkError:
+    """Score groups ``start:stop`` of a serialized ``BatchVerifyGroupsRequest``."""
     from verifiers.server import RequestError
 
     request = pb.BatchVerifyGroupsRequest.FromString(payload)
     try:
-        groups = [convert.group_from_pb(r) for r in request.requests]
+        groups = [convert.group_from_pb(r) for r in request.requests[start:stop]]
         for g in groups:
             _scorer.validate(g)
         results = _scorer.score_now(groups, VerifyContext(deadline=deadline))
@@ -112,11 +114,11 @@ class _Worker:
             raise RuntimeError(f"scoring process {self.proc.pid} did not start within {timeout_s}s")
         self.ready = True
 
-    def call(self, payload: bytes, deadline: float | None):
+    def call(self, payload: bytes, start: int, stop: int, deadline: float | None):
         """Blocking round trip (run in a thread); raises EOFError when the process died."""
         if not self.ready:  # a replacement: it says "ready" once its verifiers are loaded
             self.wait_ready(120.0)
-        self.conn.send((deadline, payload))
+        self.conn.send((deadline, payload, start, stop))
         return self.conn.recv()
 
     def kill(self) -> None:
@@ -147,16 +149,16 @@ class ScoringProcesses:
         """True when every group of a batch is for a GIL-bound verifier (anything else takes the thread path)."""
         return bool(self.names) and all(name in self.names for name in verifier_names)
 
-    async def score(self, requests: Sequence[pb.VerifyGroupRequest], deadline: float | None) -> tuple[bytes, Tally]:
-        """Score a batch; the serialized ``BatchVerifyGroupsResponse`` and its tally. Raises RequestError."""
+    async def score(self, payload: bytes, requests: Sequence[pb.VerifyGroupRequest], deadline: float | None) -> tuple[bytes, Tally]:
+        """Score a batch: its wire bytes and their parse; the serialized reply and its tally. Raises RequestError."""
         if self._idle is None:  # created lazily: it belongs to the server's event loop
             self._idle = asyncio.Queue()
             for w in self._workers:
                 self._idle.put_nowait(w)
         n = min(len(self._workers), len(requests))
         size = -(-len(requests) // n)
-        chunks = [requests[i : i + size] for i in range(0, len(requests), size)]
-        replies = await asyncio.gather(*(self._run_chunk(c, deadline) for c in chunks))
+        bounds = [(i, min(i + size, len(requests))) for i in range(0, len(requests), size)]
+        replies = await asyncio.gather(*(self._run_chunk(payload, requests, a, b, deadline) for a, b in bounds))
         errors = [r for r in replies if isinstance(r, ChunkError)]
         if errors:
             from verifiers.server import RequestError
@@ -164,12 +166,13 @@ class ScoringProcesses:
             raise RequestError(grpc.StatusCode[errors[0].code], errors[0].message)
         return b"".join(data for data, _ in replies), [row for _, tally in replies for row in tally]
 
-    async def _run_chunk(self, chunk: Sequence[pb.VerifyGroupRequest], deadline: float | None):
-        payload = pb.BatchVerifyGroupsRequest(requests=chunk).SerializeToString()
+    async def _run_chunk(self, payload: bytes, requests: Sequence[pb.VerifyGroupRequest], start: int, stop: int,
+                         deadline: float | None):
+        chunk = requests[start:stop]
         budget = deadline if deadline is not None else time.monotonic() + self.limits.max_rollout_timeout_s * len(chunk)
         worker = await self._idle.get()
         loop = asyncio.get_running_loop()
-        call = loop.run_in_executor(self._io, worker.call, payload, deadline)
+        call = loop.run_in_executor(self._io, worker.call, payload, start, stop, deadline)
         try:
             reply = await asyncio.wait_for(asyncio.shield(call), timeout=max(0.0, budget - time.monotonic()))
         except (TimeoutError, asyncio.CancelledError) as exc:

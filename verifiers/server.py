@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpo.verifier.v1 import verifier_service_pb2 as pb
 from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
@@ -209,8 +210,8 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         self.metrics = metrics
         self.procs = procs
 
-    async def _score(self, method: str, requests: Sequence[pb.VerifyGroupRequest], context, *, serialized: bool = False):
-        """Domain results, or with ``serialized`` the whole reply as bytes when scoring processes can take it."""
+    async def _score(self, method: str, requests: Sequence[pb.VerifyGroupRequest], context, *, payload: bytes | None = None):
+        """Domain results; or, given the request's wire ``payload``, the reply as bytes when scoring processes take it."""
         if self.runtime.draining:
             self.metrics.count_request(method, "UNAVAILABLE")
             await abort_draining(context)
@@ -219,9 +220,9 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         ctx = VerifyContext(deadline=None if remaining is None else time.monotonic() + remaining)
         with self.runtime.track(), self.metrics.track_in_flight():
             try:
-                if serialized and self.procs is not None and self.procs.handles([r.verifier for r in requests]):
+                if payload is not None and self.procs is not None and self.procs.handles([r.verifier for r in requests]):
                     with self.scorer.admitted(len(requests)):
-                        results, tally = await self.procs.score(requests, ctx.deadline)
+                        results, tally = await self.procs.score(payload, requests, ctx.deadline)
                     self.metrics.observe_tally(tally)
                 else:
                     results = await self.scorer.score([convert.group_from_pb(r) for r in requests], ctx)
@@ -240,13 +241,19 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         results = await self._score("VerifyGroup", [request], context)
         return convert.group_result_to_pb(results[0])
 
-    async def BatchVerifyGroups(self, request, context):
+    async def BatchVerifyGroups(self, payload: bytes, context) -> pb.BatchVerifyGroupsResponse | bytes:
+        """Takes the request's wire bytes (see :func:`add_to_server`); may answer with the reply's."""
+        try:
+            request = pb.BatchVerifyGroupsRequest.FromString(payload)
+        except DecodeError:
+            self.metrics.count_request("BatchVerifyGroups", "INVALID_ARGUMENT")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "BatchVerifyGroupsRequest does not parse")
         if not request.requests:
             self.metrics.count_request("BatchVerifyGroups", "INVALID_ARGUMENT")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "BatchVerifyGroupsRequest.requests is empty")
-        results = await self._score("BatchVerifyGroups", request.requests, context, serialized=True)
-        if isinstance(results, bytes):  # from the scoring processes: parsed back (in C) for the generated serializer
-            return pb.BatchVerifyGroupsResponse.FromString(results)
+        results = await self._score("BatchVerifyGroups", request.requests, context, payload=payload)
+        if isinstance(results, bytes):  # joined by the scoring processes: forwarded as is
+            return results
         return convert.batch_result_to_pb(results)
 
     async def ListVerifiers(self, request, context):
@@ -263,6 +270,29 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
             for name, v in sorted(self.scorer.verifiers.items())
         ]
         return pb.ListVerifiersResponse(verifiers=infos, limits=limits, server_version=f"cohort-rl {__version__}")
+
+
+def add_to_server(servicer: VerifierServicer, server: grpc.aio.Server) -> None:
+    """The generated ``add_VerifierServiceServicer_to_server``, except that BatchVerifyGroups gets its
+    request as wire bytes and may answer with wire bytes: the scoring processes work on serialized
+    chunks, so the server forwards their joined replies instead of parsing and re-serializing them."""
+    handlers = {
+        "BatchVerifyGroups": grpc.unary_unary_rpc_method_handler(
+            servicer.BatchVerifyGroups, request_deserializer=None, response_serializer=_serialize_reply
+        ),
+        "VerifyGroup": grpc.unary_unary_rpc_method_handler(
+            servicer.VerifyGroup, pb.VerifyGroupRequest.FromString, pb.VerifyGroupResponse.SerializeToString
+        ),
+        "ListVerifiers": grpc.unary_unary_rpc_method_handler(
+            servicer.ListVerifiers, pb.ListVerifiersRequest.FromString, pb.ListVerifiersResponse.SerializeToString
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
+def _serialize_reply(reply: pb.BatchVerifyGroupsResponse | bytes) -> bytes:
+    return reply if isinstance(reply, bytes) else reply.SerializeToString()
 
 
 async def serve(
@@ -285,7 +315,7 @@ async def serve(
         # started before health turns SERVING, so the first call finds them ready
         procs = await asyncio.to_thread(ScoringProcesses, verifiers, limits, limits.scoring_procs)
         log.info("%d scoring processes for %s", limits.scoring_procs, ", ".join(procs.names))
-    pb_grpc.add_VerifierServiceServicer_to_server(VerifierServicer(scorer, runtime, metrics, procs), runtime.server)
+    add_to_server(VerifierServicer(scorer, runtime, metrics, procs), runtime.server)
     await runtime.start(service_names=[SERVICE_NAME], health_names=sorted(verifiers))
 
     def stop() -> None:

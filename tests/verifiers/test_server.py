@@ -132,6 +132,18 @@ def test_garbage_bytes_on_the_port(format_server, stub):
     assert_still_healthy(format_server.endpoint, stub)
 
 
+def test_a_batch_that_does_not_parse_is_invalid_argument(format_server, stub):
+    """Well-formed gRPC, garbage protobuf: the server reads BatchVerifyGroups' bytes itself."""
+    with grpc.insecure_channel(format_server.endpoint) as ch:
+        raw = ch.unary_unary("/grpo.verifier.v1.VerifierService/BatchVerifyGroups")  # bytes in, bytes out
+        for payload in (b"\xff\xff\xff\xff", b"\x0a\x05ab"):  # a bad tag; a length running past the end
+            with pytest.raises(grpc.RpcError) as err:
+                raw(payload, timeout=10)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "does not parse" in err.value.details()
+    assert_still_healthy(format_server.endpoint, stub)
+
+
 def test_prometheus_metrics(format_server, stub):
     stub.VerifyGroup(group(group_id="m"), timeout=10)
     with pytest.raises(grpc.RpcError):

@@ -160,25 +160,6 @@ def result_to_pb(result: RolloutResult, fallback_duration_s: float = 0.0) -> pb.
     return msg
 
 
-def result_from_pb(msg: pb.RolloutResult) -> RolloutResult:
-    status = _STATUS_FROM_PB.get(msg.status)
-    if status is None:  # UNSPECIFIED or a value from a newer server: not a usable verdict
-        return RolloutResult.unusable(msg.index, RolloutStatus.VERIFIER_ERROR, f"server sent status {msg.status}")
-    d = msg.verify_duration
-    rc = msg.reward_components
-    flags = msg.flags
-    return RolloutResult(
-        msg.index,
-        status,
-        _VERDICT_FROM_PB.get(msg.verdict, Verdict.UNSPECIFIED),
-        msg.reward,
-        {k: rc[k] for k in rc} if rc else {},  # faster than dict() on upb maps
-        msg.detail,
-        d.seconds + d.nanos * 1e-9,
-        tuple(flags) if flags else (),
-    )
-
-
 def group_result_to_pb(result: GroupResult) -> pb.VerifyGroupResponse:
     msg = pb.VerifyGroupResponse()
     _fill_group_result(msg, result)
@@ -206,8 +187,31 @@ def _fill_group_result(msg: pb.VerifyGroupResponse, result: GroupResult) -> None
 
 
 def group_result_from_pb(msg: pb.VerifyGroupResponse) -> GroupResult:
-    results = tuple(result_from_pb(r) for r in msg.results)
-    return GroupResult(msg.group_id, msg.verifier, msg.verifier_version, results, sum(r.duration_s for r in results))
+    # One loop with everything bound locally: the client decodes every result of every batch.
+    statuses, verdicts, unspecified = _STATUS_FROM_PB, _VERDICT_FROM_PB, Verdict.UNSPECIFIED
+    results = []
+    total = 0.0
+    for r in msg.results:
+        status = statuses.get(r.status)
+        if status is None:  # UNSPECIFIED or a value from a newer server: not a usable verdict
+            results.append(RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"server sent status {r.status}"))
+            continue
+        d = r.verify_duration
+        seconds = d.seconds + d.nanos * 1e-9
+        total += seconds
+        rc = r.reward_components
+        flags = r.flags
+        results.append(RolloutResult(
+            r.index,
+            status,
+            verdicts.get(r.verdict, unspecified),
+            r.reward,
+            {k: rc[k] for k in rc} if rc else {},  # faster than dict() on upb maps
+            r.detail,
+            seconds,
+            tuple(flags) if flags else (),
+        ))
+    return GroupResult(msg.group_id, msg.verifier, msg.verifier_version, tuple(results), total)
 
 
 status_name = {s: pb.RolloutStatus.Name(v) for s, v in _STATUS_TO_PB.items()}

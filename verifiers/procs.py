@@ -180,7 +180,7 @@ class ScoringProcesses:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return _unusable(chunk, RolloutStatus.VERIFIER_TIMEOUT, "scoring process killed: the group ran past the call deadline")
-        except (EOFError, OSError) as exc:
+        except (EOFError, OSError, RuntimeError) as exc:  # died while scoring, or a replacement that never started
             self._replace(worker, call, f"died ({exc!r})")
             return _unusable(chunk, RolloutStatus.VERIFIER_ERROR, "scoring process died while scoring this group")
         self._idle.put_nowait(worker)

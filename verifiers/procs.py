@@ -28,7 +28,6 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import grpc
@@ -114,17 +113,39 @@ class _Worker:
             raise RuntimeError(f"scoring process {self.proc.pid} did not start within {timeout_s}s")
         self.ready = True
 
-    def call(self, payload: bytes, start: int, stop: int, deadline: float | None):
-        """Blocking round trip (run in a thread); raises EOFError when the process died."""
+    async def call(self, payload: bytes, start: int, stop: int, deadline: float | None):
+        """One round trip; EOFError / OSError when the process died."""
         if not self.ready:  # a replacement: it says "ready" once its verifiers are loaded
-            self.wait_ready(120.0)
-        self.conn.send((deadline, payload, start, stop))
-        return self.conn.recv()
+            if await self._receive() != "ready":
+                raise RuntimeError(f"scoring process {self.proc.pid} sent something other than 'ready'")
+            self.ready = True
+        self.conn.send((deadline, payload, start, stop))  # the process is waiting in recv(): it drains the pipe
+        return await self._receive()
+
+    async def _receive(self):
+        """The next message, read by the event loop once the pipe is readable (no thread hand-off)."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        fd = self.conn.fileno()
+
+        def readable() -> None:
+            loop.remove_reader(fd)
+            if not done.done():
+                try:
+                    done.set_result(self.conn.recv())
+                except BaseException as exc:  # EOFError when the process died
+                    done.set_exception(exc)
+
+        loop.add_reader(fd, readable)
+        try:
+            return await done
+        finally:
+            loop.remove_reader(fd)
 
     def kill(self) -> None:
-        """SIGKILL; a thread blocked in :meth:`call` then gets EOFError (the pipe's only writer is gone)."""
         self.proc.kill()
         self.proc.join(5)
+        self.conn.close()
 
 
 class ScoringProcesses:
@@ -138,7 +159,6 @@ class ScoringProcesses:
         for w in self._workers:
             w.wait_ready(start_timeout_s)
         self._idle: asyncio.Queue[_Worker] | None = None
-        self._io = ThreadPoolExecutor(max_workers=n, thread_name_prefix="scoring-io")
         self.restarts = 0
 
     @property
@@ -171,25 +191,22 @@ class ScoringProcesses:
         chunk = requests[start:stop]
         budget = deadline if deadline is not None else time.monotonic() + self.limits.max_rollout_timeout_s * len(chunk)
         worker = await self._idle.get()
-        loop = asyncio.get_running_loop()
-        call = loop.run_in_executor(self._io, worker.call, payload, start, stop, deadline)
         try:
-            reply = await asyncio.wait_for(asyncio.shield(call), timeout=max(0.0, budget - time.monotonic()))
+            reply = await asyncio.wait_for(worker.call(payload, start, stop, deadline), timeout=max(0.0, budget - time.monotonic()))
         except (TimeoutError, asyncio.CancelledError) as exc:
-            self._replace(worker, call, "ran past its deadline" if isinstance(exc, TimeoutError) else "had its call cancelled")
+            self._replace(worker, "ran past its deadline" if isinstance(exc, TimeoutError) else "had its call cancelled")
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return _unusable(chunk, RolloutStatus.VERIFIER_TIMEOUT, "scoring process killed: the group ran past the call deadline")
         except (EOFError, OSError, RuntimeError) as exc:  # died while scoring, or a replacement that never started
-            self._replace(worker, call, f"died ({exc!r})")
+            self._replace(worker, f"died ({exc!r})")
             return _unusable(chunk, RolloutStatus.VERIFIER_ERROR, "scoring process died while scoring this group")
         self._idle.put_nowait(worker)
         return reply
 
-    def _replace(self, worker: _Worker, call: asyncio.Future, why: str) -> None:
+    def _replace(self, worker: _Worker, why: str) -> None:
         log.warning("scoring process %d %s: killing and replacing it", worker.proc.pid, why)
         worker.kill()
-        call.add_done_callback(lambda f: (f.cancelled() or f.exception(), worker.conn.close()))
         fresh = _Worker(self._ctx, self.names, self.limits)
         self._workers[self._workers.index(worker)] = fresh
         self.restarts += 1
@@ -198,8 +215,6 @@ class ScoringProcesses:
     def close(self) -> None:
         for w in self._workers:
             w.kill()
-            w.conn.close()
-        self._io.shutdown(wait=False, cancel_futures=True)
 
 
 def _unusable(chunk: Sequence[pb.VerifyGroupRequest], status: RolloutStatus, detail: str) -> tuple[bytes, Tally]:

@@ -178,6 +178,13 @@ class OptimSection(_Section):
     warmup_steps: int = Field(0, ge=0)
     micro_batch_size: int | None = Field(None, ge=1)
     """Sequences per forward/backward (gradient accumulation); None = the whole batch at once."""
+    micro_batch_cost_tokens: int = Field(160, ge=0)
+    """Micro-batches are cut by completion length (longest first, each padded only to its own longest
+    row). With this > 0 they hold *at most* ``micro_batch_size`` rows and are cut where padded tokens
+    plus this price per extra forward/backward (its fixed cost, in tokens) is least; 0: exactly
+    ``micro_batch_size`` rows each. The gradient is the same either way (normalisers are computed over
+    the whole batch), except under ``bnpo`` and with several ranks, which always use fixed micro-batches.
+    160 is about one transformers forward/backward's fixed cost on a CPU; GPUs warrant more."""
 
 
 class RunSection(_Section):

@@ -45,24 +45,47 @@ def completion_lengths(attention_mask: Int[Tensor, "B L"], completion_len: int) 
     return attention_mask[:, -completion_len:].sum(dim=1)  # completions are right-padded
 
 
-def length_buckets(lengths: Int[Tensor, "B"], micro_batch: int) -> list[tuple[Tensor, int]]:
-    """Micro-batches of rows with similar completion lengths: (row indices, width to keep).
+def length_buckets(lengths: Int[Tensor, "B"], micro_batch: int, prompt_width: int = 0,
+                   forward_cost: int = 0) -> list[tuple[Tensor, int]]:
+    """Micro-batches of rows with similar completion lengths: (row indices, completion width to keep).
 
     Rows are taken longest first, and each micro-batch is cut to its own longest completion, so
     short completions do not pay for the longest one's padding. Trailing columns that every row of a
     micro-batch has as padding change nothing (causal attention, right padding): the same maths.
+
+    ``forward_cost == 0``: consecutive runs of ``micro_batch`` rows (a fixed count, whatever the lengths).
+    ``forward_cost > 0``: runs of at most ``micro_batch`` rows, cut where they minimise the padded tokens
+    forwarded, ``rows * (prompt_width + width)`` summed over micro-batches, plus ``forward_cost`` tokens
+    per micro-batch (the fixed price of one more forward/backward, in tokens): an exact dynamic
+    programme over the sorted lengths. One long completion then gets a short micro-batch of its own
+    instead of padding 31 short ones to its length.
     """
     order = torch.argsort(lengths, descending=True, stable=True)
-    return [(idx, max(int(lengths[idx].max()), 1)) for idx in order.split(micro_batch)]
+    if forward_cost <= 0:
+        return [(idx, max(int(lengths[idx].max()), 1)) for idx in order.split(micro_batch)]
+    widths = [prompt_width + max(int(x), 1) for x in lengths[order].tolist()]  # non-increasing
+    n = len(widths)
+    best = [0] + [0] * n  # best[i]: cheapest cost of the first i sorted rows
+    cut = [0] * (n + 1)  # the micro-batch that ends at row i starts at cut[i]
+    for i in range(1, n + 1):
+        best[i], cut[i] = min((best[j] + forward_cost + (i - j) * widths[j], j)
+                              for j in range(max(0, i - micro_batch), i))
+    spans, i = [], n
+    while i:
+        spans.append((cut[i], i))
+        i = cut[i]
+    return [(order[j:i], widths[j] - prompt_width) for j, i in reversed(spans)]
 
 
 @torch.no_grad()
 def batched_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
-                     temperature: float, micro_batch: int) -> Float[Tensor, "B T"]:
-    """No-grad log-probs (B, T) in length-bucketed micro-batches; 0 past each completion's end."""
+                     temperature: float, micro_batch: int, forward_cost: int = 0) -> Float[Tensor, "B T"]:
+    """No-grad log-probs (B, T) in length-bucketed micro-batches (see length_buckets). Only positions up to
+    each completion's end are meaningful (0 past its micro-batch's width)."""
     tp = input_ids.shape[1] - completion_len
     out = torch.zeros(input_ids.shape[0], completion_len)
-    for idx, width in length_buckets(completion_lengths(attention_mask, completion_len), micro_batch):
+    for idx, width in length_buckets(completion_lengths(attention_mask, completion_len), micro_batch, tp,
+                                     forward_cost):
         lp, _ = token_logprobs(model, input_ids[idx, : tp + width], attention_mask[idx, : tp + width], width,
                                temperature)
         out[idx, :width] = lp.float()
@@ -122,6 +145,10 @@ class Learner:
                                    cfg.rollout.max_completion_length)
         self.optimizer = make_optimizer(policy, cfg)
         self.scheduler = make_scheduler(self.optimizer, cfg)
+        # Length-cut micro-batches where the split changes nothing in the maths: not bnpo (normalised per
+        # micro-batch) and not across ranks (every rank must run the same number of forward/backward passes).
+        fixed = cfg.grpo.loss_type == "bnpo" or comm.distributed
+        self.forward_cost = 0 if fixed else cfg.optim.micro_batch_cost_tokens
 
     def step(self, batch: UpdateBatch) -> dict[str, float]:
         cfg, policy, comm = self.cfg, self.policy, self.comm
@@ -129,14 +156,14 @@ class Learner:
         mb = cfg.optim.micro_batch_size or max(batch.input_ids.shape[0], 1)
         n_micro = max(1, comm.max_int(-(-batch.input_ids.shape[0] // mb)))  # the same on every rank; >= 1
         batch = pad_rows(batch, (n_micro - 1) * mb + 1)  # short ranks: zero-loss rows (no-op in one process)
-        n = batch.input_ids.shape[0]
         t = batch.loss_mask.shape[1]
         denominator = loss_denominator(batch.loss_mask, cfg.grpo.loss_type, cfg.rollout.max_completion_length,
                                        reduce=comm.sum)  # global rows / tokens
         self.optimizer.zero_grad(set_to_none=True)
         totals = {"loss": 0.0, "policy": 0.0, "kl_sum": 0.0, "clipped": 0.0, "tokens": 0.0, "entropy_sum": 0.0}
         tp = batch.input_ids.shape[1] - t
-        buckets = length_buckets(completion_lengths(batch.attention_mask, t), mb)  # n_micro micro-batches
+        buckets = length_buckets(completion_lengths(batch.attention_mask, t), mb, tp, self.forward_cost)
+        n_micro = len(buckets)  # == n_micro above with fixed micro-batches (bnpo, several ranks)
         for k, (sl, w) in enumerate(buckets):
             comm.grad_sync(policy, k == len(buckets) - 1)  # reduce gradients once, in the last micro-batch
             logprobs, entropy = token_logprobs(policy, batch.input_ids[sl, : tp + w], batch.attention_mask[sl, : tp + w],

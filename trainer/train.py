@@ -113,6 +113,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     (log.dir / "config.resolved.yaml").write_text(dump_config(cfg))
     records: list[dict] = []
     micro = cfg.optim.micro_batch_size or cfg.batch_size
+    ref_cost = cfg.optim.micro_batch_cost_tokens  # the reference is a local module on every rank: any split
     mu, pad_id = cfg.grpo.num_iterations, int(tokenizer.pad_token_id)
     t_start = time.perf_counter()
     try:
@@ -124,11 +125,12 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
             # 2. while the verifiers work: reference log-probs (beta > 0) and old-policy log-probs (mu > 1)
             temp = cfg.rollout.temperature
-            ref_logprobs = (batched_logprobs(reference, input_ids, attention_mask, t, temp, micro)
+            ref_logprobs = (batched_logprobs(reference, input_ids, attention_mask, t, temp, micro, ref_cost)
                             if reference is not None else None)
             # (also when the engine reports its own log-probs: the IS correction compares the two)
             need_old = mu > 1 or batch.rollout_logprobs is not None
-            old_logprobs = batched_logprobs(policy, input_ids, attention_mask, t, temp, micro) if need_old else None
+            old_logprobs = (batched_logprobs(policy, input_ids, attention_mask, t, temp, micro, learner.forward_cost)
+                            if need_old else None)
             is_weights, is_metrics = rollout_correction(old_logprobs, batch.rollout_logprobs,
                                                         batch.completion_mask.bool(), cfg.rollout.is_correction,
                                                         cfg.rollout.is_cap)
@@ -142,9 +144,10 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                                                                 pad_id, batch, scores)
                 input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
                 if resampled and reference is not None:
-                    ref_logprobs = batched_logprobs(reference, input_ids, attention_mask, t, temp, micro)
+                    ref_logprobs = batched_logprobs(reference, input_ids, attention_mask, t, temp, micro, ref_cost)
                 if resampled and mu > 1:
-                    old_logprobs = batched_logprobs(policy, input_ids, attention_mask, t, temp, micro)
+                    old_logprobs = batched_logprobs(policy, input_ids, attention_mask, t, temp, micro,
+                                                    learner.forward_cost)
             # 4. group advantages over valid rollouts; groups without signal drop out
             everything, scores = distributed.gather_round(batch, scores, comm, pad_id)  # all B rows, every rank
             adv, rows = loss_rows(everything, scores, cfg)

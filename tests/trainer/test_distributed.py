@@ -130,9 +130,11 @@ def test_two_rank_checkpoint_loads_into_one_process(launch):
 def _tiny_learner(micro: int):
     from trainer.models import build_policy
 
+    # fixed micro-batches of `micro` rows, as every rank of a distributed run uses (micro_batch_cost_tokens=0)
     cfg = load_config(None, ["model.tiny={hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, "
                              "num_attention_heads: 2}", "grpo.prompts_per_step=2", "grpo.num_generations=2",
-                             f"optim.micro_batch_size={micro}", "grpo.loss_type=dapo", "grpo.beta=0"])
+                             f"optim.micro_batch_size={micro}", "grpo.loss_type=dapo", "grpo.beta=0",
+                             "optim.micro_batch_cost_tokens=0"])
     policy, _ = build_policy(cfg.model)
     return policy, Learner(policy, cfg)
 

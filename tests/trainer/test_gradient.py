@@ -97,15 +97,18 @@ def test_kl_pulls_towards_the_reference(seed):
     assert gap_after < gap_before
 
 
-def test_length_bucketed_micro_batches_give_the_full_batch_gradient():
-    """Rows of different lengths, micro-batches of 2 cut to their own width == one full-width batch."""
+@pytest.mark.parametrize("cost", [0, 4, 160])
+def test_length_bucketed_micro_batches_give_the_full_batch_gradient(cost):
+    """Rows of different lengths, micro-batches of at most 2 cut to their own width == one full-width batch
+    (cost 0: fixed pairs; 4: a split by length; 160: as few micro-batches as the cap allows)."""
     from trainer.loss import LossInputs, loss_denominator, policy_loss
 
     for loss_type in ("grpo", "dapo", "dr_grpo"):
         cfg, tok, model = setup(loss_type=loss_type)
-        cfg = cfg.model_copy(update={"optim": cfg.optim.model_copy(update={"micro_batch_size": 2, "max_grad_norm": 1e9})})
+        cfg = cfg.model_copy(update={"optim": cfg.optim.model_copy(
+            update={"micro_batch_size": 2, "max_grad_norm": 1e9, "micro_batch_cost_tokens": cost})})
         prompt = tok("2+3=")["input_ids"]
-        comps = [tok(c)["input_ids"] + [tok.eos_token_id] for c in ["5", "123", "7", "45"]]
+        comps = [tok(c)["input_ids"] + [tok.eos_token_id] for c in ["5", "1234567", "7", "45"]]
         width = max(map(len, comps))
         ids = torch.tensor([prompt + c + [tok.pad_token_id] * (width - len(c)) for c in comps])
         am = torch.tensor([[1] * len(prompt) + [1] * len(c) + [0] * (width - len(c)) for c in comps])
@@ -119,3 +122,65 @@ def test_length_bucketed_micro_batches_give_the_full_batch_gradient():
         learner.step(UpdateBatch(ids, am, mask, adv, None, None))
         for g, p in zip(want, model.parameters()):
             assert torch.allclose(p.grad, g, atol=1e-7), loss_type
+
+
+def _bucket_cost(buckets, prompt, cost):
+    return sum(cost + len(idx) * (prompt + width) for idx, width in buckets)
+
+
+def test_length_buckets_hand_computed():
+    """8 rows, prompt width 6: one long completion gets a micro-batch of its own when a forward costs 20 tokens."""
+    from trainer.learner import length_buckets
+
+    lengths = torch.tensor([3, 32, 2, 3, 2, 3, 2, 2])
+
+    def shape(buckets):
+        return [(sorted(idx.tolist()), width) for idx, width in buckets]
+
+    # one batch of 8 padded to 32: 20 + 8*38 = 324; [32] + 7 rows at width 3: 58 + 83 = 141 (the best)
+    assert shape(length_buckets(lengths, 8, 6, 20)) == [([1], 32), ([0, 2, 3, 4, 5, 6, 7], 3)]
+    # at most 4 rows: [32] [3 3 3] [2 2 2 2] = 58 + 47 + 52 = 157 beats [32] [3 3 3 2] [2 2 2] = 158
+    assert shape(length_buckets(lengths, 4, 6, 20)) == [([1], 32), ([0, 3, 5], 3), ([2, 4, 6, 7], 2)]
+    assert shape(length_buckets(lengths, 8, 6, 1000)) == [(list(range(8)), 32)]  # forwards dear: one batch
+    # cost 0: fixed runs of 4 rows, longest first (the distributed and bnpo path)
+    assert shape(length_buckets(lengths, 4, 6, 0)) == [([0, 1, 3, 5], 32), ([2, 4, 6, 7], 2)]
+
+
+def test_length_buckets_are_optimal_partitions():
+    """Against brute force over every split of the sorted rows into runs of at most `cap`."""
+    import itertools
+
+    from trainer.learner import length_buckets
+
+    g = torch.Generator().manual_seed(0)
+    for _ in range(40):
+        n = int(torch.randint(1, 9, (1,), generator=g))
+        lengths = torch.randint(0, 33, (n,), generator=g)
+        cap, cost, prompt = int(torch.randint(1, 9, (1,), generator=g)), int(torch.randint(1, 200, (1,), generator=g)), 6
+        buckets = length_buckets(lengths, cap, prompt, cost)
+        rows = torch.cat([idx for idx, _ in buckets])
+        assert sorted(rows.tolist()) == list(range(n))  # every row exactly once
+        assert all(len(idx) <= cap and width == max(int(lengths[idx].max()), 1) for idx, width in buckets)
+        widths = sorted((max(int(x), 1) for x in lengths), reverse=True)
+        best = min(
+            sum(cost + (b - a) * (prompt + widths[a]) for a, b in zip((0, *cuts), (*cuts, n)))
+            for k in range(n) for cuts in itertools.combinations(range(1, n), k)
+            if all(b - a <= cap for a, b in zip((0, *cuts), (*cuts, n))))
+        assert _bucket_cost(buckets, prompt, cost) == best
+
+
+@pytest.mark.parametrize("cost", [0, 4, 160])
+def test_batched_logprobs_equal_one_full_width_forward(cost):
+    from trainer.learner import batched_logprobs
+
+    _, tok, model = setup()
+    prompt = tok("2+3=")["input_ids"]
+    comps = [tok(c)["input_ids"] + [tok.eos_token_id] for c in ["5", "1234567", "7", "45", "", "3210"]]
+    width = max(map(len, comps))
+    ids = torch.tensor([prompt + c + [tok.pad_token_id] * (width - len(c)) for c in comps])
+    am = torch.tensor([[1] * len(prompt) + [1] * len(c) + [0] * (width - len(c)) for c in comps])
+    with torch.no_grad():
+        full, _ = token_logprobs(model, ids, am, width)
+    got = batched_logprobs(model, ids, am, width, 1.0, 4, cost)
+    mask = am[:, len(prompt):].bool()
+    assert torch.allclose(got[mask], full[mask], atol=1e-6)  # past a completion's end: not meaningful

@@ -22,7 +22,8 @@ from trainer.rollout import RolloutBatch
 
 def sample_next(logits: Tensor, temperature: float, top_p: float, generator: torch.Generator) -> Tensor:
     """logits (b, V) -> token ids (b,) sampled from softmax(logits / temperature), nucleus-filtered."""
-    probs = torch.softmax(logits.float() / temperature, dim=-1)  # (b, V)
+    logits = logits.float()
+    probs = torch.softmax(logits if temperature == 1.0 else logits / temperature, dim=-1)  # (b, V)
     if top_p < 1.0:
         sorted_probs, order = probs.sort(dim=-1, descending=True)
         drop = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the smallest set reaching top_p
@@ -93,19 +94,21 @@ class TransformersEngine:
         positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
         logits = decoder.forward(prompt_ids, positions, prompt_mask)
         next_pos = positions[:, -1:] + 1
+        real = torch.ones_like(next_pos)  # (b, 1) every decoded token is attendable
         for t in range(max_new):
             token = sample_next(logits, self.cfg.temperature, self.cfg.top_p, self.generator)  # (b,)
-            out[rows[~done], t] = token[~done]
-            done = done | (token == self.eos_id)
+            # finished rows still in the batch write tokens past their EOS: generate() pads those
+            out[rows, t] = token
+            done |= token == self.eos_id
             n_done = int(done.sum())
             if t == max_new - 1 or n_done == len(rows):
                 break
             if 4 * n_done >= len(rows):  # compact: finished rows leave the batch and the cache
                 live = (~done).nonzero().squeeze(-1)
                 decoder.keep(live)
-                rows, token, next_pos, done = rows[live], token[live], next_pos[live], done[live]
-            logits = decoder.forward(token[:, None], next_pos, torch.ones_like(next_pos))
-            next_pos = next_pos + 1
+                rows, token, next_pos, done, real = rows[live], token[live], next_pos[live], done[live], real[live]
+            logits = decoder.forward(token[:, None], next_pos, real)
+            next_pos += 1
         return out
 
     def _decode_generic(self, prompt_ids: Tensor, prompt_mask: Tensor) -> Tensor:

@@ -105,7 +105,6 @@ class _Worker:
         self.proc = ctx.Process(target=_worker_main, args=(child, names, limits), name="cohort-scoring", daemon=True)
         self.proc.start()
         child.close()
-
         self.ready = False
 
     def wait_ready(self, timeout_s: float) -> None:

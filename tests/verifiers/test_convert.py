@@ -33,9 +33,22 @@ def test_batch_result_round_trip_and_duration_shares():
     assert [(r.index, r.status, r.verdict, r.reward, r.components, r.detail, r.flags) for r in back.results] == [
         (r.index, r.status, r.verdict, r.reward, r.components, r.detail, r.flags) for r in results[0].results
     ]
-    # a result without its own duration reports its share of the group's; one with its own keeps it
+    # only a result timed alone carries a duration on the wire; the others get their share of the group's
+    assert [r.HasField("verify_duration") for r in pb.BatchVerifyGroupsResponse.FromString(wire).responses[0].results] == [
+        False, True, False]
     assert [round(r.duration_s, 6) for r in back.results] == [0.3, 0.25, 0.3]
-    assert abs(back.duration_s - 0.85) < 1e-6
+    assert abs(back.duration_s - 0.9) < 1e-6
+
+
+def test_a_server_that_times_only_rollouts_gives_the_group_their_sum():
+    """Other implementations (the Node.js example) may set only per-rollout durations."""
+    msg = pb.VerifyGroupResponse(group_id="g", verifier="v", results=[
+        pb.RolloutResult(index=i, status=pb.ROLLOUT_STATUS_OK, reward=1.0) for i in range(2)])
+    msg.results[0].verify_duration.nanos = 200_000_000
+    msg.results[1].verify_duration.nanos = 300_000_000
+    back = convert.group_result_from_pb(msg)
+    assert [round(r.duration_s, 6) for r in back.results] == [0.2, 0.3]
+    assert abs(back.duration_s - 0.5) < 1e-6
 
 
 def test_unknown_status_from_a_newer_server_is_an_error_never_a_zero():

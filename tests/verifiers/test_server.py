@@ -43,7 +43,7 @@ def test_verify_group_scores_and_echoes(stub):
     assert [r.verdict for r in resp.results] == [pb.VERDICT_CORRECT, pb.VERDICT_NO_ANSWER, pb.VERDICT_INCORRECT]
     assert resp.results[0].reward_components == {"think": 1.0, "answer": 1.0, "clean": 1.0}
     assert "multiple_answers" in resp.results[2].flags
-    assert resp.results[0].verify_duration.ToNanoseconds() > 0
+    assert resp.verify_duration.ToNanoseconds() > 0  # format times the group, not each rollout
 
 
 def test_batch_keeps_request_order(stub):

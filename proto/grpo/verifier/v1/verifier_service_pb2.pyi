@@ -164,16 +164,18 @@ class RolloutResult(_message.Message):
     def __init__(self, index: _Optional[int] = ..., status: _Optional[_Union[RolloutStatus, str]] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., reward: _Optional[float] = ..., reward_components: _Optional[_Mapping[str, float]] = ..., detail: _Optional[str] = ..., verify_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., flags: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class VerifyGroupResponse(_message.Message):
-    __slots__ = ("group_id", "verifier", "verifier_version", "results")
+    __slots__ = ("group_id", "verifier", "verifier_version", "results", "verify_duration")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     VERIFIER_FIELD_NUMBER: _ClassVar[int]
     VERIFIER_VERSION_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_DURATION_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     verifier: str
     verifier_version: str
     results: _containers.RepeatedCompositeFieldContainer[RolloutResult]
-    def __init__(self, group_id: _Optional[str] = ..., verifier: _Optional[str] = ..., verifier_version: _Optional[str] = ..., results: _Optional[_Iterable[_Union[RolloutResult, _Mapping]]] = ...) -> None: ...
+    verify_duration: _duration_pb2.Duration
+    def __init__(self, group_id: _Optional[str] = ..., verifier: _Optional[str] = ..., verifier_version: _Optional[str] = ..., results: _Optional[_Iterable[_Union[RolloutResult, _Mapping]]] = ..., verify_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class BatchVerifyGroupsRequest(_message.Message):
     __slots__ = ("requests",)

@@ -11,6 +11,8 @@ from torch import Tensor
 
 from trainer.config import TrainConfig
 from trainer.distributed import SINGLE, Comm, pad_rows
+from trainer import llama_forward
+from trainer.llama_forward import llama_logits
 from trainer.loss import LossConfig, LossInputs, loss_denominator, policy_loss
 
 
@@ -21,15 +23,22 @@ def token_logprobs(
     completion_len: int,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    lean: bool = False,
 ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
     """log pi(token) for the last ``completion_len`` positions, and optionally the per-token entropy.
 
-    Position ids follow the attention mask (left padding), as in the rollout engine.
+    Position ids follow the attention mask (left padding), as in the rollout engine. ``lean``: the same
+    function through ``llama_forward`` instead of the transformers module (a plain Llama in one process).
     """
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                   logits_to_keep=completion_len + 1, use_cache=False).logits  # (B, T+1, V)
-    logits = logits[:, :-1].float() / temperature  # (B, T, V) predicts the completion tokens
+    if lean:
+        logits = llama_logits(model, input_ids, attention_mask, positions, completion_len + 1)  # (B, T+1, V)
+    else:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                       logits_to_keep=completion_len + 1, use_cache=False).logits  # (B, T+1, V)
+    logits = logits[:, :-1].float()  # (B, T, V) predicts the completion tokens
+    if temperature != 1.0:
+        logits = logits / temperature
     targets = input_ids[:, -completion_len:]  # (B, T)
     logz = torch.logsumexp(logits, dim=-1)  # (B, T)
     logprobs = logits.gather(-1, targets[..., None]).squeeze(-1) - logz  # (B, T)
@@ -79,7 +88,8 @@ def length_buckets(lengths: Int[Tensor, "B"], micro_batch: int, prompt_width: in
 
 @torch.no_grad()
 def batched_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
-                     temperature: float, micro_batch: int, forward_cost: int = 0) -> Float[Tensor, "B T"]:
+                     temperature: float, micro_batch: int, forward_cost: int = 0,
+                     lean: bool = False) -> Float[Tensor, "B T"]:
     """No-grad log-probs (B, T) in length-bucketed micro-batches (see length_buckets). Only positions up to
     each completion's end are meaningful (0 past its micro-batch's width)."""
     tp = input_ids.shape[1] - completion_len
@@ -87,7 +97,7 @@ def batched_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: 
     for idx, width in length_buckets(completion_lengths(attention_mask, completion_len), micro_batch, tp,
                                      forward_cost):
         lp, _ = token_logprobs(model, input_ids[idx, : tp + width], attention_mask[idx, : tp + width], width,
-                               temperature)
+                               temperature, lean=lean)
         out[idx, :width] = lp.float()
     return out
 
@@ -149,6 +159,7 @@ class Learner:
         # micro-batch) and not across ranks (every rank must run the same number of forward/backward passes).
         fixed = cfg.grpo.loss_type == "bnpo" or comm.distributed
         self.forward_cost = 0 if fixed else cfg.optim.micro_batch_cost_tokens
+        self.lean = not comm.distributed and llama_forward.supports(policy)  # DDP/FSDP2 need the module forward
 
     def step(self, batch: UpdateBatch) -> dict[str, float]:
         cfg, policy, comm = self.cfg, self.policy, self.comm
@@ -166,8 +177,9 @@ class Learner:
         n_micro = len(buckets)  # == n_micro above with fixed micro-batches (bnpo, several ranks)
         for k, (sl, w) in enumerate(buckets):
             comm.grad_sync(policy, k == len(buckets) - 1)  # reduce gradients once, in the last micro-batch
-            logprobs, entropy = token_logprobs(policy, batch.input_ids[sl, : tp + w], batch.attention_mask[sl, : tp + w],
-                                               w, cfg.rollout.temperature, with_entropy=True)
+            logprobs, entropy = token_logprobs(policy, batch.input_ids[sl, : tp + w],
+                                               batch.attention_mask[sl, : tp + w], w, cfg.rollout.temperature,
+                                               with_entropy=True, lean=self.lean)
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl, :w]
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl, :w]
             isw = None if batch.is_weights is None else batch.is_weights[sl, :w]

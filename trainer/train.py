@@ -11,13 +11,14 @@ verifiers work. The learner only idles in ``Scorer`` waits, reported as ``verify
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Iterator
 
 import torch
 from torch import Tensor
 
-from trainer import checkpoint, dist_checkpoint, distributed
+from trainer import checkpoint, dist_checkpoint, distributed, llama_forward
 from trainer.advantages import Advantages, group_advantages
 from trainer.config import TrainConfig, dump_config
 from trainer.data import Example, PromptSampler, load_examples
@@ -112,8 +113,14 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                      total_steps=cfg.run.max_steps, start_step=start)
     (log.dir / "config.resolved.yaml").write_text(dump_config(cfg))
     records: list[dict] = []
-    micro = cfg.optim.micro_batch_size or cfg.batch_size
-    ref_cost = cfg.optim.micro_batch_cost_tokens  # the reference is a local module on every rank: any split
+    micro, temp = cfg.optim.micro_batch_size or cfg.batch_size, cfg.rollout.temperature
+    # no-grad log-probs (B, T) of a batch; the reference is a plain local module on every rank (any split,
+    # the lean forward when it is a Llama), the policy follows the learner's choices
+    ref_logprobs_of = functools.partial(batched_logprobs, reference, temperature=temp, micro_batch=micro,
+                                        forward_cost=cfg.optim.micro_batch_cost_tokens,
+                                        lean=reference is not None and llama_forward.supports(reference))
+    old_logprobs_of = functools.partial(batched_logprobs, policy, temperature=temp, micro_batch=micro,
+                                        forward_cost=learner.forward_cost, lean=learner.lean)
     mu, pad_id = cfg.grpo.num_iterations, int(tokenizer.pad_token_id)
     t_start = time.perf_counter()
     try:
@@ -124,13 +131,10 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                                                      cfg, pad_id)  # this rank's P/world prompts
             input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
             # 2. while the verifiers work: reference log-probs (beta > 0) and old-policy log-probs (mu > 1)
-            temp = cfg.rollout.temperature
-            ref_logprobs = (batched_logprobs(reference, input_ids, attention_mask, t, temp, micro, ref_cost)
-                            if reference is not None else None)
+            ref_logprobs = ref_logprobs_of(input_ids, attention_mask, t) if reference is not None else None
             # (also when the engine reports its own log-probs: the IS correction compares the two)
             need_old = mu > 1 or batch.rollout_logprobs is not None
-            old_logprobs = (batched_logprobs(policy, input_ids, attention_mask, t, temp, micro, learner.forward_cost)
-                            if need_old else None)
+            old_logprobs = old_logprobs_of(input_ids, attention_mask, t) if need_old else None
             is_weights, is_metrics = rollout_correction(old_logprobs, batch.rollout_logprobs,
                                                         batch.completion_mask.bool(), cfg.rollout.is_correction,
                                                         cfg.rollout.is_cap)
@@ -144,10 +148,9 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                                                                 pad_id, batch, scores)
                 input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
                 if resampled and reference is not None:
-                    ref_logprobs = batched_logprobs(reference, input_ids, attention_mask, t, temp, micro, ref_cost)
+                    ref_logprobs = ref_logprobs_of(input_ids, attention_mask, t)
                 if resampled and mu > 1:
-                    old_logprobs = batched_logprobs(policy, input_ids, attention_mask, t, temp, micro,
-                                                    learner.forward_cost)
+                    old_logprobs = old_logprobs_of(input_ids, attention_mask, t)
             # 4. group advantages over valid rollouts; groups without signal drop out
             everything, scores = distributed.gather_round(batch, scores, comm, pad_id)  # all B rows, every rank
             adv, rows = loss_rows(everything, scores, cfg)

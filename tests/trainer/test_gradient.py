@@ -156,7 +156,8 @@ def test_length_buckets_are_optimal_partitions():
     for _ in range(40):
         n = int(torch.randint(1, 9, (1,), generator=g))
         lengths = torch.randint(0, 33, (n,), generator=g)
-        cap, cost, prompt = int(torch.randint(1, 9, (1,), generator=g)), int(torch.randint(1, 200, (1,), generator=g)), 6
+        cap = int(torch.randint(1, 9, (1,), generator=g))
+        cost, prompt = int(torch.randint(1, 200, (1,), generator=g)), 6
         buckets = length_buckets(lengths, cap, prompt, cost)
         rows = torch.cat([idx for idx, _ in buckets])
         assert sorted(rows.tolist()) == list(range(n))  # every row exactly once

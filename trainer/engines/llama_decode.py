@@ -91,13 +91,15 @@ class LlamaDecoder:
         cos = self.cos[positions].view(b * t, 1, d)  # broadcast over heads
         sin = self.sin[positions].view(b * t, 1, d)
         if t == 1:  # decoding: the new (real) token sees every attendable cached key and itself
-            mask = self.key_mask[:, None, None, :end]  # (b, 1, 1, end)
+            attend = self.key_mask[:, None, None, :end]  # (b, 1, 1, end)
         else:
             query_at = torch.arange(start, end, device=ids.device)[:, None]  # (t, 1)
             key_at = torch.arange(end, device=ids.device)[None, :]  # (1, end)
-            mask = (key_at <= query_at)[None] & self.key_mask[:, None, :end]  # (b, t, end) causal and not padding
-            mask |= (key_at == query_at)[None]  # a padding query attends to itself (no all-masked rows)
-            mask = mask[:, None]  # (b, 1, t, end)
+            attend = (key_at <= query_at)[None] & self.key_mask[:, None, :end]  # (b, t, end) causal, not padding
+            attend |= (key_at == query_at)[None]  # a padding query attends to itself (no all-masked rows)
+            attend = attend[:, None]  # (b, 1, t, end)
+        # additive form, built once for every layer (SDPA would convert a boolean mask in each call)
+        mask = torch.zeros(attend.shape, dtype=self.cos.dtype, device=ids.device).masked_fill_(~attend, float("-inf"))
         h = F.embedding(ids.reshape(-1), self.embed)  # (b*t, D): one row per (batch row, position)
         for i in range(self.n_layers):
             qk, v, qk_rot = torch.mm(self._norm(h), self.w_qkv[i]).split(self.split, -1)

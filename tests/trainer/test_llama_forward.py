@@ -1,0 +1,73 @@
+"""The lean Llama forward used for the loss computes the transformers module's function: the same
+log-probs and entropies, and the same gradients on every parameter (left and right padding, GQA)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from trainer import llama_forward
+from trainer.learner import token_logprobs
+
+
+def model(kv_heads: int, seed: int = 0) -> LlamaForCausalLM:
+    cfg = LlamaConfig(vocab_size=19, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=kv_heads, max_position_embeddings=64, tie_word_embeddings=False,
+                      pad_token_id=0)  # the embedding's padding_idx: its row gets no gradient
+    torch.manual_seed(seed)
+    m = LlamaForCausalLM(cfg).float()
+    with torch.no_grad():
+        for p in m.parameters():  # a non-trivial function (random init is nearly uniform)
+            p.add_(torch.randn_like(p) * 0.2)
+    return m
+
+
+def batch():
+    """Left-padded prompts of 3-5 tokens, right-padded completions of 1-4 tokens (width 4); pad id 0."""
+    g = torch.Generator().manual_seed(1)
+    prompts, comps = [5, 3, 4, 5], [4, 1, 2, 3]
+    ids = torch.randint(4, 19, (4, 9), generator=g)
+    mask = torch.zeros(4, 9, dtype=torch.long)
+    for i, (p, c) in enumerate(zip(prompts, comps)):
+        mask[i, 5 - p : 5 + c] = 1
+    ids = ids.masked_fill(mask == 0, 0)
+    ids[0, 6] = 0  # a sampled pad token inside a completion: attended, but its embedding row gets no gradient
+    return ids, mask
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_lean_forward_matches_the_module(kv_heads):
+    m = model(kv_heads)
+    assert llama_forward.supports(m)
+    ids, mask = batch()
+    real = mask[:, -4:].bool()  # completion positions that exist
+    lp_hf, ent_hf = token_logprobs(m, ids, mask, 4, with_entropy=True)
+    grads_hf = torch.autograd.grad((lp_hf * real).sum(), list(m.parameters()))
+    lp, ent = token_logprobs(m, ids, mask, 4, with_entropy=True, lean=True)
+    grads = torch.autograd.grad((lp * real).sum(), list(m.parameters()))
+    assert torch.allclose(lp[real], lp_hf[real], atol=1e-5)
+    assert torch.allclose(ent[real], ent_hf[real], atol=1e-5)
+    for (name, _), a, b in zip(m.named_parameters(), grads, grads_hf):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), name
+    assert any(a.abs().sum() > 0 for a in grads)
+
+
+def test_temperature_divides_the_logits_in_both_paths():
+    m = model(4)
+    ids, mask = batch()
+    real = mask[:, -4:].bool()
+    with torch.no_grad():
+        hot, _ = token_logprobs(m, ids, mask, 4, temperature=0.7, lean=True)
+        hf, _ = token_logprobs(m, ids, mask, 4, temperature=0.7)
+        plain, _ = token_logprobs(m, ids, mask, 4, lean=True)
+    assert torch.allclose(hot[real], hf[real], atol=1e-5)
+    assert not torch.allclose(hot[real], plain[real], atol=1e-3)
+
+
+def test_only_plain_llama_without_dropout_is_supported():
+    m = model(4)
+    m.config.attention_dropout = 0.1
+    assert not llama_forward.supports(m)
+    wrapped = torch.nn.Sequential(model(4))
+    assert not llama_forward.supports(wrapped)

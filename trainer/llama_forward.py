@@ -1,0 +1,79 @@
+"""A lean full-sequence forward for Llama-architecture policies: the logits the loss needs, with autograd.
+
+transformers' module forward costs milliseconds of Python per call (output capturing, mask
+construction, one module call per projection) whatever the model size; for the small policies and
+micro-batches of a CPU run that is a large share of each forward/backward. This computes the same
+function as ``LlamaForCausalLM.forward`` (RMSNorm in float32, RoPE from the model's own rotary
+module, SDPA attention with GQA, SwiGLU) straight from the module's live parameters, so gradients
+flow to them as usual, without the per-call plumbing (one additive mask built once per call,
+shared by every layer; no module calls).
+
+Used only for a plain, unwrapped Llama without dropout in a single process (DDP and FSDP2 need their
+own module forward); everything else goes through the transformers module.
+``tests/trainer/test_llama_forward.py`` checks log-probs and gradients against the module.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from trainer.engines import llama_decode
+
+
+def supports(model: torch.nn.Module) -> bool:
+    """Plain Llama (see ``llama_decode.supports``) with no dropout anywhere."""
+    cfg = getattr(model, "config", None)
+    return (llama_decode.supports(model) and not getattr(cfg, "attention_dropout", 0.0)
+            and type(model).__name__ == "LlamaForCausalLM")
+
+
+def _rms(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """transformers' LlamaRMSNorm: normalise in float32, scale in the input dtype."""
+    xf = x.float()
+    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def _rotate_half(x: Tensor) -> Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def llama_logits(
+    model: torch.nn.Module,
+    input_ids: Int[Tensor, "B L"],
+    attention_mask: Int[Tensor, "B L"],
+    position_ids: Int[Tensor, "B L"],
+    keep: int,
+) -> Float[Tensor, "B K V"]:
+    """Logits of the last ``keep`` positions, as ``model(..., logits_to_keep=keep).logits``."""
+    cfg, m = model.config, model.model
+    b, n = input_ids.shape
+    hq, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
+    d = getattr(cfg, "head_dim", None) or cfg.hidden_size // hq
+    eps = cfg.rms_norm_eps
+    h = F.embedding(input_ids, m.embed_tokens.weight, m.embed_tokens.padding_idx)  # (B, L, D); no grad to pad's row
+    cos, sin = m.rotary_emb(h, position_ids)  # (B, L, d) each
+    cos, sin = cos[:, None], sin[:, None]  # (B, 1, L, d) broadcast over heads
+    pos = torch.arange(n, device=input_ids.device)
+    causal = pos[None, :] <= pos[:, None]  # (L, L) query i sees keys j <= i
+    attend = (causal[None] & attention_mask.bool()[:, None, :]) | torch.eye(n, dtype=torch.bool,
+                                                                           device=input_ids.device)[None]
+    # (B, L, L): not padding, and a padding query attends to itself (finite outputs, never attended to)
+    mask = torch.zeros(attend.shape, dtype=h.dtype, device=h.device).masked_fill_(~attend, float("-inf"))[:, None]
+    for layer in m.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        x = _rms(h, layer.input_layernorm.weight, eps)
+        q = F.linear(x, attn.q_proj.weight).view(b, n, hq, d).transpose(1, 2)  # (B, Hq, L, d)
+        k = F.linear(x, attn.k_proj.weight).view(b, n, hkv, d).transpose(1, 2)  # (B, Hkv, L, d)
+        v = F.linear(x, attn.v_proj.weight).view(b, n, hkv, d).transpose(1, 2)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=hkv != hq)  # (B, Hq, L, d)
+        h = h + F.linear(o.transpose(1, 2).reshape(b, n, hq * d), attn.o_proj.weight)
+        x = _rms(h, layer.post_attention_layernorm.weight, eps)
+        h = h + F.linear(F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight),
+                         mlp.down_proj.weight)  # SwiGLU, (B, L, I) inside
+    return F.linear(_rms(h[:, -keep:], m.norm.weight, eps), model.lm_head.weight)  # (B, K, V)

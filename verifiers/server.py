@@ -238,7 +238,11 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         return None
 
     async def VerifyGroup(self, request, context):
-        results = await self._score("VerifyGroup", [request], context)
+        # with scoring processes, one group travels as a batch of one (same hard timeouts as a batch)
+        payload = pb.BatchVerifyGroupsRequest(requests=[request]).SerializeToString() if self.procs is not None else None
+        results = await self._score("VerifyGroup", [request], context, payload=payload)
+        if isinstance(results, bytes):
+            return pb.BatchVerifyGroupsResponse.FromString(results).responses[0]
         return convert.group_result_to_pb(results[0])
 
     async def BatchVerifyGroups(self, payload: bytes, context) -> pb.BatchVerifyGroupsResponse | bytes:

@@ -174,6 +174,15 @@ def test_runaway_verifier_is_killed_at_the_deadline(testplugin):
             assert all(r.status == pb.ROLLOUT_STATUS_OK for g in resp.responses for r in g.results)
             assert first not in scoring_pids(sp.proc.pid)
             assert health_status(sp.endpoint) == "SERVING"
+            # VerifyGroup takes the same path: a runaway single group is killed at its deadline too
+            (second,) = scoring_pids(sp.proc.pid)
+            with pytest.raises(grpc.RpcError) as err:
+                stub.VerifyGroup(batch(1, verifier="spinner", spin_s="600").requests[0], timeout=1.0)
+            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            one = stub.VerifyGroup(batch(1, verifier="spinner").requests[0], timeout=60)
+            assert [r.index for r in one.results] == list(range(8)) and one.group_id == "g0"
+            assert all(r.status == pb.ROLLOUT_STATUS_OK for r in one.results)
+            assert second not in scoring_pids(sp.proc.pid)
 
 
 def test_non_gil_bound_verifiers_stay_on_threads(testplugin):

@@ -12,8 +12,9 @@ from torch import Tensor
 from trainer.config import TrainConfig
 from trainer.distributed import SINGLE, Comm, pad_rows
 from trainer import llama_forward
-from trainer.llama_forward import llama_logits
+from trainer.llama_forward import llama_logits, logits_with_pattern
 from trainer.loss import LossConfig, LossInputs, loss_denominator, policy_loss
+from trainer.packing import pack, prompt_groups
 
 
 def token_logprobs(
@@ -24,12 +25,17 @@ def token_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     lean: bool = False,
+    packed: bool = False,
 ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
     """log pi(token) for the last ``completion_len`` positions, and optionally the per-token entropy.
 
     Position ids follow the attention mask (left padding), as in the rollout engine. ``lean``: the same
-    function through ``llama_forward`` instead of the transformers module (a plain Llama in one process).
+    function through ``llama_forward`` instead of the transformers module (a plain Llama in one process);
+    ``packed`` (with ``lean``): rows sharing a prompt forwarded as one sequence (``trainer.packing``), and
+    log-probs (and entropies) exactly 0 past each completion's end.
     """
+    if packed:
+        return _packed_logprobs(model, input_ids, attention_mask, completion_len, temperature, with_entropy)
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
     if lean:
         logits = llama_logits(model, input_ids, attention_mask, positions, completion_len + 1)  # (B, T+1, V)
@@ -50,8 +56,50 @@ def token_logprobs(
     return logprobs, entropy
 
 
+def _packed_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
+                     temperature: float, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
+    pk = pack(input_ids, attention_mask, completion_len)
+    logits = logits_with_pattern(model, pk.input_ids, pk.position_ids, pk.attend)  # (R, N, V)
+    logits = logits.flatten(0, 1)[pk.source].float()  # (B, T, V) the logits that predict each completion token
+    if temperature != 1.0:
+        logits = logits / temperature
+    logz = torch.logsumexp(logits, dim=-1)  # (B, T)
+    logprobs = logits.gather(-1, pk.targets[..., None]).squeeze(-1) - logz  # (B, T)
+    logprobs = torch.where(pk.valid, logprobs, torch.zeros_like(logprobs))
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            p = torch.softmax(logits, dim=-1)
+            entropy = torch.where(pk.valid, logz - (p * logits).sum(-1), torch.zeros_like(logz))  # (B, T)
+    return logprobs, entropy
+
+
 def completion_lengths(attention_mask: Int[Tensor, "B L"], completion_len: int) -> Int[Tensor, "B"]:
     return attention_mask[:, -completion_len:].sum(dim=1)  # completions are right-padded
+
+
+def cheapest_runs(widths: list[int], sizes: list[int], cap: int, cost: int) -> list[tuple[int, int]]:
+    """Split items sorted by non-increasing width into consecutive runs [start, end), each holding at most
+    ``cap`` in ``sizes`` (or one item), minimising sum over runs of ``cost + items * widths[start]`` (padded
+    tokens plus a fixed price per forward, in tokens). An exact dynamic programme, O(n * run length)."""
+    n = len(widths)
+    best = [0] * (n + 1)  # best[i]: cheapest cost of the first i items
+    cut = [0] * (n + 1)  # the run that ends at item i starts at cut[i]
+    for i in range(1, n + 1):
+        best[i], cut[i] = best[i - 1] + cost + widths[i - 1], i - 1
+        held = sizes[i - 1]
+        for j in range(i - 2, -1, -1):
+            held += sizes[j]
+            if held > cap:
+                break
+            c = best[j] + cost + (i - j) * widths[j]
+            if c <= best[i]:  # ties: the longer run (fewer forwards)
+                best[i], cut[i] = c, j
+    runs, i = [], n
+    while i:
+        runs.append((cut[i], i))
+        i = cut[i]
+    return runs[::-1]
 
 
 def length_buckets(lengths: Int[Tensor, "B"], micro_batch: int, prompt_width: int = 0,
@@ -65,39 +113,57 @@ def length_buckets(lengths: Int[Tensor, "B"], micro_batch: int, prompt_width: in
     ``forward_cost == 0``: consecutive runs of ``micro_batch`` rows (a fixed count, whatever the lengths).
     ``forward_cost > 0``: runs of at most ``micro_batch`` rows, cut where they minimise the padded tokens
     forwarded, ``rows * (prompt_width + width)`` summed over micro-batches, plus ``forward_cost`` tokens
-    per micro-batch (the fixed price of one more forward/backward, in tokens): an exact dynamic
-    programme over the sorted lengths. One long completion then gets a short micro-batch of its own
-    instead of padding 31 short ones to its length.
+    per micro-batch (the fixed price of one more forward/backward, in tokens): see ``cheapest_runs``.
+    One long completion then gets a short micro-batch of its own instead of padding 31 short ones.
     """
     order = torch.argsort(lengths, descending=True, stable=True)
     if forward_cost <= 0:
         return [(idx, max(int(lengths[idx].max()), 1)) for idx in order.split(micro_batch)]
     widths = [prompt_width + max(int(x), 1) for x in lengths[order].tolist()]  # non-increasing
-    n = len(widths)
-    best = [0] + [0] * n  # best[i]: cheapest cost of the first i sorted rows
-    cut = [0] * (n + 1)  # the micro-batch that ends at row i starts at cut[i]
-    for i in range(1, n + 1):
-        best[i], cut[i] = min((best[j] + forward_cost + (i - j) * widths[j], j)
-                              for j in range(max(0, i - micro_batch), i))
-    spans, i = [], n
-    while i:
-        spans.append((cut[i], i))
-        i = cut[i]
-    return [(order[j:i], widths[j] - prompt_width) for j, i in reversed(spans)]
+    return [(order[j:i], widths[j] - prompt_width) for j, i in cheapest_runs(widths, [1] * len(widths),
+                                                                               micro_batch, forward_cost)]
+
+
+def prompt_buckets(input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
+                   micro_batch: int, forward_cost: int) -> list[tuple[Tensor, int]]:
+    """Micro-batches of whole prompt groups for the packed forward (``trainer.packing``): (row indices,
+    completion width to keep). Groups are sorted by packed length (prompt + their completions) and cut
+    by ``cheapest_runs`` with at most ``micro_batch`` rows per micro-batch (or one group)."""
+    tp = input_ids.shape[1] - completion_len
+    groups = prompt_groups(input_ids, attention_mask, completion_len)
+    prompt_real = attention_mask[:, :tp].sum(1).tolist()
+    comp = attention_mask[:, tp:].sum(1).tolist()
+    packed = [prompt_real[g[0]] + sum(comp[i] for i in g) for g in groups]
+    order = sorted(range(len(groups)), key=lambda k: -packed[k])
+    runs = cheapest_runs([packed[k] for k in order], [len(groups[k]) for k in order], micro_batch, forward_cost)
+    buckets = []
+    for j, i in runs:
+        rows = torch.tensor([r for k in order[j:i] for r in groups[k]])
+        buckets.append((rows, max(max(comp[r] for r in rows.tolist()), 1)))
+    return buckets
+
+
+def micro_batches(input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
+                  micro_batch: int, forward_cost: int, packed: bool) -> list[tuple[Tensor, int]]:
+    """(row indices, completion width) per micro-batch: whole prompt groups for the packed forward when the
+    split is free (forward_cost > 0), else rows by completion length (see length_buckets)."""
+    if packed and forward_cost > 0:
+        return prompt_buckets(input_ids, attention_mask, completion_len, micro_batch, forward_cost)
+    tp = input_ids.shape[1] - completion_len
+    return length_buckets(completion_lengths(attention_mask, completion_len), micro_batch, tp, forward_cost)
 
 
 @torch.no_grad()
 def batched_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
                      temperature: float, micro_batch: int, forward_cost: int = 0,
                      lean: bool = False) -> Float[Tensor, "B T"]:
-    """No-grad log-probs (B, T) in length-bucketed micro-batches (see length_buckets). Only positions up to
-    each completion's end are meaningful (0 past its micro-batch's width)."""
+    """No-grad log-probs (B, T) in micro-batches (see micro_batches; packed by prompt when ``lean``).
+    Only positions up to each completion's end are meaningful (0 past its micro-batch's width)."""
     tp = input_ids.shape[1] - completion_len
     out = torch.zeros(input_ids.shape[0], completion_len)
-    for idx, width in length_buckets(completion_lengths(attention_mask, completion_len), micro_batch, tp,
-                                     forward_cost):
+    for idx, width in micro_batches(input_ids, attention_mask, completion_len, micro_batch, forward_cost, lean):
         lp, _ = token_logprobs(model, input_ids[idx, : tp + width], attention_mask[idx, : tp + width], width,
-                               temperature, lean=lean)
+                               temperature, lean=lean, packed=lean)
         out[idx, :width] = lp.float()
     return out
 
@@ -173,13 +239,13 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         totals = {"loss": 0.0, "policy": 0.0, "kl_sum": 0.0, "clipped": 0.0, "tokens": 0.0, "entropy_sum": 0.0}
         tp = batch.input_ids.shape[1] - t
-        buckets = length_buckets(completion_lengths(batch.attention_mask, t), mb, tp, self.forward_cost)
+        buckets = micro_batches(batch.input_ids, batch.attention_mask, t, mb, self.forward_cost, self.lean)
         n_micro = len(buckets)  # == n_micro above with fixed micro-batches (bnpo, several ranks)
         for k, (sl, w) in enumerate(buckets):
             comm.grad_sync(policy, k == len(buckets) - 1)  # reduce gradients once, in the last micro-batch
             logprobs, entropy = token_logprobs(policy, batch.input_ids[sl, : tp + w],
                                                batch.attention_mask[sl, : tp + w], w, cfg.rollout.temperature,
-                                               with_entropy=True, lean=self.lean)
+                                               with_entropy=True, lean=self.lean, packed=self.lean)
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl, :w]
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl, :w]
             isw = None if batch.is_weights is None else batch.is_weights[sl, :w]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from trainer.engines import llama_decode
@@ -49,19 +49,32 @@ def llama_logits(
     keep: int,
 ) -> Float[Tensor, "B K V"]:
     """Logits of the last ``keep`` positions, as ``model(..., logits_to_keep=keep).logits``."""
+    n = input_ids.shape[1]
+    pos = torch.arange(n, device=input_ids.device)
+    causal = pos[None, :] <= pos[:, None]  # (L, L) query i sees keys j <= i
+    attend = causal[None] & attention_mask.bool()[:, None, :]  # (B, L, L) and not padding
+    return logits_with_pattern(model, input_ids, position_ids, attend, keep)
+
+
+def logits_with_pattern(
+    model: torch.nn.Module,
+    input_ids: Int[Tensor, "B L"],
+    position_ids: Int[Tensor, "B L"],
+    attend: Bool[Tensor, "B L L"],
+    keep: int | None = None,
+) -> Float[Tensor, "B K V"]:
+    """The Llama forward with an explicit attention pattern (``attend[b, i, j]``: query i sees key j);
+    logits of the last ``keep`` positions (all when None). A query that sees nothing attends to itself
+    (its output stays finite; such positions are padding, never attended to and never scored)."""
     cfg, m = model.config, model.model
     b, n = input_ids.shape
     hq, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
     d = getattr(cfg, "head_dim", None) or cfg.hidden_size // hq
     eps = cfg.rms_norm_eps
-    h = F.embedding(input_ids, m.embed_tokens.weight, m.embed_tokens.padding_idx)  # (B, L, D); no grad to pad's row
+    h = F.embedding(input_ids, m.embed_tokens.weight, m.embed_tokens.padding_idx)  # (B, L, D); pad's row: no grad
     cos, sin = m.rotary_emb(h, position_ids)  # (B, L, d) each
     cos, sin = cos[:, None], sin[:, None]  # (B, 1, L, d) broadcast over heads
-    pos = torch.arange(n, device=input_ids.device)
-    causal = pos[None, :] <= pos[:, None]  # (L, L) query i sees keys j <= i
-    attend = (causal[None] & attention_mask.bool()[:, None, :]) | torch.eye(n, dtype=torch.bool,
-                                                                           device=input_ids.device)[None]
-    # (B, L, L): not padding, and a padding query attends to itself (finite outputs, never attended to)
+    attend = attend | torch.eye(n, dtype=torch.bool, device=input_ids.device)[None]
     mask = torch.zeros(attend.shape, dtype=h.dtype, device=h.device).masked_fill_(~attend, float("-inf"))[:, None]
     for layer in m.layers:
         attn, mlp = layer.self_attn, layer.mlp
@@ -76,4 +89,6 @@ def llama_logits(
         x = _rms(h, layer.post_attention_layernorm.weight, eps)
         h = h + F.linear(F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight),
                          mlp.down_proj.weight)  # SwiGLU, (B, L, I) inside
-    return F.linear(_rms(h[:, -keep:], m.norm.weight, eps), model.lm_head.weight)  # (B, K, V)
+    if keep is not None:
+        h = h[:, -keep:]
+    return F.linear(_rms(h, m.norm.weight, eps), model.lm_head.weight)  # (B, K, V)

@@ -9,9 +9,11 @@ constant, grad clip 1.0, fp32, 2 torch threads, 20 steps. Rewards are WORKLOAD.m
 them from the ``arith`` verifier service (``correct_weight=1, format_weight=0.1``) on loopback, started
 by ``cohort train`` itself (its RSS is reported separately: it is another process).
 
-Cohort runs the update in micro-batches of 32 rows by default (``--micro-batch``): the same gradient
-(the normaliser is computed over the whole batch, as the workload's 16 x 4 side run), half the
-activation memory. Only rows that enter the loss are forwarded (zero-variance groups carry no signal).
+Cohort runs the update in micro-batches of at most 32 rows by default (``--micro-batch``), cut by
+length where that saves padded tokens, with the rows of one prompt packed into one sequence (prompt
+once, tree attention mask): the same gradient (the normaliser is computed over the whole batch, as the
+workload's 16 x 4 side run), less activation memory. Only rows that enter the loss are forwarded
+(zero-variance groups carry no signal).
 
 TRL runs in its own venv ``.venv-peer`` (created when missing: torch==2.13.0 first, then trl==1.16.0).
 Each repeat runs TRL then Cohort back to back, each under ``/usr/bin/time -v``.

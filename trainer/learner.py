@@ -14,7 +14,7 @@ from trainer.distributed import SINGLE, Comm, pad_rows
 from trainer import llama_forward
 from trainer.llama_forward import llama_logits, logits_with_pattern
 from trainer.loss import LossConfig, LossInputs, loss_denominator, policy_loss
-from trainer.packing import pack, prompt_groups
+from trainer.packing import MAX_PACKED_TOKENS, pack, packed_lengths
 
 
 def token_logprobs(
@@ -29,10 +29,11 @@ def token_logprobs(
 ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
     """log pi(token) for the last ``completion_len`` positions, and optionally the per-token entropy.
 
-    Position ids follow the attention mask (left padding), as in the rollout engine. ``lean``: the same
-    function through ``llama_forward`` instead of the transformers module (a plain Llama in one process);
-    ``packed`` (with ``lean``): rows sharing a prompt forwarded as one sequence (``trainer.packing``), and
-    log-probs (and entropies) exactly 0 past each completion's end.
+    Position ids follow the attention mask (left padding), as in the rollout engine. Log-probs (and
+    entropies) are exactly 0 past each completion's end, so no term of the loss there can overflow.
+    ``lean``: the same function through ``llama_forward`` instead of the transformers module (a plain
+    Llama in one process); ``packed`` (with ``lean``): rows sharing a prompt forwarded as one sequence
+    (``trainer.packing``).
     """
     if packed:
         return _packed_logprobs(model, input_ids, attention_mask, completion_len, temperature, with_entropy)
@@ -46,13 +47,15 @@ def token_logprobs(
     if temperature != 1.0:
         logits = logits / temperature
     targets = input_ids[:, -completion_len:]  # (B, T)
+    valid = attention_mask[:, -completion_len:].bool()  # (B, T) completions are right-padded
     logz = torch.logsumexp(logits, dim=-1)  # (B, T)
     logprobs = logits.gather(-1, targets[..., None]).squeeze(-1) - logz  # (B, T)
+    logprobs = torch.where(valid, logprobs, torch.zeros_like(logprobs))
     entropy = None
     if with_entropy:
         with torch.no_grad():
             p = torch.softmax(logits, dim=-1)
-            entropy = logz - (p * logits).sum(-1)  # (B, T)
+            entropy = torch.where(valid, logz - (p * logits).sum(-1), torch.zeros_like(logz))  # (B, T)
     return logprobs, entropy
 
 
@@ -129,11 +132,8 @@ def prompt_buckets(input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B
     """Micro-batches of whole prompt groups for the packed forward (``trainer.packing``): (row indices,
     completion width to keep). Groups are sorted by packed length (prompt + their completions) and cut
     by ``cheapest_runs`` with at most ``micro_batch`` rows per micro-batch (or one group)."""
-    tp = input_ids.shape[1] - completion_len
-    groups = prompt_groups(input_ids, attention_mask, completion_len)
-    prompt_real = attention_mask[:, :tp].sum(1).tolist()
-    comp = attention_mask[:, tp:].sum(1).tolist()
-    packed = [prompt_real[g[0]] + sum(comp[i] for i in g) for g in groups]
+    groups, packed = packed_lengths(input_ids, attention_mask, completion_len)
+    comp = completion_lengths(attention_mask, completion_len).tolist()
     order = sorted(range(len(groups)), key=lambda k: -packed[k])
     runs = cheapest_runs([packed[k] for k in order], [len(groups[k]) for k in order], micro_batch, forward_cost)
     buckets = []
@@ -144,26 +144,31 @@ def prompt_buckets(input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B
 
 
 def micro_batches(input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
-                  micro_batch: int, forward_cost: int, packed: bool) -> list[tuple[Tensor, int]]:
-    """(row indices, completion width) per micro-batch: whole prompt groups for the packed forward when the
-    split is free (forward_cost > 0), else rows by completion length (see length_buckets)."""
+                  micro_batch: int, forward_cost: int, lean: bool) -> tuple[list[tuple[Tensor, int]], bool]:
+    """(row indices, completion width) per micro-batch, and whether to forward them packed by prompt.
+
+    Packed (``lean`` and every packed sequence within ``packing.MAX_PACKED_TOKENS``): whole prompt groups
+    per micro-batch when the split is free (forward_cost > 0). Otherwise rows by completion length
+    (see length_buckets)."""
+    packed = lean and max(packed_lengths(input_ids, attention_mask, completion_len)[1], default=0) <= MAX_PACKED_TOKENS
     if packed and forward_cost > 0:
-        return prompt_buckets(input_ids, attention_mask, completion_len, micro_batch, forward_cost)
+        return prompt_buckets(input_ids, attention_mask, completion_len, micro_batch, forward_cost), True
     tp = input_ids.shape[1] - completion_len
-    return length_buckets(completion_lengths(attention_mask, completion_len), micro_batch, tp, forward_cost)
+    return length_buckets(completion_lengths(attention_mask, completion_len), micro_batch, tp, forward_cost), packed
 
 
 @torch.no_grad()
 def batched_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
                      temperature: float, micro_batch: int, forward_cost: int = 0,
                      lean: bool = False) -> Float[Tensor, "B T"]:
-    """No-grad log-probs (B, T) in micro-batches (see micro_batches; packed by prompt when ``lean``).
-    Only positions up to each completion's end are meaningful (0 past its micro-batch's width)."""
+    """No-grad log-probs (B, T) in micro-batches (see micro_batches; packed by prompt when ``lean``),
+    0 past each completion's end."""
     tp = input_ids.shape[1] - completion_len
     out = torch.zeros(input_ids.shape[0], completion_len)
-    for idx, width in micro_batches(input_ids, attention_mask, completion_len, micro_batch, forward_cost, lean):
+    buckets, packed = micro_batches(input_ids, attention_mask, completion_len, micro_batch, forward_cost, lean)
+    for idx, width in buckets:
         lp, _ = token_logprobs(model, input_ids[idx, : tp + width], attention_mask[idx, : tp + width], width,
-                               temperature, lean=lean, packed=lean)
+                               temperature, lean=lean, packed=packed)
         out[idx, :width] = lp.float()
     return out
 
@@ -239,13 +244,13 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         totals = {"loss": 0.0, "policy": 0.0, "kl_sum": 0.0, "clipped": 0.0, "tokens": 0.0, "entropy_sum": 0.0}
         tp = batch.input_ids.shape[1] - t
-        buckets = micro_batches(batch.input_ids, batch.attention_mask, t, mb, self.forward_cost, self.lean)
+        buckets, packed = micro_batches(batch.input_ids, batch.attention_mask, t, mb, self.forward_cost, self.lean)
         n_micro = len(buckets)  # == n_micro above with fixed micro-batches (bnpo, several ranks)
         for k, (sl, w) in enumerate(buckets):
             comm.grad_sync(policy, k == len(buckets) - 1)  # reduce gradients once, in the last micro-batch
             logprobs, entropy = token_logprobs(policy, batch.input_ids[sl, : tp + w],
                                                batch.attention_mask[sl, : tp + w], w, cfg.rollout.temperature,
-                                               with_entropy=True, lean=self.lean, packed=self.lean)
+                                               with_entropy=True, lean=self.lean, packed=packed)
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl, :w]
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl, :w]
             isw = None if batch.is_weights is None else batch.is_weights[sl, :w]

@@ -44,6 +44,21 @@ def prompt_groups(input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B 
     return list(groups.values())
 
 
+MAX_PACKED_TOKENS = 512
+"""Pack only while every packed sequence stays this short: the tree mask is dense, so attention work and
+mask memory grow with the square of a packed sequence's length; longer groups run row by row."""
+
+
+def packed_lengths(input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
+                   completion_len: int) -> tuple[list[list[int]], list[int]]:
+    """The prompt groups and each one's packed length (its prompt once plus all its completions)."""
+    tp = input_ids.shape[1] - completion_len
+    groups = prompt_groups(input_ids, attention_mask, completion_len)
+    prompt_real = attention_mask[:, :tp].sum(1).tolist()
+    comp = attention_mask[:, tp:].sum(1).tolist()
+    return groups, [prompt_real[g[0]] + sum(comp[i] for i in g) for g in groups]
+
+
 def pack(input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
          pad_id: int = 0) -> Packed:
     """Pack rows [left-padded prompt | right-padded completion] by prompt (see the module docstring)."""

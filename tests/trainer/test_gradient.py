@@ -184,4 +184,5 @@ def test_batched_logprobs_equal_one_full_width_forward(cost):
         full, _ = token_logprobs(model, ids, am, width)
     got = batched_logprobs(model, ids, am, width, 1.0, 4, cost)
     mask = am[:, len(prompt):].bool()
-    assert torch.allclose(got[mask], full[mask], atol=1e-6)  # past a completion's end: not meaningful
+    assert torch.allclose(got[mask], full[mask], atol=1e-6)
+    assert (got[~mask] == 0).all() and (full[~mask] == 0).all()  # nothing past a completion's end

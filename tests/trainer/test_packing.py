@@ -112,3 +112,22 @@ def test_cheapest_runs_against_brute_force_with_sizes():
                    for cuts in itertools.combinations(range(1, n), k)
                    if all(ok(a, b) for a, b in zip((0, *cuts), (*cuts, n))))
         assert price(runs) == best
+
+
+def test_long_groups_are_not_packed():
+    """A group whose packed sequence would pass MAX_PACKED_TOKENS runs row by row (dense tree masks grow
+    with the square of the length); shorter ones pack."""
+    from trainer.learner import micro_batches
+    from trainer.packing import MAX_PACKED_TOKENS
+
+    rows, width = 24, 30
+    ids = torch.randint(4, 19, (rows, 2 + width), generator=torch.Generator().manual_seed(0))
+    ids[:, :2] = torch.tensor([5, 17])  # one prompt, 24 completions of 30 tokens: 722 packed tokens
+    mask = torch.ones_like(ids)
+    assert 2 + rows * width > MAX_PACKED_TOKENS
+    buckets, packed = micro_batches(ids, mask, width, 8, 160, lean=True)
+    assert not packed and all(len(idx) <= 8 for idx, _ in buckets)
+    _, packed = micro_batches(ids[:8], mask[:8], width, 8, 160, lean=True)  # 242 tokens
+    assert packed
+    _, packed = micro_batches(ids[:8], mask[:8], width, 8, 160, lean=False)  # transformers module: never packed
+    assert not packed

@@ -5,8 +5,9 @@ objects, kwargs plumbing) however small the model, which makes token-by-token sa
 policy overhead-bound. This runs the same maths (RMSNorm, RoPE, SDPA attention with GQA, SwiGLU)
 on a per-call snapshot of the policy's weights, rearranged so that each token costs few kernel
 calls, with a preallocated cache. It is a sampling fast path only: every log-prob that enters the
-loss is recomputed by the transformers module, and ``tests/trainer/test_engine.py`` checks the two
-agree. Models that are not plain Llama (biases, other RoPE types, sliding windows) use the generic path.
+loss is recomputed by a full-sequence forward (``trainer.learner.token_logprobs``), and
+``tests/trainer/test_engine.py`` checks this decoder's logits against the transformers module.
+Models that are not plain Llama (biases, other RoPE types, sliding windows) use the generic path.
 """
 
 from __future__ import annotations

@@ -87,7 +87,9 @@ def run_trl(python: Path, workload: Path, tmp: Path, tag: str, mu: int, env: dic
                  "--threads", str(threads), "--tag", tag, "--out-dir", str(tmp), "--quiet"], env, tmp / f"{tag}.log")
     result = json.loads((tmp / f"{tag}.json").read_text())
     steps = result["per_step"]
-    rewards = [s["reward"] for s in steps]
+    rewards = []  # mu=2: TRL logs a reward on generation rounds only; its second step trains on the same round
+    for s in steps:
+        rewards.append(rewards[-1] if s["reward"] is None and rewards else s["reward"])
     return {"s_per_step": statistics.median(s["wall_s"] for s in steps if s["step"] >= 3),
             "peak_rss_mib": rss / 1024, "reward_20": rewards[19], "reward_16_20": statistics.mean(rewards[15:20]),
             "rewards": rewards, "foreign_cpu": result["summary"]["foreign_cpu_frac_measured"]}

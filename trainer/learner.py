@@ -231,11 +231,13 @@ class Learner:
         fixed = cfg.grpo.loss_type == "bnpo" or comm.distributed
         self.forward_cost = 0 if fixed else cfg.optim.micro_batch_cost_tokens
         self.lean = not comm.distributed and llama_forward.supports(policy)  # DDP/FSDP2 need the module forward
+        self.last_logprobs: Tensor | None = None  # (B, T) log-probs of the last step's rows before its update
 
     def step(self, batch: UpdateBatch) -> dict[str, float]:
         cfg, policy, comm = self.cfg, self.policy, self.comm
         policy.train()
-        mb = cfg.optim.micro_batch_size or max(batch.input_ids.shape[0], 1)
+        n_rows = batch.input_ids.shape[0]
+        mb = cfg.optim.micro_batch_size or max(n_rows, 1)
         n_micro = max(1, comm.max_int(-(-batch.input_ids.shape[0] // mb)))  # the same on every rank; >= 1
         batch = pad_rows(batch, (n_micro - 1) * mb + 1)  # short ranks: zero-loss rows (no-op in one process)
         t = batch.loss_mask.shape[1]
@@ -246,11 +248,13 @@ class Learner:
         tp = batch.input_ids.shape[1] - t
         buckets, packed = micro_batches(batch.input_ids, batch.attention_mask, t, mb, self.forward_cost, self.lean)
         n_micro = len(buckets)  # == n_micro above with fixed micro-batches (bnpo, several ranks)
+        logprobs_before = torch.zeros(batch.loss_mask.shape)  # (n, T) this step's log-probs, before its update
         for k, (sl, w) in enumerate(buckets):
             comm.grad_sync(policy, k == len(buckets) - 1)  # reduce gradients once, in the last micro-batch
             logprobs, entropy = token_logprobs(policy, batch.input_ids[sl, : tp + w],
                                                batch.attention_mask[sl, : tp + w], w, cfg.rollout.temperature,
                                                with_entropy=True, lean=self.lean, packed=packed)
+            logprobs_before[sl, :w] = logprobs.detach().float()
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl, :w]
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl, :w]
             isw = None if batch.is_weights is None else batch.is_weights[sl, :w]
@@ -263,6 +267,7 @@ class Learner:
             totals["clipped"] += float(out.clipped_tokens)
             totals["tokens"] += float(out.tokens)
             totals["entropy_sum"] += float((entropy * batch.loss_mask[sl, :w]).sum())
+        self.last_logprobs = logprobs_before[:n_rows]  # pi_old for later iterations when this was the first
         totals = comm.sum_floats(totals)  # metrics over the global batch
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.max_grad_norm)
         self.optimizer.step()

@@ -4,13 +4,17 @@ Everything else is a named call: engines (``rollout``), remote scoring (``scorin
 (``advantages``, ``loss``), the optimizer step (``learner``), ``checkpoint`` and ``metrics``.
 Overlap: a round's prompts are generated in ``rollout.generation_chunks`` calls and each chunk is
 sent to the verifiers as soon as it exists, so chunk k is scored while chunk k+1 is generated; the
-reference forward (beta > 0) and the old-policy forward (num_iterations > 1) also run while the
-verifiers work. The learner only idles in ``Scorer`` waits, reported as ``verify/idle_frac``.
+reference forward (beta > 0) also runs while the verifiers work. The learner only idles in ``Scorer``
+waits, reported as ``verify/idle_frac``. The old policy's log-probs are the current ones detached in
+the first of the ``num_iterations`` passes (the policy has not moved since sampling), and that pass's
+log-probs serve as pi_old for the later ones: no extra forward (engines that report their own
+log-probs still get one, for the importance-sampling correction).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 from collections.abc import Iterator
@@ -130,10 +134,10 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             batch, futures, gen_s = sample_and_score(engine, scorer, examples, prompt_ids, comm.shard(sampler.next()),
                                                      cfg, pad_id)  # this rank's P/world prompts
             input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
-            # 2. while the verifiers work: reference log-probs (beta > 0) and old-policy log-probs (mu > 1)
+            # 2. while the verifiers work: reference log-probs (beta > 0); the sampler's own log-probs
+            #    (vLLM) are compared with a no-grad policy forward (importance-sampling correction)
             ref_logprobs = ref_logprobs_of(input_ids, attention_mask, t) if reference is not None else None
-            # (also when the engine reports its own log-probs: the IS correction compares the two)
-            need_old = mu > 1 or batch.rollout_logprobs is not None
+            need_old = batch.rollout_logprobs is not None
             old_logprobs = old_logprobs_of(input_ids, attention_mask, t) if need_old else None
             is_weights, is_metrics = rollout_correction(old_logprobs, batch.rollout_logprobs,
                                                         batch.completion_mask.bool(), cfg.rollout.is_correction,
@@ -149,7 +153,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                 input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
                 if resampled and reference is not None:
                     ref_logprobs = ref_logprobs_of(input_ids, attention_mask, t)
-                if resampled and mu > 1:
+                if resampled and need_old:
                     old_logprobs = old_logprobs_of(input_ids, attention_mask, t)
             # 4. group advantages over valid rollouts; groups without signal drop out
             everything, scores = distributed.gather_round(batch, scores, comm, pad_id)  # all B rows, every rank
@@ -167,6 +171,9 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                                            None if is_weights is None else is_weights[rows])
                 for _ in range(mu):
                     update = learner.step(update_batch)
+                    if update_batch.old_logprobs is None:  # the first pass ran on the sampling policy: its
+                        # log-probs are pi_old for the next passes (what a no-grad forward would give)
+                        update_batch = dataclasses.replace(update_batch, old_logprobs=learner.last_logprobs)
             engine.sync_weights(distributed.unwrap(policy))
             update_s = time.perf_counter() - t_update
             # 6. log and checkpoint

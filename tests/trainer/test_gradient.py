@@ -186,3 +186,35 @@ def test_batched_logprobs_equal_one_full_width_forward(cost):
     mask = am[:, len(prompt):].bool()
     assert torch.allclose(got[mask], full[mask], atol=1e-6)
     assert (got[~mask] == 0).all() and (full[~mask] == 0).all()  # nothing past a completion's end
+
+
+def test_first_pass_logprobs_serve_as_pi_old_for_the_next_passes():
+    """num_iterations = 2: the first pass's own log-probs (before its update) equal a no-grad forward of the
+    sampling policy, and two passes with them match two passes with that extra forward."""
+    import copy
+    import dataclasses
+
+    from trainer.learner import batched_logprobs
+
+    cfg, tok, model = setup(lr=1e-2, beta=0.04, num_iterations=2)
+    prompt = tok("2+3=")["input_ids"]
+    comps = [tok(c)["input_ids"] + [tok.eos_token_id] for c in ["5", "12", "7", "45"]]
+    width = max(map(len, comps))
+    ids = torch.tensor([prompt + c + [tok.pad_token_id] * (width - len(c)) for c in comps])
+    am = torch.tensor([[1] * len(prompt) + [1] * len(c) + [0] * (width - len(c)) for c in comps])
+    mask = am[:, len(prompt):].bool()
+    reference = copy.deepcopy(model)
+    other = copy.deepcopy(model)
+    ref_lp = batched_logprobs(reference, ids, am, width, 1.0, 4)
+    batch = UpdateBatch(ids, am, mask, torch.tensor([1.0, -0.5, 0.7, -1.2]), None, ref_lp)
+    old = batched_logprobs(other, ids, am, width, 1.0, 4)  # the extra forward TRL runs
+    with_forward = Learner(other, cfg)
+    for _ in range(2):
+        with_forward.step(dataclasses.replace(batch, old_logprobs=old))
+    learner = Learner(model, cfg)
+    learner.step(batch)
+    assert torch.allclose(learner.last_logprobs, old, atol=1e-6)
+    learner.step(dataclasses.replace(batch, old_logprobs=learner.last_logprobs))
+    for a, b in zip(model.parameters(), other.parameters()):
+        assert torch.allclose(a, b, atol=1e-5)  # float rounding through two Adam steps of lr 1e-2
+    assert not all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))

@@ -248,7 +248,7 @@ class Learner:
         tp = batch.input_ids.shape[1] - t
         buckets, packed = micro_batches(batch.input_ids, batch.attention_mask, t, mb, self.forward_cost, self.lean)
         n_micro = len(buckets)  # == n_micro above with fixed micro-batches (bnpo, several ranks)
-        logprobs_before = torch.zeros(batch.loss_mask.shape)  # (n, T) this step's log-probs, before its update
+        logprobs_before = torch.zeros(batch.loss_mask.shape, device=batch.loss_mask.device)  # (n, T) before the update
         for k, (sl, w) in enumerate(buckets):
             comm.grad_sync(policy, k == len(buckets) - 1)  # reduce gradients once, in the last micro-batch
             logprobs, entropy = token_logprobs(policy, batch.input_ids[sl, : tp + w],

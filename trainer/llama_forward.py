@@ -8,8 +8,9 @@ module, SDPA attention with GQA, SwiGLU) straight from the module's live paramet
 flow to them as usual, without the per-call plumbing (one additive mask built once per call,
 shared by every layer; no module calls).
 
-Used only for a plain, unwrapped Llama without dropout in a single process (DDP and FSDP2 need their
-own module forward); everything else goes through the transformers module.
+Used only for a plain, unwrapped Llama without dropout, on the CPU, in a single process (DDP and FSDP2
+need their own module forward; on a GPU, Python overhead matters less than the module's attention
+kernels, which a dense mask would rule out); everything else goes through the transformers module.
 ``tests/trainer/test_llama_forward.py`` checks log-probs and gradients against the module.
 """
 
@@ -24,10 +25,10 @@ from trainer.engines import llama_decode
 
 
 def supports(model: torch.nn.Module) -> bool:
-    """Plain Llama (see ``llama_decode.supports``) with no dropout anywhere."""
+    """Plain Llama (see ``llama_decode.supports``) with no dropout anywhere, on the CPU."""
     cfg = getattr(model, "config", None)
     return (llama_decode.supports(model) and not getattr(cfg, "attention_dropout", 0.0)
-            and type(model).__name__ == "LlamaForCausalLM")
+            and type(model).__name__ == "LlamaForCausalLM" and next(model.parameters()).device.type == "cpu")
 
 
 def _rms(x: Tensor, weight: Tensor, eps: float) -> Tensor:

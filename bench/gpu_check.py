@@ -99,6 +99,7 @@ def main() -> None:
         f"grpo.prompts_per_step={args.prompts}", f"grpo.num_generations={args.generations}",
         f"rollout.max_completion_length={args.completion_len}", f"optim.micro_batch_size={args.micro_batch}",
         "optim.learning_rate=1e-6", f"run.max_steps={args.steps + 1}", "grpo.loss_type=dapo",
+        "grpo.beta=0",  # no reference model: the check times the policy update alone (the embedded default has beta > 0)
     ])
     model, tokenizer = build(args.size, args.device, dtype)
     n_params = sum(p.numel() for p in model.parameters())

@@ -55,7 +55,7 @@ def make_groups(n_groups: int, seed: int = 0) -> list[GroupRequest]:
 
 
 def process_cpu_s(pid: int) -> float:
-    """utime + stime of a process (all its threads and its children that have exited are not counted)."""
+    """utime + stime of one process, all its threads (its children are not included)."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 

@@ -239,7 +239,8 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
 
     async def VerifyGroup(self, request, context):
         # with scoring processes, one group travels as a batch of one (same hard timeouts as a batch)
-        payload = pb.BatchVerifyGroupsRequest(requests=[request]).SerializeToString() if self.procs is not None else None
+        takes = self.procs is not None and self.procs.handles([request.verifier])
+        payload = pb.BatchVerifyGroupsRequest(requests=[request]).SerializeToString() if takes else None
         results = await self._score("VerifyGroup", [request], context, payload=payload)
         if isinstance(results, bytes):
             return pb.BatchVerifyGroupsResponse.FromString(results).responses[0]

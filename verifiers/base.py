@@ -31,6 +31,10 @@ from typing import Literal, Protocol, runtime_checkable
 class RolloutStatus(enum.Enum):
     """Is this a usable verdict? Only OK enters the learner's statistics."""
 
+    # Members are singletons compared by identity, so identity hashing is consistent; Enum's own
+    # __hash__ is Python code, and every result is looked up in a dict or two on each side of the wire.
+    __hash__ = object.__hash__
+
     OK = "ok"
     INVALID_REFERENCE = "invalid_reference"
     VERIFIER_TIMEOUT = "verifier_timeout"
@@ -39,6 +43,7 @@ class RolloutStatus(enum.Enum):
 
 
 class Verdict(enum.Enum):
+    __hash__ = object.__hash__  # see RolloutStatus
     UNSPECIFIED = "unspecified"
     CORRECT = "correct"
     INCORRECT = "incorrect"

@@ -143,6 +143,7 @@ class VerifierClient:
         retries: int = 4,
         backoff_s: float = 0.05,
         calls_per_batch: int = 1,
+        columns: bool = True,
     ) -> None:
         if isinstance(verifiers, Mapping):
             verifiers = [WeightedVerifier(name, 1.0, tuple(eps)) for name, eps in verifiers.items()]
@@ -156,6 +157,8 @@ class VerifierClient:
         self.retries = retries
         self.backoff_s = backoff_s
         self.calls_per_batch = calls_per_batch
+        self.columns = columns
+        """Ask servers for results as ``ResultColumns`` (cheaper to build and parse); rows are accepted too."""
         self._pools = {v.name: _Pool(v.endpoints) for v in verifiers}
         self.versions: dict[str, str] = {}
         self.max_groups: dict[str, int] = {}
@@ -223,6 +226,8 @@ class VerifierClient:
 
     async def _call(self, name: str, groups: list[GroupRequest], deadline: float) -> list[GroupResult]:
         request = convert.batch_to_pb(groups)
+        if self.columns:
+            request.result_layout = pb.RESULT_LAYOUT_COLUMNS
         pool = self._pools[name]
         errors: list[str] = []
         attempts = self.retries + 1
@@ -310,14 +315,18 @@ def _checked(name: str, groups: list[GroupRequest], response: pb.BatchVerifyGrou
         detail = f"{address} answered {len(response.responses)} groups for {len(groups)} requested"
         log.error("verifier %s: %s", name, detail)
         return [_unusable(g, name, RolloutStatus.VERIFIER_ERROR, detail) for g in groups]
+    try:
+        results = convert.batch_result_from_pb(response)
+    except convert.MalformedMessage as exc:
+        log.error("verifier %s @ %s: %s", name, address, exc)
+        return [_unusable(g, name, RolloutStatus.VERIFIER_ERROR, f"{address} sent malformed results: {exc}") for g in groups]
     out = []
-    for g, msg in zip(groups, response.responses):
-        result = convert.group_result_from_pb(msg)
+    for g, result in zip(groups, results):
         got = [r.index for r in result.results]
         want = [r.index for r in g.rollouts]
-        if msg.group_id != g.group_id or got != want:
-            detail = f"{address} answered group {msg.group_id!r} with indexes {got[:8]} for group {g.group_id!r} with {want[:8]}"
-            if msg.group_id == g.group_id and sorted(got) == sorted(want) and len(set(got)) == len(got):
+        if result.group_id != g.group_id or got != want:
+            detail = f"{address} answered group {result.group_id!r} with indexes {got[:8]} for group {g.group_id!r} with {want[:8]}"
+            if result.group_id == g.group_id and sorted(got) == sorted(want) and len(set(got)) == len(got):
                 by_index = {r.index: r for r in result.results}  # same set, other order: reorder
                 out.append(GroupResult(result.group_id, name, result.verifier_version, tuple(by_index[i] for i in want)))
                 continue

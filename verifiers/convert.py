@@ -6,6 +6,7 @@ Only this module, the server, the client and the scoring processes import the ge
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 
 from grpo.verifier.v1 import verifier_service_pb2 as pb
 
@@ -169,20 +170,29 @@ def group_result_to_pb(result: GroupResult) -> pb.VerifyGroupResponse:
     return msg
 
 
-def batch_result_to_pb(results: Sequence[GroupResult]) -> pb.BatchVerifyGroupsResponse:
+def batch_result_to_pb(results: Sequence[GroupResult], columns: bool = False) -> pb.BatchVerifyGroupsResponse:
+    """The groups' results as rows (each response's ``results``), or with ``columns`` as one
+    ``ResultColumns`` for the whole batch (``columns`` and each response's ``column_rows``)."""
     batch = pb.BatchVerifyGroupsResponse()
     add = batch.responses.add
     for result in results:
-        _fill_group_result(add(), result)
+        msg = add()
+        _fill_group_result(msg, result, rows=not columns)
+        if columns:
+            msg.column_rows = len(result.results)
+    if columns:
+        _fill_columns(batch.columns, [r for result in results for r in result.results])
     return batch
 
 
-def _fill_group_result(msg: pb.VerifyGroupResponse, result: GroupResult) -> None:
+def _fill_group_result(msg: pb.VerifyGroupResponse, result: GroupResult, rows: bool = True) -> None:
     msg.group_id = result.group_id
     msg.verifier = result.verifier
     msg.verifier_version = result.verifier_version
     if result.duration_s:
         _set_duration(msg.verify_duration, result.duration_s)
+    if not rows:
+        return
     add = msg.results.add
     status, verdict = _STATUS_TO_PB, _VERDICT_TO_PB
     for r in result.results:
@@ -190,16 +200,99 @@ def _fill_group_result(msg: pb.VerifyGroupResponse, result: GroupResult) -> None
         _fill_result(rmsg, r)
 
 
+def _fill_columns(msg: pb.ResultColumns, results: Sequence[RolloutResult]) -> None:
+    """Results as ``ResultColumns``: a dozen bulk ``extend`` calls instead of a message per rollout."""
+    status, verdict = _STATUS_TO_PB, _VERDICT_TO_PB
+    msg.index.extend([r.index for r in results])
+    msg.status.extend([status[r.status] for r in results])
+    msg.verdict.extend([verdict[r.verdict] for r in results])
+    msg.reward.extend([r.reward for r in results])
+    msg.detail.extend([r.detail for r in results])
+    msg.verify_seconds.extend([r.duration_s for r in results])
+    components = [r.components for r in results]
+    msg.component_counts.extend([len(c) for c in components])
+    msg.component_names.extend([k for c in components for k in c])
+    msg.component_values.extend([v for c in components for v in c.values()])
+    flags = [r.flags for r in results]
+    msg.flag_counts.extend([len(f) for f in flags])
+    msg.flags.extend([f for fs in flags for f in fs])
+
+
+def _results_from_columns(msg: pb.ResultColumns, shares: Sequence[float]) -> list[RolloutResult]:
+    """The inverse of :func:`_fill_columns`; ``shares[k]`` is row k's duration unless it was timed alone.
+
+    Raises MalformedMessage when the columns do not line up (a buggy server): nothing is guessed.
+    """
+    index = list(msg.index)
+    n = len(index)
+    status, verdict, reward, detail = list(msg.status), list(msg.verdict), list(msg.reward), list(msg.detail)
+    seconds = [t or share for t, share in zip(msg.verify_seconds, shares)]
+    counts, names, values = list(msg.component_counts), list(msg.component_names), list(msg.component_values)
+    flag_counts, flag_names = list(msg.flag_counts), list(msg.flags)
+    lengths = {"status": len(status), "verdict": len(verdict), "reward": len(reward), "detail": len(detail),
+               "verify_seconds": len(msg.verify_seconds), "component_counts": len(counts), "flag_counts": len(flag_counts),
+               "rows of the responses": len(shares)}
+    if any(k != n for k in lengths.values()):
+        raise MalformedMessage(f"result columns do not line up: {n} indexes, " + ", ".join(f"{v} {k}" for k, v in lengths.items()))
+    if not sum(counts) == len(names) == len(values):
+        raise MalformedMessage(f"component_counts sum to {sum(counts)} for {len(names)} names and {len(values)} values")
+    if sum(flag_counts) != len(flag_names):
+        raise MalformedMessage(f"flag_counts sum to {sum(flag_counts)} for {len(flag_names)} flags")
+    k = counts[0] if counts else 0
+    if k and names == names[:k] * n:  # the usual case: every row has the same names, in the same order
+        first = names[:k]
+        components = [dict(zip(first, row)) for row in zip(*[iter(values)] * k)]
+    else:
+        name_it, value_it = iter(names), iter(values)
+        components = [dict(zip(islice(name_it, c), islice(value_it, c))) if c else {} for c in counts]
+    flag_it = iter(flag_names)
+    flags = [tuple(islice(flag_it, c)) if c else () for c in flag_counts] if flag_names else [()] * n
+    statuses, verdicts, unspecified = _STATUS_FROM_PB, _VERDICT_FROM_PB, Verdict.UNSPECIFIED
+    rows = zip(index, status, verdict, reward, components, detail, seconds, flags)
+    if statuses.keys() >= set(status):
+        return [RolloutResult(i, statuses[s], verdicts.get(v, unspecified), w, c, d, t, f) for i, s, v, w, c, d, t, f in rows]
+    return [  # UNSPECIFIED or a value from a newer server: not a usable verdict
+        RolloutResult(i, statuses[s], verdicts.get(v, unspecified), w, c, d, t, f) if s in statuses
+        else RolloutResult.unusable(i, RolloutStatus.VERIFIER_ERROR, f"server sent status {s}")
+        for i, s, v, w, c, d, t, f in rows
+    ]
+
+
+def batch_result_from_pb(msg: pb.BatchVerifyGroupsResponse) -> list[GroupResult]:
+    """Every group's results, whichever layout the server used; MalformedMessage when they do not line up."""
+    if not msg.HasField("columns"):
+        return [group_result_from_pb(r) for r in msg.responses]
+    responses = msg.responses
+    sizes, shares = [], []
+    for r in responses:
+        if r.results:
+            raise MalformedMessage(f"group {r.group_id!r} has rows although the batch came as columns")
+        size = r.column_rows
+        sizes.append(size)
+        shares += [_group_seconds(r) / max(1, size)] * size
+    flat = _results_from_columns(msg.columns, shares)
+    out, start = [], 0
+    for r, size in zip(responses, sizes):
+        rows = tuple(flat[start : start + size])
+        start += size
+        out.append(GroupResult(r.group_id, r.verifier, r.verifier_version, rows, _group_seconds(r) or sum(x.duration_s for x in rows)))
+    return out
+
+
+def _group_seconds(msg: pb.VerifyGroupResponse) -> float:
+    if msg.HasField("verify_duration"):
+        d = msg.verify_duration
+        return d.seconds + d.nanos * 1e-9
+    return 0.0
+
+
 def group_result_from_pb(msg: pb.VerifyGroupResponse) -> GroupResult:
     """A result the server did not time alone gets its share of the group's time as ``duration_s``."""
+    group_s = _group_seconds(msg)
     # One loop with everything bound locally: the client decodes every result of every batch.
     statuses, verdicts, unspecified = _STATUS_FROM_PB, _VERDICT_FROM_PB, Verdict.UNSPECIFIED
     results = []
     total = 0.0
-    group_s = 0.0
-    if msg.HasField("verify_duration"):
-        d = msg.verify_duration
-        group_s = d.seconds + d.nanos * 1e-9
     share = group_s / max(1, len(msg.results))
     for r in msg.results:
         status = statuses.get(r.status)

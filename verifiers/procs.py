@@ -91,9 +91,9 @@ def _score_payload(payload: bytes, start: int, stop: int, deadline: float | None
         return ChunkError(exc.code.name, str(exc))
     except convert.MalformedMessage as exc:
         return ChunkError("INVALID_ARGUMENT", str(exc))
-    tally = Counter((r.verifier, x.status.value, x.verdict.value) for r in results for x in r.results)
-    reply = convert.batch_result_to_pb(results)
-    return reply.SerializeToString(), [(*key, n) for key, n in tally.items()]
+    tally = Counter((r.verifier, x.status, x.verdict) for r in results for x in r.results)  # .value only per key: it is slow
+    reply = convert.batch_result_to_pb(results, columns=request.result_layout == pb.RESULT_LAYOUT_COLUMNS)
+    return reply.SerializeToString(), [(name, status.value, verdict.value, n) for (name, status, verdict), n in tally.items()]
 
 
 # ---- in the server process --------------------------------------------------------------------
@@ -168,8 +168,10 @@ class ScoringProcesses:
         """True when every group of a batch is for a GIL-bound verifier (anything else takes the thread path)."""
         return bool(self.names) and all(name in self.names for name in verifier_names)
 
-    async def score(self, payload: bytes, requests: Sequence[pb.VerifyGroupRequest], deadline: float | None) -> tuple[bytes, Tally]:
-        """Score a batch: its wire bytes and their parse; the serialized reply and its tally. Raises RequestError."""
+    async def score(self, payload: bytes, requests: Sequence[pb.VerifyGroupRequest], deadline: float | None,
+                    columns: bool = False) -> tuple[bytes, Tally]:
+        """Score a batch: its wire bytes and their parse; the serialized reply (columns: in ``ResultColumns``,
+        as the request asked) and its tally. Raises RequestError."""
         if self._idle is None:  # created lazily: it belongs to the server's event loop
             self._idle = asyncio.Queue()
             for w in self._workers:
@@ -177,7 +179,7 @@ class ScoringProcesses:
         n = min(len(self._workers), len(requests))
         size = -(-len(requests) // n)
         bounds = [(i, min(i + size, len(requests))) for i in range(0, len(requests), size)]
-        replies = await asyncio.gather(*(self._run_chunk(payload, requests, a, b, deadline) for a, b in bounds))
+        replies = await asyncio.gather(*(self._run_chunk(payload, requests, a, b, deadline, columns) for a, b in bounds))
         errors = [r for r in replies if isinstance(r, ChunkError)]
         if errors:
             from verifiers.server import RequestError
@@ -186,7 +188,7 @@ class ScoringProcesses:
         return b"".join(data for data, _ in replies), [row for _, tally in replies for row in tally]
 
     async def _run_chunk(self, payload: bytes, requests: Sequence[pb.VerifyGroupRequest], start: int, stop: int,
-                         deadline: float | None):
+                         deadline: float | None, columns: bool):
         chunk = requests[start:stop]
         budget = deadline if deadline is not None else time.monotonic() + self.limits.max_rollout_timeout_s * len(chunk)
         worker = await self._idle.get()
@@ -196,10 +198,10 @@ class ScoringProcesses:
             self._replace(worker, "ran past its deadline" if isinstance(exc, TimeoutError) else "had its call cancelled")
             if isinstance(exc, asyncio.CancelledError):
                 raise
-            return _unusable(chunk, RolloutStatus.VERIFIER_TIMEOUT, "scoring process killed: the group ran past the call deadline")
+            return _unusable(chunk, RolloutStatus.VERIFIER_TIMEOUT, "scoring process killed: the group ran past the call deadline", columns)
         except (EOFError, OSError, RuntimeError) as exc:  # died while scoring, or a replacement that never started
             self._replace(worker, f"died ({exc!r})")
-            return _unusable(chunk, RolloutStatus.VERIFIER_ERROR, "scoring process died while scoring this group")
+            return _unusable(chunk, RolloutStatus.VERIFIER_ERROR, "scoring process died while scoring this group", columns)
         self._idle.put_nowait(worker)
         return reply
 
@@ -216,11 +218,11 @@ class ScoringProcesses:
             w.kill()
 
 
-def _unusable(chunk: Sequence[pb.VerifyGroupRequest], status: RolloutStatus, detail: str) -> tuple[bytes, Tally]:
+def _unusable(chunk: Sequence[pb.VerifyGroupRequest], status: RolloutStatus, detail: str, columns: bool) -> tuple[bytes, Tally]:
     results = [
         GroupResult(r.group_id, r.verifier, "", tuple(RolloutResult.unusable(x.index, status, detail) for x in r.rollouts))
         for r in chunk
     ]
-    reply = convert.batch_result_to_pb(results)
+    reply = convert.batch_result_to_pb(results, columns)
     tally = Counter((r.verifier, status.value, "unspecified") for r in chunk for _ in r.rollouts)
     return reply.SerializeToString(), [(*key, n) for key, n in tally.items()]

@@ -89,17 +89,19 @@ class Scorer:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"group {group.group_id!r} has {len(group.rollouts)} rollouts; the limit is {lim.max_rollouts_per_group}",
             )
-        seen: set[int] = set()
-        for r in group.rollouts:
-            if r.index in seen:
-                raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, f"group {group.group_id!r}: duplicate rollout index {r.index}")
-            seen.add(r.index)
-            if len(r.completion) > lim.max_completion_chars:
-                raise RequestError(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"group {group.group_id!r} rollout {r.index}: completion of {len(r.completion)} characters; "
-                    f"the limit is {lim.max_completion_chars}",
-                )
+        # Checked in bulk first (every rollout of every batch passes here), then located for the message.
+        indexes = [r.index for r in group.rollouts]
+        if len(set(indexes)) != len(indexes):
+            seen: set[int] = set()
+            duplicate = next(i for i in indexes if i in seen or seen.add(i))
+            raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, f"group {group.group_id!r}: duplicate rollout index {duplicate}")
+        if max(map(len, [r.completion for r in group.rollouts])) > lim.max_completion_chars:
+            r = next(r for r in group.rollouts if len(r.completion) > lim.max_completion_chars)
+            raise RequestError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"group {group.group_id!r} rollout {r.index}: completion of {len(r.completion)} characters; "
+                f"the limit is {lim.max_completion_chars}",
+            )
         kinds = tuple(verifier.reference_kinds)
         if kinds and group.reference.kind not in kinds:
             raise RequestError(
@@ -210,7 +212,8 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         self.metrics = metrics
         self.procs = procs
 
-    async def _score(self, method: str, requests: Sequence[pb.VerifyGroupRequest], context, *, payload: bytes | None = None):
+    async def _score(self, method: str, requests: Sequence[pb.VerifyGroupRequest], context, *, payload: bytes | None = None,
+                     columns: bool = False):
         """Domain results; or, given the request's wire ``payload``, the reply as bytes when scoring processes take it."""
         if self.runtime.draining:
             self.metrics.count_request(method, "UNAVAILABLE")
@@ -222,7 +225,7 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
             try:
                 if payload is not None and self.procs is not None and self.procs.handles([r.verifier for r in requests]):
                     with self.scorer.admitted(len(requests)):
-                        results, tally = await self.procs.score(payload, requests, ctx.deadline)
+                        results, tally = await self.procs.score(payload, requests, ctx.deadline, columns)
                     self.metrics.observe_tally(tally)
                 else:
                     results = await self.scorer.score([convert.group_from_pb(r) for r in requests], ctx)
@@ -256,10 +259,11 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         if not request.requests:
             self.metrics.count_request("BatchVerifyGroups", "INVALID_ARGUMENT")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "BatchVerifyGroupsRequest.requests is empty")
-        results = await self._score("BatchVerifyGroups", request.requests, context, payload=payload)
+        columns = request.result_layout == pb.RESULT_LAYOUT_COLUMNS
+        results = await self._score("BatchVerifyGroups", request.requests, context, payload=payload, columns=columns)
         if isinstance(results, bytes):  # joined by the scoring processes: forwarded as is
             return results
-        return convert.batch_result_to_pb(results)
+        return convert.batch_result_to_pb(results, columns)
 
     async def ListVerifiers(self, request, context):
         lim = self.scorer.limits

@@ -73,6 +73,7 @@ DEFECTS = {
     "racy": ("concurrency", "concurrent batches differ"),
     "hang": ("deadline", "keeps working on (or hangs in)"),
     "no_sigterm": ("sigterm", "exited with code -15"),
+    "bad_columns": ("columns", "do not line up"),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from grpo.verifier.v1 import verifier_service_pb2 as pb
 
 from verifiers import convert
@@ -62,3 +63,72 @@ def test_unknown_status_from_a_newer_server_is_an_error_never_a_zero():
     assert not results[0].usable and "server sent status 0" in results[0].detail
     assert "server sent status 42" in results[1].detail
     assert results[2].verdict is Verdict.UNSPECIFIED and results[2].reward == 1.0
+
+
+# ---- results as columns (RESULT_LAYOUT_COLUMNS) ---------------------------------------------------
+
+def _mixed_results() -> list[GroupResult]:
+    """Every shape a column must carry: components that differ per row or are missing, several flags,
+    rollouts timed alone or not, unusable rows, groups of different sizes, a group without a duration."""
+    return [
+        GroupResult("q1", "format", "1.0", (
+            RolloutResult.ok(0, 1.0, components={"think": 1.0, "answer": 1.0}, detail="ok", flags=("text_after_answer",)),
+            RolloutResult(1, RolloutStatus.OK, Verdict.INCORRECT, 0.0, {"answer": 0.0, "think": 0.5}, "", 0.25),
+            RolloutResult.unusable(2, RolloutStatus.VERIFIER_TIMEOUT, "too slow"),
+            RolloutResult.ok(5, 0.5, components={"partial": 0.5}, flags=("multiple_answers", "nested_tags")),
+        ), 0.9),
+        GroupResult("q2", "math", "2.1", (RolloutResult(9, RolloutStatus.OK, Verdict.CORRECT, 1.0, {}, "x = 4", 0.125),), 0.0),
+        GroupResult("q3", "format", "1.0", tuple(RolloutResult.ok(i, 1.0, components={"think": 1.0}) for i in range(8)), 0.4),
+    ]
+
+
+def _decode(wire: bytes) -> list[GroupResult]:
+    return convert.batch_result_from_pb(pb.BatchVerifyGroupsResponse.FromString(wire))
+
+
+def test_columns_carry_exactly_what_rows_carry():
+    results = _mixed_results()
+    rows = convert.batch_result_to_pb(results)
+    columns = convert.batch_result_to_pb(results, columns=True)
+    assert columns.HasField("columns") and not any(g.results for g in columns.responses)
+    assert [g.column_rows for g in columns.responses] == [4, 1, 8]
+    from_rows, from_columns = _decode(rows.SerializeToString()), _decode(columns.SerializeToString())
+    assert from_columns == from_rows
+    assert from_columns[0].results[3].flags == ("multiple_answers", "nested_tags")
+    assert from_columns[0].results[2].components == {} and from_columns[0].results[1].components == {"answer": 0.0, "think": 0.5}
+    # durations: timed alone travels as is, the rest get their share of the group's time
+    assert [round(r.duration_s, 6) for r in from_columns[0].results] == [0.225, 0.25, 0.225, 0.225]
+    assert from_columns[1].duration_s == 0.125  # no group time: the sum of what was timed alone
+
+
+def test_replies_to_consecutive_chunks_joined_are_the_reply_to_the_batch():
+    """What the scoring processes rely on: protobuf merges the repeated `columns` field by concatenation."""
+    results = _mixed_results()
+    whole = _decode(convert.batch_result_to_pb(results, columns=True).SerializeToString())
+    joined = b"".join(convert.batch_result_to_pb(results[a:b], columns=True).SerializeToString() for a, b in [(0, 1), (1, 3)])
+    assert _decode(joined) == whole
+
+
+def test_unknown_status_in_columns_is_an_error_never_a_zero():
+    batch = convert.batch_result_to_pb([GroupResult("g", "v", "1", tuple(RolloutResult.ok(i, 1.0) for i in range(3)), 0.1)], columns=True)
+    batch.columns.status[0] = pb.ROLLOUT_STATUS_UNSPECIFIED
+    batch.columns.status[1] = 42
+    (group,) = _decode(batch.SerializeToString())
+    assert [r.status for r in group.results] == [RolloutStatus.VERIFIER_ERROR, RolloutStatus.VERIFIER_ERROR, RolloutStatus.OK]
+    assert "server sent status 42" in group.results[1].detail and group.results[2].reward == 1.0
+
+
+@pytest.mark.parametrize("corrupt,message", [
+    (lambda b: b.columns.reward.pop(), "do not line up"),
+    (lambda b: b.columns.detail.append("extra"), "do not line up"),
+    (lambda b: setattr(b.responses[0], "column_rows", 2), "do not line up"),
+    (lambda b: b.columns.component_values.pop(), "component_counts"),
+    (lambda b: b.columns.component_counts.__setitem__(0, 5), "component_counts"),
+    (lambda b: b.columns.flag_counts.__setitem__(1, 1), "flag_counts"),
+    (lambda b: b.responses[1].results.add(index=0), "has rows although"),
+])
+def test_columns_that_do_not_line_up_are_refused(corrupt, message):
+    batch = convert.batch_result_to_pb(_mixed_results()[:2], columns=True)
+    corrupt(batch)
+    with pytest.raises(convert.MalformedMessage, match=message):
+        _decode(batch.SerializeToString())

@@ -97,6 +97,31 @@ def test_replies_equal_the_threaded_servers(procs_server):
     assert all(g.verify_duration.ToNanoseconds() > 0 for g in got.responses)
 
 
+def test_columns_carry_the_same_results_as_rows(procs_server):
+    """RESULT_LAYOUT_COLUMNS: each process answers its chunk as columns, the server joins the bytes."""
+    from verifiers import convert
+
+    request = batch(37, seed=5)
+    columnar = pb.BatchVerifyGroupsRequest()
+    columnar.CopyFrom(request)
+    columnar.result_layout = pb.RESULT_LAYOUT_COLUMNS
+    with ServiceProcess(["format"]) as threaded:
+        ch_t, threaded_stub = stub_for(threaded)
+        ch_p, procs_stub = stub_for(procs_server)
+        with ch_t, ch_p:
+            want = threaded_stub.BatchVerifyGroups(request, timeout=30)
+            got = {name: stub.BatchVerifyGroups(columnar, timeout=30) for name, stub in [("threads", threaded_stub), ("procs", procs_stub)]}
+    expected = [[(r.index, r.status, r.verdict, r.reward, r.components, r.detail, r.flags) for r in g.results]
+                for g in convert.batch_result_from_pb(want)]
+    assert any(r[6] for g in expected for r in g) and {r[3] for g in expected for r in g} >= {0.0, 1.0}
+    for name, reply in got.items():
+        assert reply.HasField("columns") and not any(g.results for g in reply.responses), name
+        assert [g.column_rows for g in reply.responses] == [8] * 37, name
+        decoded = convert.batch_result_from_pb(reply)
+        assert [g.group_id for g in decoded] == [f"g{i}" for i in range(37)]
+        assert [[(r.index, r.status, r.verdict, r.reward, r.components, r.detail, r.flags) for r in g.results] for g in decoded] == expected, name
+
+
 def test_bad_requests_keep_their_codes(procs_server):
     channel, stub = stub_for(procs_server)
     with channel:

@@ -155,25 +155,32 @@ def test_metrics_count_rollouts_scored_in_the_processes(procs_server):
     assert counted >= 48
 
 
-def test_worker_killed_mid_batch_is_an_error_never_a_zero(testplugin):
+@pytest.mark.parametrize("layout", [pb.RESULT_LAYOUT_ROWS, pb.RESULT_LAYOUT_COLUMNS])
+def test_worker_killed_mid_batch_is_an_error_never_a_zero(testplugin, layout):
+    from verifiers import convert
+    from verifiers.base import RolloutStatus
+
     with ServiceProcess(["spinner"], extra_args=["--scoring-procs", "2"]) as sp:
         channel, stub = stub_for(sp)
         with channel:
             before = scoring_pids(sp.proc.pid)
             assert len(before) == 2
             request = batch(4, verifier="spinner", spin_s="1.5")  # two chunks of two groups, ~3 s each
+            request.result_layout = layout
             killer = threading.Timer(1.0, os.kill, (before[0], signal.SIGKILL))
             killer.start()
             resp = stub.BatchVerifyGroups(request, timeout=30)
             killer.join()
-            statuses = [r.status for g in resp.responses for r in g.results]
+            assert resp.HasField("columns") == (layout == pb.RESULT_LAYOUT_COLUMNS)
+            groups = convert.batch_result_from_pb(resp)
+            statuses = [r.status for g in groups for r in g.results]
             assert len(statuses) == 32
-            assert statuses.count(pb.ROLLOUT_STATUS_VERIFIER_ERROR) == 16  # the dead worker's chunk
-            assert statuses.count(pb.ROLLOUT_STATUS_OK) == 16  # the other chunk, unaffected
-            for g in resp.responses:
-                for r, rollout in zip(g.results, request.requests[int(g.group_id[1:])].rollouts):
+            assert statuses.count(RolloutStatus.VERIFIER_ERROR) == 16  # the dead worker's chunk
+            assert statuses.count(RolloutStatus.OK) == 16  # the other chunk, unaffected
+            for g in groups:
+                for r, rollout in zip(g.results, request.requests[int(g.group_id[1:])].rollouts, strict=True):
                     assert r.index == rollout.index
-                    if r.status == pb.ROLLOUT_STATUS_OK:
+                    if r.status is RolloutStatus.OK:
                         assert r.reward == len(rollout.completion) % 2
                     else:
                         assert "died" in r.detail

@@ -239,7 +239,9 @@ def _results_from_columns(msg: pb.ResultColumns, shares: Sequence[float]) -> lis
     if sum(flag_counts) != len(flag_names):
         raise MalformedMessage(f"flag_counts sum to {sum(flag_counts)} for {len(flag_names)} flags")
     k = counts[0] if counts else 0
-    if k and names == names[:k] * n:  # the usual case: every row has the same names, in the same order
+    # the usual case: every row has the same names in the same order (counts checked first: then the
+    # comparison list is exactly as long as `names`)
+    if k and counts.count(k) == n and names == names[:k] * n:
         first = names[:k]
         components = [dict(zip(first, row)) for row in zip(*[iter(values)] * k)]
     else:
@@ -263,12 +265,13 @@ def batch_result_from_pb(msg: pb.BatchVerifyGroupsResponse) -> list[GroupResult]
     if not msg.HasField("columns"):
         return [group_result_from_pb(r) for r in msg.responses]
     responses = msg.responses
-    sizes, shares = [], []
-    for r in responses:
+    sizes = [r.column_rows for r in responses]
+    if sum(sizes) != len(msg.columns.index):  # checked before anything is sized by a number the server sent
+        raise MalformedMessage(f"the responses claim {sum(sizes)} column rows; the columns have {len(msg.columns.index)}")
+    shares: list[float] = []
+    for r, size in zip(responses, sizes):
         if r.results:
             raise MalformedMessage(f"group {r.group_id!r} has rows although the batch came as columns")
-        size = r.column_rows
-        sizes.append(size)
         shares += [_group_seconds(r) / max(1, size)] * size
     flat = _results_from_columns(msg.columns, shares)
     out, start = [], 0

@@ -121,10 +121,12 @@ def test_unknown_status_in_columns_is_an_error_never_a_zero():
 @pytest.mark.parametrize("corrupt,message", [
     (lambda b: b.columns.reward.pop(), "do not line up"),
     (lambda b: b.columns.detail.append("extra"), "do not line up"),
-    (lambda b: setattr(b.responses[0], "column_rows", 2), "do not line up"),
+    (lambda b: setattr(b.responses[0], "column_rows", 2), "claim 3 column rows"),
+    (lambda b: setattr(b.responses[0], "column_rows", 2**32 - 1), "column rows"),  # never allocated
     (lambda b: b.columns.component_values.pop(), "component_counts"),
     (lambda b: b.columns.component_counts.__setitem__(0, 5), "component_counts"),
     (lambda b: b.columns.flag_counts.__setitem__(1, 1), "flag_counts"),
+    (lambda b: b.columns.flag_counts.__setitem__(1, 2**32 - 1), "flag_counts"),
     (lambda b: b.responses[1].results.add(index=0), "has rows although"),
 ])
 def test_columns_that_do_not_line_up_are_refused(corrupt, message):

@@ -137,6 +137,12 @@ def _fill_group(msg: pb.VerifyGroupRequest, group: GroupRequest) -> None:
 # ---- results ----------------------------------------------------------------------------------
 
 
+def _nanos(seconds: float) -> int:
+    """What :func:`_set_duration` writes, as one integer."""
+    whole = int(seconds)
+    return whole * 1_000_000_000 + int((seconds - whole) * 1e9)
+
+
 def _set_duration(duration, seconds: float) -> None:
     whole = int(seconds)  # set in place: cheaper than building a Duration message
     if whole:
@@ -170,9 +176,13 @@ def group_result_to_pb(result: GroupResult) -> pb.VerifyGroupResponse:
     return msg
 
 
-def batch_result_to_pb(results: Sequence[GroupResult], columns: bool = False) -> pb.BatchVerifyGroupsResponse:
+def batch_result_to_pb(results: Sequence[GroupResult], columns: bool = False, first_group: int = 0) -> pb.BatchVerifyGroupsResponse:
     """The groups' results as rows (each response's ``results``), or with ``columns`` as one
-    ``ResultColumns`` for the whole batch (``columns`` and each response's ``column_rows``)."""
+    ``ResultColumns`` for the whole batch (``columns`` and each response's ``column_rows``).
+
+    ``first_group``: the position of ``results[0]`` in the whole batch, when this is the reply to a
+    chunk of it (the scoring processes): the rows' ``group`` tags count from there.
+    """
     batch = pb.BatchVerifyGroupsResponse()
     add = batch.responses.add
     for result in results:
@@ -181,7 +191,7 @@ def batch_result_to_pb(results: Sequence[GroupResult], columns: bool = False) ->
         if columns:
             msg.column_rows = len(result.results)
     if columns:
-        _fill_columns(batch.columns, [r for result in results for r in result.results])
+        _fill_columns(batch.columns, results, first_group)
     return batch
 
 
@@ -200,15 +210,17 @@ def _fill_group_result(msg: pb.VerifyGroupResponse, result: GroupResult, rows: b
         _fill_result(rmsg, r)
 
 
-def _fill_columns(msg: pb.ResultColumns, results: Sequence[RolloutResult]) -> None:
+def _fill_columns(msg: pb.ResultColumns, groups: Sequence[GroupResult], first_group: int) -> None:
     """Results as ``ResultColumns``: a dozen bulk ``extend`` calls instead of a message per rollout."""
+    results = [r for g in groups for r in g.results]
+    msg.group.extend([first_group + k for k, g in enumerate(groups) for _ in g.results])
     status, verdict = _STATUS_TO_PB, _VERDICT_TO_PB
     msg.index.extend([r.index for r in results])
     msg.status.extend([status[r.status] for r in results])
     msg.verdict.extend([verdict[r.verdict] for r in results])
     msg.reward.extend([r.reward for r in results])
     msg.detail.extend([r.detail for r in results])
-    msg.verify_seconds.extend([r.duration_s for r in results])
+    msg.verify_nanos.extend([_nanos(r.duration_s) if r.duration_s else 0 for r in results])
     components = [r.components for r in results]
     msg.component_counts.extend([len(c) for c in components])
     msg.component_names.extend([k for c in components for k in c])
@@ -226,11 +238,12 @@ def _results_from_columns(msg: pb.ResultColumns, shares: Sequence[float]) -> lis
     index = list(msg.index)
     n = len(index)
     status, verdict, reward, detail = list(msg.status), list(msg.verdict), list(msg.reward), list(msg.detail)
-    seconds = [t or share for t, share in zip(msg.verify_seconds, shares)]
+    # the arithmetic of a Duration's seconds + nanos, so that columns decode to exactly what rows do
+    seconds = [t // 1_000_000_000 + t % 1_000_000_000 * 1e-9 if t else share for t, share in zip(msg.verify_nanos, shares)]
     counts, names, values = list(msg.component_counts), list(msg.component_names), list(msg.component_values)
     flag_counts, flag_names = list(msg.flag_counts), list(msg.flags)
     lengths = {"status": len(status), "verdict": len(verdict), "reward": len(reward), "detail": len(detail),
-               "verify_seconds": len(msg.verify_seconds), "component_counts": len(counts), "flag_counts": len(flag_counts),
+               "verify_nanos": len(msg.verify_nanos), "component_counts": len(counts), "flag_counts": len(flag_counts),
                "rows of the responses": len(shares)}
     if any(k != n for k in lengths.values()):
         raise MalformedMessage(f"result columns do not line up: {n} indexes, " + ", ".join(f"{v} {k}" for k, v in lengths.items()))
@@ -273,6 +286,8 @@ def batch_result_from_pb(msg: pb.BatchVerifyGroupsResponse) -> list[GroupResult]
         if r.results:
             raise MalformedMessage(f"group {r.group_id!r} has rows although the batch came as columns")
         shares += [_group_seconds(r) / max(1, size)] * size
+    if list(msg.columns.group) != [k for k, size in enumerate(sizes) for _ in range(size)]:
+        raise MalformedMessage("the column rows are not in the order of the responses (by their group tags)")
     flat = _results_from_columns(msg.columns, shares)
     out, start = [], 0
     for r, size in zip(responses, sizes):

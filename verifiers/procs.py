@@ -92,7 +92,7 @@ def _score_payload(payload: bytes, start: int, stop: int, deadline: float | None
     except convert.MalformedMessage as exc:
         return ChunkError("INVALID_ARGUMENT", str(exc))
     tally = Counter((r.verifier, x.status, x.verdict) for r in results for x in r.results)  # .value only per key: it is slow
-    reply = convert.batch_result_to_pb(results, columns=request.result_layout == pb.RESULT_LAYOUT_COLUMNS)
+    reply = convert.batch_result_to_pb(results, request.result_layout == pb.RESULT_LAYOUT_COLUMNS, first_group=start)
     return reply.SerializeToString(), [(name, status.value, verdict.value, n) for (name, status, verdict), n in tally.items()]
 
 
@@ -198,10 +198,10 @@ class ScoringProcesses:
             self._replace(worker, "ran past its deadline" if isinstance(exc, TimeoutError) else "had its call cancelled")
             if isinstance(exc, asyncio.CancelledError):
                 raise
-            return _unusable(chunk, RolloutStatus.VERIFIER_TIMEOUT, "scoring process killed: the group ran past the call deadline", columns)
+            return _unusable(chunk, RolloutStatus.VERIFIER_TIMEOUT, "scoring process killed: the group ran past the call deadline", columns, start)
         except (EOFError, OSError, RuntimeError) as exc:  # died while scoring, or a replacement that never started
             self._replace(worker, f"died ({exc!r})")
-            return _unusable(chunk, RolloutStatus.VERIFIER_ERROR, "scoring process died while scoring this group", columns)
+            return _unusable(chunk, RolloutStatus.VERIFIER_ERROR, "scoring process died while scoring this group", columns, start)
         self._idle.put_nowait(worker)
         return reply
 
@@ -218,11 +218,12 @@ class ScoringProcesses:
             w.kill()
 
 
-def _unusable(chunk: Sequence[pb.VerifyGroupRequest], status: RolloutStatus, detail: str, columns: bool) -> tuple[bytes, Tally]:
+def _unusable(chunk: Sequence[pb.VerifyGroupRequest], status: RolloutStatus, detail: str, columns: bool,
+              first_group: int) -> tuple[bytes, Tally]:
     results = [
         GroupResult(r.group_id, r.verifier, "", tuple(RolloutResult.unusable(x.index, status, detail) for x in r.rollouts))
         for r in chunk
     ]
-    reply = convert.batch_result_to_pb(results, columns)
+    reply = convert.batch_result_to_pb(results, columns, first_group)
     tally = Counter((r.verifier, status.value, "unspecified") for r in chunk for _ in r.rollouts)
     return reply.SerializeToString(), [(*key, n) for key, n in tally.items()]

@@ -89,19 +89,21 @@ class Scorer:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"group {group.group_id!r} has {len(group.rollouts)} rollouts; the limit is {lim.max_rollouts_per_group}",
             )
-        # Checked in bulk first (every rollout of every batch passes here), then located for the message.
+        # Checked in bulk (every rollout of every batch passes here); only a group that fails is walked,
+        # to name its first problem in rollout order.
         indexes = [r.index for r in group.rollouts]
-        if len(set(indexes)) != len(indexes):
+        if len(set(indexes)) != len(indexes) or max(map(len, [r.completion for r in group.rollouts])) > lim.max_completion_chars:
             seen: set[int] = set()
-            duplicate = next(i for i in indexes if i in seen or seen.add(i))
-            raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, f"group {group.group_id!r}: duplicate rollout index {duplicate}")
-        if max(map(len, [r.completion for r in group.rollouts])) > lim.max_completion_chars:
-            r = next(r for r in group.rollouts if len(r.completion) > lim.max_completion_chars)
-            raise RequestError(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"group {group.group_id!r} rollout {r.index}: completion of {len(r.completion)} characters; "
-                f"the limit is {lim.max_completion_chars}",
-            )
+            for r in group.rollouts:
+                if r.index in seen:
+                    raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, f"group {group.group_id!r}: duplicate rollout index {r.index}")
+                seen.add(r.index)
+                if len(r.completion) > lim.max_completion_chars:
+                    raise RequestError(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"group {group.group_id!r} rollout {r.index}: completion of {len(r.completion)} characters; "
+                        f"the limit is {lim.max_completion_chars}",
+                    )
         kinds = tuple(verifier.reference_kinds)
         if kinds and group.reference.kind not in kinds:
             raise RequestError(

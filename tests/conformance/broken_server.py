@@ -134,7 +134,7 @@ def as_columns(reply: pb.BatchVerifyGroupsResponse, drop_last_reward: bool) -> p
     """The same results as ResultColumns (this server's only use of them is the bad_columns defect)."""
     out = pb.BatchVerifyGroupsResponse()
     cols = out.columns
-    for group in reply.responses:
+    for position, group in enumerate(reply.responses):
         out.responses.add(group_id=group.group_id, verifier=group.verifier, verifier_version=group.verifier_version,
                           column_rows=len(group.results))
         for r in group.results:
@@ -143,7 +143,8 @@ def as_columns(reply: pb.BatchVerifyGroupsResponse, drop_last_reward: bool) -> p
             cols.verdict.append(r.verdict)
             cols.reward.append(r.reward)
             cols.detail.append(r.detail)
-            cols.verify_seconds.append(0.0)
+            cols.verify_nanos.append(0)
+            cols.group.append(position)
             cols.component_counts.append(len(r.reward_components))
             cols.component_names.extend(r.reward_components.keys())
             cols.component_values.extend(r.reward_components.values())

@@ -73,7 +73,7 @@ def _mixed_results() -> list[GroupResult]:
     return [
         GroupResult("q1", "format", "1.0", (
             RolloutResult.ok(0, 1.0, components={"think": 1.0, "answer": 1.0}, detail="ok", flags=("text_after_answer",)),
-            RolloutResult(1, RolloutStatus.OK, Verdict.INCORRECT, 0.0, {"answer": 0.0, "think": 0.5}, "", 0.25),
+            RolloutResult(1, RolloutStatus.OK, Verdict.INCORRECT, 0.0, {"answer": 0.0, "think": 0.5}, "", 0.3),
             RolloutResult.unusable(2, RolloutStatus.VERIFIER_TIMEOUT, "too slow"),
             RolloutResult.ok(5, 0.5, components={"partial": 0.5}, flags=("multiple_answers", "nested_tags")),
         ), 0.9),
@@ -97,7 +97,7 @@ def test_columns_carry_exactly_what_rows_carry():
     assert from_columns[0].results[3].flags == ("multiple_answers", "nested_tags")
     assert from_columns[0].results[2].components == {} and from_columns[0].results[1].components == {"answer": 0.0, "think": 0.5}
     # durations: timed alone travels as is, the rest get their share of the group's time
-    assert [round(r.duration_s, 6) for r in from_columns[0].results] == [0.225, 0.25, 0.225, 0.225]
+    assert [round(r.duration_s, 6) for r in from_columns[0].results] == [0.225, 0.3, 0.225, 0.225]
     assert from_columns[1].duration_s == 0.125  # no group time: the sum of what was timed alone
 
 
@@ -105,8 +105,29 @@ def test_replies_to_consecutive_chunks_joined_are_the_reply_to_the_batch():
     """What the scoring processes rely on: protobuf merges the repeated `columns` field by concatenation."""
     results = _mixed_results()
     whole = _decode(convert.batch_result_to_pb(results, columns=True).SerializeToString())
-    joined = b"".join(convert.batch_result_to_pb(results[a:b], columns=True).SerializeToString() for a, b in [(0, 1), (1, 3)])
+    chunks = [(0, 1), (1, 3)]
+    joined = b"".join(convert.batch_result_to_pb(results[a:b], True, first_group=a).SerializeToString() for a, b in chunks)
     assert _decode(joined) == whole
+    # chunks that do not say where they start carry wrong group tags: refused, not guessed
+    untagged = b"".join(convert.batch_result_to_pb(results[a:b], True).SerializeToString() for a, b in chunks)
+    with pytest.raises(convert.MalformedMessage, match="group tags"):
+        _decode(untagged)
+
+
+def test_rows_written_in_another_group_order_are_refused():
+    """A server that writes each group's rows as the group finishes (here b before a), tagging them with
+    their group: with equal indexes in every group, only the tags show the rows are not in order."""
+    ones = GroupResult("a", "v", "1", tuple(RolloutResult.ok(i, 1.0) for i in range(4)), 0.1)
+    zeros = GroupResult("b", "v", "1", tuple(RolloutResult.ok(i, 0.0) for i in range(4)), 0.1)
+    honest = convert.batch_result_to_pb([ones, zeros], columns=True)
+    assert [r.reward for g in _decode(honest.SerializeToString()) for r in g.results] == [1.0] * 4 + [0.0] * 4
+    liar = pb.BatchVerifyGroupsResponse()
+    liar.responses.extend(honest.responses)
+    liar.columns.CopyFrom(convert.batch_result_to_pb([zeros], True, first_group=1).columns)
+    liar.columns.MergeFrom(convert.batch_result_to_pb([ones], True, first_group=0).columns)
+    assert list(liar.columns.group) == [1] * 4 + [0] * 4
+    with pytest.raises(convert.MalformedMessage, match="group tags"):
+        _decode(liar.SerializeToString())
 
 
 def test_unknown_status_in_columns_is_an_error_never_a_zero():

@@ -196,3 +196,23 @@ def test_sigterm_drains(testplugin):
         assert sp.proc.wait(timeout=15) == 0
     finally:
         sp.stop()
+
+
+@pytest.mark.parametrize("rollouts,message", [
+    ([(0, "x" * 10), (1, "a"), (1, "b")], "rollout 0: completion of 10 characters; the limit is 5"),
+    ([(0, "a"), (0, "b"), (1, "x" * 10)], "duplicate rollout index 0"),
+    ([(3, "a"), (1, "b"), (3, "c"), (1, "d")], "duplicate rollout index 3"),
+])
+def test_validation_names_the_first_problem_in_rollout_order(rollouts, message):
+    from verifiers.base import GroupRequest, Rollout
+    from verifiers.format import FormatVerifier
+    from verifiers.server import Limits, RequestError, Scorer
+
+    scorer = Scorer({"format": FormatVerifier()}, Limits(max_completion_chars=5))
+    try:
+        with pytest.raises(RequestError, match=message) as err:
+            scorer.validate(GroupRequest("format", tuple(Rollout(i, c) for i, c in rollouts), group_id="g"))
+        assert err.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        scorer.validate(GroupRequest("format", (Rollout(0, "fine"), Rollout(1, "ok")), group_id="g"))  # no error
+    finally:
+        scorer.close()

@@ -189,30 +189,32 @@ class VerifyGroupResponse(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., verifier: _Optional[str] = ..., verifier_version: _Optional[str] = ..., results: _Optional[_Iterable[_Union[RolloutResult, _Mapping]]] = ..., verify_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., column_rows: _Optional[int] = ...) -> None: ...
 
 class ResultColumns(_message.Message):
-    __slots__ = ("index", "status", "verdict", "reward", "detail", "verify_seconds", "component_counts", "component_names", "component_values", "flag_counts", "flags")
+    __slots__ = ("index", "status", "verdict", "reward", "detail", "verify_nanos", "component_counts", "component_names", "component_values", "flag_counts", "flags", "group")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
-    VERIFY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_NANOS_FIELD_NUMBER: _ClassVar[int]
     COMPONENT_COUNTS_FIELD_NUMBER: _ClassVar[int]
     COMPONENT_NAMES_FIELD_NUMBER: _ClassVar[int]
     COMPONENT_VALUES_FIELD_NUMBER: _ClassVar[int]
     FLAG_COUNTS_FIELD_NUMBER: _ClassVar[int]
     FLAGS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     index: _containers.RepeatedScalarFieldContainer[int]
     status: _containers.RepeatedScalarFieldContainer[RolloutStatus]
     verdict: _containers.RepeatedScalarFieldContainer[Verdict]
     reward: _containers.RepeatedScalarFieldContainer[float]
     detail: _containers.RepeatedScalarFieldContainer[str]
-    verify_seconds: _containers.RepeatedScalarFieldContainer[float]
+    verify_nanos: _containers.RepeatedScalarFieldContainer[int]
     component_counts: _containers.RepeatedScalarFieldContainer[int]
     component_names: _containers.RepeatedScalarFieldContainer[str]
     component_values: _containers.RepeatedScalarFieldContainer[float]
     flag_counts: _containers.RepeatedScalarFieldContainer[int]
     flags: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, index: _Optional[_Iterable[int]] = ..., status: _Optional[_Iterable[_Union[RolloutStatus, str]]] = ..., verdict: _Optional[_Iterable[_Union[Verdict, str]]] = ..., reward: _Optional[_Iterable[float]] = ..., detail: _Optional[_Iterable[str]] = ..., verify_seconds: _Optional[_Iterable[float]] = ..., component_counts: _Optional[_Iterable[int]] = ..., component_names: _Optional[_Iterable[str]] = ..., component_values: _Optional[_Iterable[float]] = ..., flag_counts: _Optional[_Iterable[int]] = ..., flags: _Optional[_Iterable[str]] = ...) -> None: ...
+    group: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, index: _Optional[_Iterable[int]] = ..., status: _Optional[_Iterable[_Union[RolloutStatus, str]]] = ..., verdict: _Optional[_Iterable[_Union[Verdict, str]]] = ..., reward: _Optional[_Iterable[float]] = ..., detail: _Optional[_Iterable[str]] = ..., verify_nanos: _Optional[_Iterable[int]] = ..., component_counts: _Optional[_Iterable[int]] = ..., component_names: _Optional[_Iterable[str]] = ..., component_values: _Optional[_Iterable[float]] = ..., flag_counts: _Optional[_Iterable[int]] = ..., flags: _Optional[_Iterable[str]] = ..., group: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class BatchVerifyGroupsRequest(_message.Message):
     __slots__ = ("requests", "result_layout")

@@ -32,6 +32,17 @@ def group_batch(tok, completions: list[str], rewards: list[float]):
     return ids, am, loss_mask, adv
 
 
+def padded_batch(tok, completions: list[str]):
+    """Prompt "2+3=" then each completion + EOS, right-padded to the longest: ids, attention mask,
+    completion mask and completion width."""
+    prompt = tok("2+3=")["input_ids"]
+    comps = [tok(c)["input_ids"] + [tok.eos_token_id] for c in completions]
+    width = max(map(len, comps))
+    ids = torch.tensor([prompt + c + [tok.pad_token_id] * (width - len(c)) for c in comps])
+    am = torch.tensor([[1] * len(prompt) + [1] * len(c) + [0] * (width - len(c)) for c in comps])
+    return ids, am, am[:, len(prompt):].bool(), width
+
+
 def seq_logprob(model, ids, am, t):
     with torch.no_grad():
         lp, _ = token_logprobs(model, ids, am, t)
@@ -107,12 +118,7 @@ def test_length_bucketed_micro_batches_give_the_full_batch_gradient(cost):
         cfg, tok, model = setup(loss_type=loss_type)
         cfg = cfg.model_copy(update={"optim": cfg.optim.model_copy(
             update={"micro_batch_size": 2, "max_grad_norm": 1e9, "micro_batch_cost_tokens": cost})})
-        prompt = tok("2+3=")["input_ids"]
-        comps = [tok(c)["input_ids"] + [tok.eos_token_id] for c in ["5", "1234567", "7", "45"]]
-        width = max(map(len, comps))
-        ids = torch.tensor([prompt + c + [tok.pad_token_id] * (width - len(c)) for c in comps])
-        am = torch.tensor([[1] * len(prompt) + [1] * len(c) + [0] * (width - len(c)) for c in comps])
-        mask = am[:, len(prompt):].bool()
+        ids, am, mask, width = padded_batch(tok, ["5", "1234567", "7", "45"])
         adv = torch.tensor([1.0, -0.5, 0.7, -1.2])
         lp, _ = token_logprobs(model, ids, am, width)
         full = policy_loss(LossInputs(lp, lp.detach(), adv, mask), Learner(model, cfg).loss_cfg,
@@ -175,15 +181,10 @@ def test_batched_logprobs_equal_one_full_width_forward(cost):
     from trainer.learner import batched_logprobs
 
     _, tok, model = setup()
-    prompt = tok("2+3=")["input_ids"]
-    comps = [tok(c)["input_ids"] + [tok.eos_token_id] for c in ["5", "1234567", "7", "45", "", "3210"]]
-    width = max(map(len, comps))
-    ids = torch.tensor([prompt + c + [tok.pad_token_id] * (width - len(c)) for c in comps])
-    am = torch.tensor([[1] * len(prompt) + [1] * len(c) + [0] * (width - len(c)) for c in comps])
+    ids, am, mask, width = padded_batch(tok, ["5", "1234567", "7", "45", "", "3210"])
     with torch.no_grad():
         full, _ = token_logprobs(model, ids, am, width)
     got = batched_logprobs(model, ids, am, width, 1.0, 4, cost)
-    mask = am[:, len(prompt):].bool()
     assert torch.allclose(got[mask], full[mask], atol=1e-6)
     assert (got[~mask] == 0).all() and (full[~mask] == 0).all()  # nothing past a completion's end
 
@@ -197,12 +198,7 @@ def test_first_pass_logprobs_serve_as_pi_old_for_the_next_passes():
     from trainer.learner import batched_logprobs
 
     cfg, tok, model = setup(lr=1e-2, beta=0.04, num_iterations=2)
-    prompt = tok("2+3=")["input_ids"]
-    comps = [tok(c)["input_ids"] + [tok.eos_token_id] for c in ["5", "12", "7", "45"]]
-    width = max(map(len, comps))
-    ids = torch.tensor([prompt + c + [tok.pad_token_id] * (width - len(c)) for c in comps])
-    am = torch.tensor([[1] * len(prompt) + [1] * len(c) + [0] * (width - len(c)) for c in comps])
-    mask = am[:, len(prompt):].bool()
+    ids, am, mask, width = padded_batch(tok, ["5", "12", "7", "45"])
     reference = copy.deepcopy(model)
     other = copy.deepcopy(model)
     ref_lp = batched_logprobs(reference, ids, am, width, 1.0, 4)

@@ -281,19 +281,20 @@ def batch_result_from_pb(msg: pb.BatchVerifyGroupsResponse) -> list[GroupResult]
     sizes = [r.column_rows for r in responses]
     if sum(sizes) != len(msg.columns.index):  # checked before anything is sized by a number the server sent
         raise MalformedMessage(f"the responses claim {sum(sizes)} column rows; the columns have {len(msg.columns.index)}")
+    group_s = [_group_seconds(r) for r in responses]
     shares: list[float] = []
-    for r, size in zip(responses, sizes):
+    for r, size, seconds in zip(responses, sizes, group_s):
         if r.results:
             raise MalformedMessage(f"group {r.group_id!r} has rows although the batch came as columns")
-        shares += [_group_seconds(r) / max(1, size)] * size
+        shares += [seconds / max(1, size)] * size
     if list(msg.columns.group) != [k for k, size in enumerate(sizes) for _ in range(size)]:
         raise MalformedMessage("the column rows are not in the order of the responses (by their group tags)")
     flat = _results_from_columns(msg.columns, shares)
     out, start = [], 0
-    for r, size in zip(responses, sizes):
+    for r, size, seconds in zip(responses, sizes, group_s):
         rows = tuple(flat[start : start + size])
         start += size
-        out.append(GroupResult(r.group_id, r.verifier, r.verifier_version, rows, _group_seconds(r) or sum(x.duration_s for x in rows)))
+        out.append(GroupResult(r.group_id, r.verifier, r.verifier_version, rows, seconds or sum(x.duration_s for x in rows)))
     return out
 
 

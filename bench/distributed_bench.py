@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def config(args):
-    from trainer.config import load_config
+    from cohort.trainer.config import load_config
 
     heads = max(2, args.hidden // 32)
     return load_config(None, [
@@ -42,10 +42,10 @@ def config(args):
 def measure(args) -> dict[str, float]:
     import torch
 
-    from trainer.distributed import for_generation, setup, unwrap, wrap
-    from trainer.engines.hf import TransformersEngine
-    from trainer.learner import Learner, UpdateBatch
-    from trainer.models import build_policy
+    from cohort.trainer.distributed import for_generation, setup, unwrap, wrap
+    from cohort.trainer.engines.hf import TransformersEngine
+    from cohort.trainer.learner import Learner, UpdateBatch
+    from cohort.trainer.models import build_policy
 
     comm = setup(args.parallel)
     torch.set_num_threads(max(1, args.threads // comm.world_size))

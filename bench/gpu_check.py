@@ -83,9 +83,9 @@ def main() -> None:
     import torch
     import transformers
 
-    from trainer.config import load_config
-    from trainer.engines.hf import TransformersEngine
-    from trainer.learner import Learner, UpdateBatch
+    from cohort.trainer.config import load_config
+    from cohort.trainer.engines.hf import TransformersEngine
+    from cohort.trainer.learner import Learner, UpdateBatch
 
     cuda = args.device.startswith("cuda")
     if cuda and not torch.cuda.is_available():

@@ -38,8 +38,8 @@ class Ours:
     """Our verifier through ``MathVerifier.verify_group``: one worker, verdict cache off."""
 
     def __init__(self, timeout: float):
-        from verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
-        from verifiers.math import MathVerifier
+        from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
+        from cohort.verifiers.math import MathVerifier
 
         self._types = (GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext)
         self.timeout = timeout

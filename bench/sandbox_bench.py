@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ns = ap.parse_args(argv)
 
-    from sandbox.pool import Sandbox, SandboxOptions
-    from sandbox.policy import SandboxConfig
+    from cohort.sandbox.pool import Sandbox, SandboxOptions
+    from cohort.sandbox.policy import SandboxConfig
 
     sb = Sandbox(SandboxOptions(config=SandboxConfig(interpreter=ns.python), pool_size=ns.pool_size))
     for _ in range(20):  # warm: every slot started, caches hot

@@ -118,9 +118,9 @@ def measure_verifier_rss(env: dict[str, str]) -> float:
     code = (
         "import resource, subprocess, sys, time\n"
         "from cohort.launch import ServiceProcess\n"
-        "from trainer.config import ScoringSection, VerifierSpec\n"
-        "from trainer.scoring import Scorer\n"
-        "from trainer.data import Example\n"
+        "from cohort.trainer.config import ScoringSection, VerifierSpec\n"
+        "from cohort.trainer.scoring import Scorer\n"
+        "from cohort.trainer.data import Example\n"
         "with ServiceProcess(['arith']) as p:\n"
         "    s = Scorer(ScoringSection(verifiers=[VerifierSpec(name='arith')]), {'arith': [p.endpoint]})\n"
         "    for _ in range(20): s.submit([Example('1+2=', '3')] * 8, ['3', '12345'] * 32, [False] * 64).result()\n"

@@ -29,9 +29,9 @@ import time
 from collections.abc import Callable
 
 from cohort.launch import ServiceProcess
-from verifiers.base import GroupRequest, Rollout, VerifyContext
-from verifiers.client import VerifierClient
-from verifiers.format import FormatVerifier
+from cohort.verifiers.base import GroupRequest, Rollout, VerifyContext
+from cohort.verifiers.client import VerifierClient
+from cohort.verifiers.format import FormatVerifier
 
 G = 8
 

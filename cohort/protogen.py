@@ -1,20 +1,38 @@
 """Regenerate the Python gRPC stubs from proto/: ``python -m cohort.protogen``.
 
-Stubs are written next to the .proto files (``proto/grpo/...``), which is the
-import root of the ``grpo`` package. ``--check`` exits 1 when the committed
-stubs differ from what the pinned grpcio-tools would generate (CI runs it).
+Stubs are written next to the .proto files (``proto/grpo/...``). Packaging maps
+``proto/`` to ``cohort.proto``, so the stubs import as ``cohort.proto.grpo...``
+while the wire packages and descriptor file names stay ``grpo.verifier.v1`` and
+``grpo/verifier/v1/*.proto``. protoc writes imports from the .proto paths
+(``from grpo.verifier.v1 import ...``); :func:`namespace` rewrites those two
+kinds of line after generation (a regex over protoc's fixed output shape: a
+dependency such as protoletariat would do the same for one line each).
+``--check`` exits 1 when the committed stubs differ from what the pinned
+grpcio-tools would generate (CI runs it).
 """
 
 from __future__ import annotations
 
 import argparse
 import filecmp
+import re
 import sys
 import tempfile
 from pathlib import Path
 
 PROTO_ROOT = Path(__file__).resolve().parent.parent / "proto"
 SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
+PYTHON_ROOT = "cohort.proto"
+
+# `from grpo.x import y_pb2` (grpc stubs, .pyi) and the module name passed to the descriptor builder.
+_IMPORT = re.compile(r"^from grpo\.", re.MULTILINE)
+_MODULE_NAME = re.compile(r"(BuildTopDescriptorsAndMessages\(DESCRIPTOR, )'grpo\.")
+
+
+def namespace(source: str) -> str:
+    """Move a generated stub's own imports and module name under :data:`PYTHON_ROOT`."""
+    source = _IMPORT.sub(f"from {PYTHON_ROOT}.grpo.", source)
+    return _MODULE_NAME.sub(rf"\1'{PYTHON_ROOT}.grpo.", source)
 
 
 def proto_files() -> list[Path]:
@@ -37,6 +55,9 @@ def generate(out_dir: Path) -> None:
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
+    for path in out_dir.rglob("*"):
+        if path.is_file() and path.name.endswith(SUFFIXES):
+            path.write_text(namespace(path.read_text()))
 
 
 def stale_files() -> list[str]:

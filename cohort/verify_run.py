@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from verifiers.base import GroupRequest, GroupResult
-from verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier, combine
-from verifiers.convert import status_name
-from verifiers.records import Record
+from cohort.verifiers.base import GroupRequest, GroupResult
+from cohort.verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier, combine
+from cohort.verifiers.convert import status_name
+from cohort.verifiers.records import Record
 
 
 def _groups(rec: Record, names: Sequence[str]) -> list[GroupRequest]:

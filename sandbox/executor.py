@@ -19,8 +19,8 @@ import threading
 import time
 from dataclasses import dataclass, replace
 
-from sandbox import cgroup, policy
-from sandbox.codec import pack
+from cohort.sandbox import cgroup, policy
+from cohort.sandbox.codec import pack
 
 EXIT_MEMORY = 4
 SLOT_START_TIMEOUT_S = 30.0

@@ -40,9 +40,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from sandbox import policy
-from sandbox.codec import CodecError, FRAME_HEADER, pack, unpack, valid_text
-from sandbox.executor import ExecResult, ExecStatus, SandboxError, Slot
+from cohort.sandbox import policy
+from cohort.sandbox.codec import CodecError, FRAME_HEADER, pack, unpack, valid_text
+from cohort.sandbox.executor import ExecResult, ExecStatus, SandboxError, Slot
 
 MAX_FRAME = 16 << 20
 SMALL_FRAME = 64 << 10

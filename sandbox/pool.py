@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from sandbox import policy
-from sandbox.executor import ExecResult, SandboxError, Slot
+from cohort.sandbox import policy
+from cohort.sandbox.executor import ExecResult, SandboxError, Slot
 
 log = logging.getLogger("cohort.sandbox")
 
@@ -164,7 +164,7 @@ class Sandbox:
 
     def run_tests(self, code: str, spec, per_test_timeout_s: float, stop_first: bool = False,
                   limits: policy.Limits | None = None):
-        from sandbox.judge import run_tests
+        from cohort.sandbox.judge import run_tests
 
         return run_tests(self, code, spec, per_test_timeout_s, stop_first, self.clamp(limits))
 

@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
-from grpo.sandbox.v1 import sandbox_service_pb2 as pb
-from grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
-from sandbox import policy
-from sandbox.executor import ExecResult, ExecStatus, SandboxError
-from sandbox.judge import InvalidTests, TestRun, TestSpec
-from sandbox.pool import Sandbox, SandboxOptions, check_file_path
+from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
+from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
+from cohort.sandbox import policy
+from cohort.sandbox.executor import ExecResult, ExecStatus, SandboxError
+from cohort.sandbox.judge import InvalidTests, TestRun, TestSpec
+from cohort.sandbox.pool import Sandbox, SandboxOptions, check_file_path
 
 log = logging.getLogger("cohort.sandbox")
 

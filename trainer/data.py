@@ -1,7 +1,7 @@
 """Prompts with references, and the deterministic prompt order (resumable by position).
 
 The embedded task is generated here, deterministically from its seed: ``a+b=`` with the sum as the
-reference answer. ``python -m trainer.data OUT.jsonl`` writes it out as JSONL.
+reference answer. ``python -m cohort.trainer.data OUT.jsonl`` writes it out as JSONL.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from trainer.config import ArithmeticTask, DataSection
+from cohort.trainer.config import ArithmeticTask, DataSection
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class PromptSampler:
 
 def main() -> None:
     if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m trainer.data OUT.jsonl  (writes the embedded arithmetic task)")
+        raise SystemExit("usage: python -m cohort.trainer.data OUT.jsonl  (writes the embedded arithmetic task)")
     with open(sys.argv[1], "w") as f:
         for ex in arithmetic_task(ArithmeticTask()):
             f.write(json.dumps({"prompt": ex.prompt, "answer": ex.answer}) + "\n")

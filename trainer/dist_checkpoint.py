@@ -24,8 +24,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-from trainer.checkpoint import rng_state, set_rng_state
-from trainer.distributed import SINGLE, Comm
+from cohort.trainer.checkpoint import rng_state, set_rng_state
+from cohort.trainer.distributed import SINGLE, Comm
 
 STEP_RE = re.compile(r"step_(\d+)$")
 

@@ -340,7 +340,7 @@ def local_advantages(rewards: Float[Tensor, "b"], valid: Bool[Tensor, "b"], num_
     """Advantages of this rank's rows when the B = P*G rows are split contiguously over the ranks,
     even through the middle of a group: the rewards are gathered first, so every group's mean and
     std see all G rollouts. Returns (advantages, included) for the local rows."""
-    from trainer.advantages import group_advantages
+    from cohort.trainer.advantages import group_advantages
 
     parts = comm.all_gather((rewards, valid))
     all_rewards = torch.cat([r for r, _ in parts]).view(-1, num_generations)  # (P, G)
@@ -355,8 +355,8 @@ def gather_round(batch: Any, scores: Any, comm: Comm, pad_id: int) -> tuple[Any,
     """This rank's (RolloutBatch, Scores) -> the whole round's, on every rank (rank order = row order)."""
     if not comm.distributed:
         return batch, scores
-    from trainer.rollout import concat_batches
-    from trainer.scoring import merge_scores
+    from cohort.trainer.rollout import concat_batches
+    from cohort.trainer.scoring import merge_scores
 
     parts = comm.all_gather((batch, scores))
     return concat_batches([b for b, _ in parts], pad_id), merge_scores([s for _, s in parts])

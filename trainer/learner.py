@@ -9,12 +9,12 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from trainer.config import TrainConfig
-from trainer.distributed import SINGLE, Comm, pad_rows
-from trainer import llama_forward
-from trainer.llama_forward import llama_logits, logits_with_pattern
-from trainer.loss import LossConfig, LossInputs, loss_denominator, policy_loss
-from trainer.packing import MAX_PACKED_TOKENS, pack, packed_lengths
+from cohort.trainer.config import TrainConfig
+from cohort.trainer.distributed import SINGLE, Comm, pad_rows
+from cohort.trainer import llama_forward
+from cohort.trainer.llama_forward import llama_logits, logits_with_pattern
+from cohort.trainer.loss import LossConfig, LossInputs, loss_denominator, policy_loss
+from cohort.trainer.packing import MAX_PACKED_TOKENS, pack, packed_lengths
 
 
 def token_logprobs(

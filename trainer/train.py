@@ -22,16 +22,16 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-from trainer import checkpoint, dist_checkpoint, distributed, llama_forward
-from trainer.advantages import Advantages, group_advantages
-from trainer.config import TrainConfig, dump_config
-from trainer.data import Example, PromptSampler, load_examples
-from trainer.is_correction import rollout_correction
-from trainer.learner import Learner, UpdateBatch, batched_logprobs
-from trainer.metrics import MetricsLog, plot_rewards
-from trainer.models import build_policy, frozen_reference
-from trainer.rollout import RolloutBatch, build_engine, concat_batches
-from trainer.scoring import Scorer, Scores, merge_scores
+from cohort.trainer import checkpoint, dist_checkpoint, distributed, llama_forward
+from cohort.trainer.advantages import Advantages, group_advantages
+from cohort.trainer.config import TrainConfig, dump_config
+from cohort.trainer.data import Example, PromptSampler, load_examples
+from cohort.trainer.is_correction import rollout_correction
+from cohort.trainer.learner import Learner, UpdateBatch, batched_logprobs
+from cohort.trainer.metrics import MetricsLog, plot_rewards
+from cohort.trainer.models import build_policy, frozen_reference
+from cohort.trainer.rollout import RolloutBatch, build_engine, concat_batches
+from cohort.trainer.scoring import Scorer, Scores, merge_scores
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from verifiers.base import (
+from cohort.verifiers.base import (
     GroupRequest,
     RolloutResult,
     RolloutStatus,

@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
-from grpo.verifier.v1 import verifier_service_pb2 as pb
-from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
-from verifiers import convert
-from verifiers.base import GroupRequest, GroupResult, Reference, Rollout, RolloutResult, RolloutStatus
+from cohort.verifiers import convert
+from cohort.verifiers.base import GroupRequest, GroupResult, Reference, Rollout, RolloutResult, RolloutStatus
 
 log = logging.getLogger("cohort.verifiers.client")
 

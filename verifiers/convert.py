@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import islice
 
-from grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 
-from verifiers.base import (
+from cohort.verifiers.base import (
     CodeTests,
     GroupRequest,
     GroupResult,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from verifiers.base import GroupRequest, Rollout, RolloutResult, Verdict, VerifyContext, option
+from cohort.verifiers.base import GroupRequest, Rollout, RolloutResult, Verdict, VerifyContext, option
 
 TAG_RE = re.compile(r"</?(think|answer)\s*>", re.IGNORECASE)
 BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from verifiers.base import RolloutResult
+from cohort.verifiers.base import RolloutResult
 
 
 class ServerMetrics:

@@ -31,10 +31,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import grpc
-from grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 
-from verifiers import convert
-from verifiers.base import GroupResult, RolloutResult, RolloutStatus, Verifier, VerifyContext
+from cohort.verifiers import convert
+from cohort.verifiers.base import GroupResult, RolloutResult, RolloutStatus, Verifier, VerifyContext
 
 log = logging.getLogger("cohort.verifiers.procs")
 
@@ -62,8 +62,8 @@ _scorer = None
 
 def _worker_main(conn, names: list[str], limits) -> None:
     """Load the verifiers once, then answer chunks until the pipe closes."""
-    from verifiers import registry
-    from verifiers.server import Scorer
+    from cohort.verifiers import registry
+    from cohort.verifiers.server import Scorer
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server process owns shutdown (drain on SIGTERM/SIGINT)
     global _scorer
@@ -79,7 +79,7 @@ def _worker_main(conn, names: list[str], limits) -> None:
 
 def _score_payload(payload: bytes, start: int, stop: int, deadline: float | None) -> tuple[bytes, Tally] | ChunkError:
     """Score groups ``start:stop`` of a serialized ``BatchVerifyGroupsRequest``."""
-    from verifiers.server import RequestError
+    from cohort.verifiers.server import RequestError
 
     request = pb.BatchVerifyGroupsRequest.FromString(payload)
     try:
@@ -182,7 +182,7 @@ class ScoringProcesses:
         replies = await asyncio.gather(*(self._run_chunk(payload, requests, a, b, deadline, columns) for a, b in bounds))
         errors = [r for r in replies if isinstance(r, ChunkError)]
         if errors:
-            from verifiers.server import RequestError
+            from cohort.verifiers.server import RequestError
 
             raise RequestError(grpc.StatusCode[errors[0].code], errors[0].message)
         return b"".join(data for data, _ in replies), [row for _, tally in replies for row in tally]

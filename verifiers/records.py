@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from verifiers.base import CodeTests, IoCase, Reference, Rollout
+from cohort.verifiers.base import CodeTests, IoCase, Reference, Rollout
 
 
 class RecordError(ValueError):

@@ -15,7 +15,7 @@ import os
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
-from verifiers.base import Verifier
+from cohort.verifiers.base import Verifier
 
 GROUP = "cohort.verifiers"
 

@@ -32,15 +32,15 @@ from dataclasses import dataclass, replace
 
 import grpc
 from google.protobuf.message import DecodeError
-from grpo.verifier.v1 import verifier_service_pb2 as pb
-from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort import __version__
 from cohort.grpc_runtime import GrpcRuntime, RuntimeOptions, abort_draining
-from verifiers import convert
-from verifiers.base import GroupRequest, GroupResult, InvalidRequest, RolloutResult, RolloutStatus, Verifier, VerifyContext
-from verifiers.metrics import ServerMetrics
-from verifiers.procs import ScoringProcesses, gil_bound
+from cohort.verifiers import convert
+from cohort.verifiers.base import GroupRequest, GroupResult, InvalidRequest, RolloutResult, RolloutStatus, Verifier, VerifyContext
+from cohort.verifiers.metrics import ServerMetrics
+from cohort.verifiers.procs import ScoringProcesses, gil_bound
 
 log = logging.getLogger("cohort.verifiers.server")
 

@@ -29,11 +29,11 @@ def exec_(
 
     Exits 0 whatever the verdict; non-zero only for bad input (2) or a sandbox failure (3).
     """
-    from sandbox import policy
-    from sandbox.judge import InvalidTests, TestSpec
-    from verifiers.code.backend import GrpcBackend, LocalBackend, SandboxUnavailable
-    from verifiers.code.extract import extract_code
-    from verifiers.code.verifier import verdict_for
+    from cohort.sandbox import policy
+    from cohort.sandbox.judge import InvalidTests, TestSpec
+    from cohort.verifiers.code.backend import GrpcBackend, LocalBackend, SandboxUnavailable
+    from cohort.verifiers.code.extract import extract_code
+    from cohort.verifiers.code.verifier import verdict_for
 
     asserts: list[str] | None = None
     if tests_json is not None:

@@ -19,7 +19,7 @@ def new_verifier(
 ) -> None:
     """Create a Python verifier plugin (entry point `cohort.verifiers`, conformance test, README) that
     passes the conformance kit as written. Then: pip install -e it, `cohort serve NAME`, pytest."""
-    from verifiers import registry
+    from cohort.verifiers import registry
 
     from cohort.conformance.plugin_template import render
 

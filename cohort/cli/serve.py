@@ -41,14 +41,14 @@ def serve(
     if "sandbox" in names:
         if names != ["sandbox"]:
             raise typer.BadParameter("`sandbox` is served alone: run it as its own service", param_hint="NAMES")
-        from sandbox.server import serve as serve_sandbox
+        from cohort.sandbox.server import serve as serve_sandbox
 
         asyncio.run(serve_sandbox(options))
         return
 
-    from verifiers import registry
-    from verifiers.server import Limits
-    from verifiers.server import serve as serve_verifiers
+    from cohort.verifiers import registry
+    from cohort.verifiers.server import Limits
+    from cohort.verifiers.server import serve as serve_verifiers
 
     try:
         verifiers = registry.load_many(names)
@@ -72,7 +72,7 @@ def list_verifiers() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from verifiers import registry
+    from cohort.verifiers import registry
 
     table = Table("name", "entry point")
     for name, ep in registry.available().items():

@@ -18,7 +18,7 @@ def train(
     """Train a policy with GRPO against verifier services."""
     from pydantic import ValidationError
 
-    from trainer.config import dump_config, load_config
+    from cohort.trainer.config import dump_config, load_config
 
     if config is not None and not config.is_file():
         typer.echo(f"error: config file {config} does not exist", err=True)
@@ -38,7 +38,7 @@ def train(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # SIGTERM unwinds like Ctrl-C, so local verifier services are stopped and the metrics file closed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    from trainer.train import run
+    from cohort.trainer.train import run
 
     try:
         records = run(cfg)

@@ -36,7 +36,7 @@ def verify(
     """
     import asyncio
 
-    from verifiers.records import RecordError, read_records
+    from cohort.verifiers.records import RecordError, read_records
 
     endpoints: dict[str, list[str]] = {}
     for name, address in _pairs(endpoint, "--endpoint"):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from google.protobuf import json_format
-from grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 
 REWARD_TOLERANCE = 1e-6
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
-from grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 
 from cohort.conformance.cases import REWARD_TOLERANCE
 from cohort.conformance.target import CheckFailed, CheckSkipped, Target, call, describe, outcome, wait_futures
@@ -273,7 +273,7 @@ def check_determinism(t: Target) -> str:
 
 @rule("columns", "asked for RESULT_LAYOUT_COLUMNS: rows (columns are optional), or columns that line up and match")
 def check_columns(t: Target) -> str:
-    from verifiers import convert  # the kit's reading of columns is the client's own
+    from cohort.verifiers import convert  # the kit's reading of columns is the client's own
 
     t.baseline()
     batch = t.batch()

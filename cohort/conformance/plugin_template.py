@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import re
 
-from verifiers.base import (
+from cohort.verifiers.base import (
     GroupRequest,
     Reference,
     Rollout,
@@ -127,7 +127,7 @@ TEST_VERIFIER = '''\
 
 import pytest
 
-from verifiers.base import GroupRequest, InvalidRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
+from cohort.verifiers.base import GroupRequest, InvalidRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
 
 from $module import $cls
 

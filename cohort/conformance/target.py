@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import grpc
-from grpo.verifier.v1 import verifier_service_pb2 as pb
-from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.conformance.cases import Case
 

@@ -111,8 +111,8 @@ def test_service_code_never_imports_torch():
     """Verifier and sandbox images have no torch: importing the serving path with torch blocked must work."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import verifiers.server, verifiers.client, verifiers.format, cohort.cli, cohort.cli.serve, cohort.cli.verify\n"
-        "from verifiers import registry\n"
+        "import cohort.verifiers.server, cohort.verifiers.client, cohort.verifiers.format, cohort.cli, cohort.cli.serve, cohort.cli.verify\n"
+        "from cohort.verifiers import registry\n"
         "for name in ('format', 'math', 'code'):\n"
         "    registry.load(name)\n"
         "print('ok')\n"

@@ -20,8 +20,8 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from grpo.verifier.v1 import verifier_service_pb2 as pb
-from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 NAME = "exact"
 SERVICE = pb.DESCRIPTOR.services_by_name["VerifierService"].full_name

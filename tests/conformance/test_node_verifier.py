@@ -12,8 +12,8 @@ import pytest
 from cohort.conformance import RULES, load_cases, run_kit
 from cohort.conformance.runner import ServerProcess, free_port
 from cohort.launch import ServiceProcess
-from verifiers.base import Reference, Rollout, RolloutStatus
-from verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
+from cohort.verifiers.base import Reference, Rollout, RolloutStatus
+from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "node-verifier"

@@ -118,7 +118,7 @@ def test_deployments_have_native_grpc_probes_resources_and_no_privileges(rendere
 
 def test_verifier_readiness_asks_for_the_served_verifier(rendered):
     """Readiness checks the per-verifier health name the server registers for what it serves."""
-    from verifiers import registry
+    from cohort.verifiers import registry
 
     _, docs = rendered
     for v in VERIFIERS:
@@ -172,7 +172,7 @@ def test_code_verifier_points_at_the_sandbox_service(rendered):
 
 
 def test_trainer_job_config_validates_and_points_at_services(rendered, tmp_path):
-    from trainer.config import load_config
+    from cohort.trainer.config import load_config
 
     _, docs = rendered
     job = _by_kind(docs, "Job")["trainer"]
@@ -233,7 +233,7 @@ def test_compose_services_use_the_shipped_images_and_commands():
 
 
 def test_compose_trainer_config_points_at_compose_services():
-    from trainer.config import load_config
+    from cohort.trainer.config import load_config
 
     trainer = _compose()["services"]["trainer"]
     (mount,) = [v for v in trainer["volumes"] if v.endswith(":ro")]

@@ -37,7 +37,7 @@ def secret_file() -> Path:
 @pytest.fixture(scope="module")
 def sandbox(secret_file):
     """The service's environment holds the secret while the sandbox starts and runs."""
-    from sandbox.pool import Sandbox, SandboxOptions
+    from cohort.sandbox.pool import Sandbox, SandboxOptions
 
     os.environ[SECRET_ENV] = SECRET
     sb = Sandbox(SandboxOptions(pool_size=2))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox import cgroup, policy
-from sandbox.executor import ExecStatus, Slot
+from cohort.sandbox import cgroup, policy
+from cohort.sandbox.executor import ExecStatus, Slot
 
 HOGS = """
 import os, time

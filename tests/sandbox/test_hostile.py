@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from sandbox import policy
-from sandbox.executor import ExecStatus
-from sandbox.judge import TestSpec
-from verifiers.base import Verdict
-from verifiers.code.verifier import io_outcome, verdict_for
+from cohort.sandbox import policy
+from cohort.sandbox.executor import ExecStatus
+from cohort.sandbox.judge import TestSpec
+from cohort.verifiers.base import Verdict
+from cohort.verifiers.code.verifier import io_outcome, verdict_for
 
 MARKER = "cohort_hostile_marker"  # conftest.host_unaffected looks for files with this name on the host
 SECRET_ENV = "COHORT_SANDBOX_TEST_SECRET"  # planted by conftest.sandbox
@@ -237,7 +237,7 @@ def test_hostile(case: Case, sandbox, secret, secret_file, host_unaffected) -> N
     elif case.id == "secret_file":
         stdin = str(secret_file).encode()
     elif case.id == "service_source":
-        import sandbox as pkg
+        import cohort.sandbox as pkg
 
         stdin = f"{pkg.__file__} {secret_file} {secret_file.parent}".encode()
     result = sandbox.execute(case.code, stdin, limits)

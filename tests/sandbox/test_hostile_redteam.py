@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from sandbox import policy
-from sandbox.executor import ExecStatus
-from verifiers.base import CodeTests, GroupRequest, IoCase, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
+from cohort.sandbox import policy
+from cohort.sandbox.executor import ExecStatus
+from cohort.verifiers.base import CodeTests, GroupRequest, IoCase, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
 
 MARKER = "cohort_hostile_marker"  # conftest.host_unaffected looks for files with this name on the host
 SECRET_ENV = "COHORT_SANDBOX_TEST_SECRET"
@@ -119,7 +119,7 @@ FORGES = [
 
 @pytest.fixture(scope="module")
 def verifier(sandbox):
-    from verifiers.code import CodeVerifier, LocalBackend
+    from cohort.verifiers.code import CodeVerifier, LocalBackend
 
     v = CodeVerifier(backend=LocalBackend(sandbox=sandbox), max_parallel=2)
     yield v
@@ -134,7 +134,7 @@ def grade(verifier, completion: str, tests: CodeTests, **options):
 
 
 def assert_scored_and_clean(result, secret: str) -> None:
-    from verifiers.convert import result_to_pb
+    from cohort.verifiers.convert import result_to_pb
 
     assert result.status is RolloutStatus.OK, result  # never masked: a hostile program is not an infra failure
     result_to_pb(result).SerializeToString()  # the result crosses gRPC
@@ -210,8 +210,8 @@ def test_reply_bombs_do_not_stall_the_host(bomb, verifier, secret, host_unaffect
 
 
 def test_surrogate_error_text_still_crosses_grpc(verifier, sandbox, secret, host_unaffected) -> None:
-    from sandbox.judge import TestSpec
-    from sandbox.server import tests_response
+    from cohort.sandbox.judge import TestSpec
+    from cohort.sandbox.server import tests_response
 
     code = "raise ValueError('\\ud800 lone')\n"  # a lone surrogate (a pair would be joined by JSON)
     result = grade(verifier, code, ADD)
@@ -353,7 +353,7 @@ PROGRAMS = [
 
 @pytest.mark.parametrize("prog", PROGRAMS, ids=[p.id for p in PROGRAMS])
 def test_program_contained(prog: Prog, sandbox, secret, secret_file, host_unaffected) -> None:
-    from verifiers.code.verifier import io_outcome, verdict_for
+    from cohort.verifiers.code.verifier import io_outcome, verdict_for
 
     stdin = b""
     listeners = []
@@ -365,7 +365,7 @@ def test_program_contained(prog: Prog, sandbox, secret, secret_file, host_unaffe
             listeners.append(s)
         stdin = " ".join(str(s.getsockname()[1]) for s in listeners).encode()
     elif prog.id == "service_venv_and_source":
-        import sandbox as pkg
+        import cohort.sandbox as pkg
 
         stdin = f"{pkg.__file__} {sys.prefix} {sys.executable} {secret_file} {os.getcwd()}".encode()
     sentinel = subprocess.Popen(["sleep", "30"]) if prog.id == "kill_host_processes" else None
@@ -421,7 +421,7 @@ def stub():
     import grpc
 
     from cohort.launch import ServiceProcess
-    from grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
+    from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 
     with ServiceProcess(["sandbox"], env={"COHORT_SANDBOX_POOL_SIZE": "1"}) as proc:
         with grpc.insecure_channel(proc.endpoint) as channel:
@@ -441,7 +441,7 @@ GRPC_ATTACKS = {
 
 @pytest.mark.parametrize("name", sorted(GRPC_ATTACKS))
 def test_execute_code_over_grpc_contained(name, stub, secret, host_unaffected) -> None:
-    from grpo.sandbox.v1 import sandbox_service_pb2 as pb
+    from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
 
     client, proc = stub
     stdin = str(proc.port).encode() if name == "connect_to_service_port" else b""
@@ -463,7 +463,7 @@ GRPC_FORGES = [f for f in FORGES if f.id in ("stopiteration_in_map", "fake_ready
 @pytest.mark.parametrize("case", GRPC_FORGES, ids=[c.id for c in GRPC_FORGES])
 def test_code_verifier_over_grpc_run_tests(case: Forge, stub, secret, host_unaffected) -> None:
     """The same forges through the code verifier's gRPC backend (SandboxService.RunTests)."""
-    from verifiers.code import CodeVerifier, GrpcBackend
+    from cohort.verifiers.code import CodeVerifier, GrpcBackend
 
     _, proc = stub
     v = CodeVerifier(backend=GrpcBackend(proc.endpoint), max_parallel=1)

@@ -6,8 +6,8 @@ import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from grpo.sandbox.v1 import sandbox_service_pb2 as pb
-from grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
+from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
+from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +104,8 @@ def test_bad_execute_requests_are_invalid_argument(stub) -> None:
 
 
 def test_code_verifier_over_grpc(server, monkeypatch) -> None:
-    from verifiers.base import CodeTests, GroupRequest, IoCase, Reference, Rollout, VerifyContext
-    from verifiers.code import ENDPOINT_ENV, CodeVerifier
+    from cohort.verifiers.base import CodeTests, GroupRequest, IoCase, Reference, Rollout, VerifyContext
+    from cohort.verifiers.code import ENDPOINT_ENV, CodeVerifier
 
     monkeypatch.setenv(ENDPOINT_ENV, server.endpoint)
     v = CodeVerifier()  # as the registry builds it: endpoint from the environment

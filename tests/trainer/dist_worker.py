@@ -15,15 +15,15 @@ from pathlib import Path
 
 import torch
 
-from trainer import dist_checkpoint
-from trainer.advantages import group_advantages
-from trainer.config import load_config
-from trainer.data import PromptSampler, arithmetic_task
-from trainer.distributed import (SINGLE, TorchComm, for_generation, full_state_dict, local_advantages, setup,
+from cohort.trainer import dist_checkpoint
+from cohort.trainer.advantages import group_advantages
+from cohort.trainer.config import load_config
+from cohort.trainer.data import PromptSampler, arithmetic_task
+from cohort.trainer.distributed import (SINGLE, TorchComm, for_generation, full_state_dict, local_advantages, setup,
                                  unwrap, wrap)
-from trainer.engines.hf import TransformersEngine
-from trainer.learner import Learner, UpdateBatch, batched_logprobs, make_scheduler
-from trainer.models import build_policy
+from cohort.trainer.engines.hf import TransformersEngine
+from cohort.trainer.learner import Learner, UpdateBatch, batched_logprobs, make_scheduler
+from cohort.trainer.models import build_policy
 
 OVERRIDES = [
     "model.tiny={hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 2, init_seed: 3}",

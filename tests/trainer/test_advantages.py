@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trainer.advantages import group_advantages
+from cohort.trainer.advantages import group_advantages
 
 EPS = 1e-4
 

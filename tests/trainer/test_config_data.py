@@ -6,8 +6,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from trainer.config import ArithmeticTask, load_config
-from trainer.data import PromptSampler, arithmetic_task, read_jsonl
+from cohort.trainer.config import ArithmeticTask, load_config
+from cohort.trainer.data import PromptSampler, arithmetic_task, read_jsonl
 
 
 def test_embedded_default_is_valid_and_its_reward_max_is_one():

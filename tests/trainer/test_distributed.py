@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer import dist_checkpoint
-from trainer.config import load_config
-from trainer.distributed import SINGLE, pad_rows, setup
-from trainer.learner import Learner, UpdateBatch
+from cohort.trainer import dist_checkpoint
+from cohort.trainer.config import load_config
+from cohort.trainer.distributed import SINGLE, pad_rows, setup
+from cohort.trainer.learner import Learner, UpdateBatch
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -101,7 +101,7 @@ def test_two_rank_checkpoint_loads_into_one_process(launch):
     parallel, out, r = launch
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
-    from trainer.models import build_policy
+    from cohort.trainer.models import build_policy
 
     worker = _worker()
     cfg = worker.config()
@@ -128,7 +128,7 @@ def test_two_rank_checkpoint_loads_into_one_process(launch):
 
 
 def _tiny_learner(micro: int):
-    from trainer.models import build_policy
+    from cohort.trainer.models import build_policy
 
     # fixed micro-batches of `micro` rows, as every rank of a distributed run uses (micro_batch_cost_tokens=0)
     cfg = load_config(None, ["model.tiny={hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, "
@@ -188,7 +188,7 @@ def test_cohort_train_under_torchrun_resumes_exactly(tmp_path):
 
     from safetensors.torch import load_file
 
-    from trainer.metrics import deterministic
+    from cohort.trainer.metrics import deterministic
 
     cohort = str(Path(sys.executable).parent / "cohort")
     common = ["distributed.parallel=fsdp2", "grpo.prompts_per_step=4", "grpo.num_generations=4", "run.max_steps=3",

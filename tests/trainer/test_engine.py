@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from trainer.config import RolloutSection, TinyModel
-from trainer.engines import llama_decode
-from trainer.engines.hf import TransformersEngine
-from trainer.learner import token_logprobs
-from trainer.models import char_tokenizer, tiny_llama
-from trainer.rollout import build_engine
+from cohort.trainer.config import RolloutSection, TinyModel
+from cohort.trainer.engines import llama_decode
+from cohort.trainer.engines.hf import TransformersEngine
+from cohort.trainer.learner import token_logprobs
+from cohort.trainer.models import char_tokenizer, tiny_llama
+from cohort.trainer.rollout import build_engine
 
 
 def tiny(seed=0):

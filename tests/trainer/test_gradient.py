@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.advantages import group_advantages
-from trainer.config import load_config
-from trainer.learner import Learner, UpdateBatch, token_logprobs
-from trainer.models import char_tokenizer, tiny_llama
-from trainer.config import TinyModel
+from cohort.trainer.advantages import group_advantages
+from cohort.trainer.config import load_config
+from cohort.trainer.learner import Learner, UpdateBatch, token_logprobs
+from cohort.trainer.models import char_tokenizer, tiny_llama
+from cohort.trainer.config import TinyModel
 
 
 def setup(lr=1e-2, **grpo):
@@ -80,7 +80,7 @@ def test_gradient_matches_the_analytic_policy_gradient():
     surrogate = -(adv[:, None] * lp).sum() / mask.sum()
     want = torch.autograd.grad(surrogate, [model.lm_head.weight])[0]
     model.zero_grad()
-    from trainer.loss import LossInputs, loss_denominator, policy_loss
+    from cohort.trainer.loss import LossInputs, loss_denominator, policy_loss
 
     lp2, _ = token_logprobs(model, ids, am, 2)
     out = policy_loss(LossInputs(lp2, lp2.detach(), adv, mask), learner.loss_cfg, loss_denominator(mask, "dapo", 2))
@@ -112,7 +112,7 @@ def test_kl_pulls_towards_the_reference(seed):
 def test_length_bucketed_micro_batches_give_the_full_batch_gradient(cost):
     """Rows of different lengths, micro-batches of at most 2 cut to their own width == one full-width batch
     (cost 0: fixed pairs; 4: a split by length; 160: as few micro-batches as the cap allows)."""
-    from trainer.loss import LossInputs, loss_denominator, policy_loss
+    from cohort.trainer.loss import LossInputs, loss_denominator, policy_loss
 
     for loss_type in ("grpo", "dapo", "dr_grpo"):
         cfg, tok, model = setup(loss_type=loss_type)
@@ -136,7 +136,7 @@ def _bucket_cost(buckets, prompt, cost):
 
 def test_length_buckets_hand_computed():
     """8 rows, prompt width 6: one long completion gets a micro-batch of its own when a forward costs 20 tokens."""
-    from trainer.learner import length_buckets
+    from cohort.trainer.learner import length_buckets
 
     lengths = torch.tensor([3, 32, 2, 3, 2, 3, 2, 2])
 
@@ -156,7 +156,7 @@ def test_length_buckets_are_optimal_partitions():
     """Against brute force over every split of the sorted rows into runs of at most `cap`."""
     import itertools
 
-    from trainer.learner import length_buckets
+    from cohort.trainer.learner import length_buckets
 
     g = torch.Generator().manual_seed(0)
     for _ in range(40):
@@ -178,7 +178,7 @@ def test_length_buckets_are_optimal_partitions():
 
 @pytest.mark.parametrize("cost", [0, 4, 160])
 def test_batched_logprobs_equal_one_full_width_forward(cost):
-    from trainer.learner import batched_logprobs
+    from cohort.trainer.learner import batched_logprobs
 
     _, tok, model = setup()
     ids, am, mask, width = padded_batch(tok, ["5", "1234567", "7", "45", "", "3210"])
@@ -195,7 +195,7 @@ def test_first_pass_logprobs_serve_as_pi_old_for_the_next_passes():
     import copy
     import dataclasses
 
-    from trainer.learner import batched_logprobs
+    from cohort.trainer.learner import batched_logprobs
 
     cfg, tok, model = setup(lr=1e-2, beta=0.04, num_iterations=2)
     ids, am, mask, width = padded_batch(tok, ["5", "12", "7", "45"])

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from trainer.is_correction import mismatch_metrics, rollout_correction, truncated_is_weights
-from trainer.loss import LossConfig, LossInputs, policy_loss
+from cohort.trainer.is_correction import mismatch_metrics, rollout_correction, truncated_is_weights
+from cohort.trainer.loss import LossConfig, LossInputs, policy_loss
 
 # 2 sequences x 3 tokens; the second has one padding position.
 OLD = torch.tensor([[-1.0, -2.0, -0.5], [-0.2, -3.0, 0.0]])

@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from trainer import llama_forward
-from trainer.learner import token_logprobs
+from cohort.trainer import llama_forward
+from cohort.trainer.learner import token_logprobs
 
 
 def model(kv_heads: int, seed: int = 0) -> LlamaForCausalLM:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trainer.loss import LossConfig, LossInputs, clipped_objective, k3_kl, loss_denominator, policy_loss
+from cohort.trainer.loss import LossConfig, LossInputs, clipped_objective, k3_kl, loss_denominator, policy_loss
 
 
 @pytest.mark.parametrize(

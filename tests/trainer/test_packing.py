@@ -9,8 +9,8 @@ import itertools
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from trainer.learner import batched_logprobs, cheapest_runs, prompt_buckets, token_logprobs
-from trainer.packing import pack, prompt_groups
+from cohort.trainer.learner import batched_logprobs, cheapest_runs, prompt_buckets, token_logprobs
+from cohort.trainer.packing import pack, prompt_groups
 
 
 def model(seed: int = 0) -> LlamaForCausalLM:
@@ -117,8 +117,8 @@ def test_cheapest_runs_against_brute_force_with_sizes():
 def test_long_groups_are_not_packed():
     """A group whose packed sequence would pass MAX_PACKED_TOKENS runs row by row (dense tree masks grow
     with the square of the length); shorter ones pack."""
-    from trainer.learner import micro_batches
-    from trainer.packing import MAX_PACKED_TOKENS
+    from cohort.trainer.learner import micro_batches
+    from cohort.trainer.packing import MAX_PACKED_TOKENS
 
     rows, width = 24, 30
     ids = torch.randint(4, 19, (rows, 2 + width), generator=torch.Generator().manual_seed(0))

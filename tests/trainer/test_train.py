@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from cohort.launch import ServiceProcess
-from trainer import metrics
-from trainer.config import load_config
-from trainer.data import Example
-from trainer.learner import Learner, UpdateBatch
-from trainer.models import build_policy
-from trainer.rollout import build_engine, concat_batches
-from trainer.scoring import Scorer, merge_scores
-from trainer.train import loss_rows, round_metrics, train
+from cohort.trainer import metrics
+from cohort.trainer.config import load_config
+from cohort.trainer.data import Example
+from cohort.trainer.learner import Learner, UpdateBatch
+from cohort.trainer.models import build_policy
+from cohort.trainer.rollout import build_engine, concat_batches
+from cohort.trainer.scoring import Scorer, merge_scores
+from cohort.trainer.train import loss_rows, round_metrics, train
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,13 @@ from concurrent import futures
 
 import grpc
 import pytest
-from grpo.verifier.v1 import verifier_service_pb2 as pb
-from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.launch import ServiceProcess
-from verifiers import convert
-from verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
-from verifiers.client import HandshakeError, ScoreRequest, VerifierClient, VerifierRequestError, WeightedVerifier
+from cohort.verifiers import convert
+from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
+from cohort.verifiers.client import HandshakeError, ScoreRequest, VerifierClient, VerifierRequestError, WeightedVerifier
 
 GOOD = "<think>t</think><answer>4</answer>"
 

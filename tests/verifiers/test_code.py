@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from verifiers.base import (CodeTests, GroupRequest, InvalidRequest, IoCase, Reference, Rollout, RolloutStatus,
+from cohort.verifiers.base import (CodeTests, GroupRequest, InvalidRequest, IoCase, Reference, Rollout, RolloutStatus,
                             Verdict, VerifyContext)
-from verifiers.code import CodeVerifier, GrpcBackend, LocalBackend, extract_code
+from cohort.verifiers.code import CodeVerifier, GrpcBackend, LocalBackend, extract_code
 
 ADD = CodeTests("asserts", asserts=("assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(-1, 1) == 0",
                                     "assert add(5, 5) == 10"))
@@ -17,7 +17,7 @@ ADD = CodeTests("asserts", asserts=("assert add(1, 2) == 3", "assert add(2, 2) =
 
 @pytest.fixture(scope="module")
 def verifier():
-    from sandbox.pool import Sandbox, SandboxOptions
+    from cohort.sandbox.pool import Sandbox, SandboxOptions
 
     sb = Sandbox(SandboxOptions(pool_size=2))
     yield CodeVerifier(backend=LocalBackend(sandbox=sb), max_parallel=4)
@@ -147,7 +147,7 @@ def test_many_threads_at_once(verifier) -> None:
 
 
 def test_sandbox_that_cannot_start_is_dependency_unavailable(monkeypatch) -> None:
-    from verifiers.code import ENDPOINT_ENV
+    from cohort.verifiers.code import ENDPOINT_ENV
 
     monkeypatch.setenv(ENDPOINT_ENV, " , ")  # configured, but names no endpoint
     (r,) = verify(CodeVerifier(), ["def add(a, b): return a + b"])

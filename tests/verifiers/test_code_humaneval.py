@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.base import CodeTests, GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
+from cohort.verifiers.base import CodeTests, GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
 
 BREAK = '''
 
@@ -48,8 +48,8 @@ def problems():
 
 @pytest.fixture(scope="module")
 def verifier():
-    from sandbox.pool import Sandbox, SandboxOptions
-    from verifiers.code import CodeVerifier, LocalBackend
+    from cohort.sandbox.pool import Sandbox, SandboxOptions
+    from cohort.verifiers.code import CodeVerifier, LocalBackend
 
     sb = Sandbox(SandboxOptions(pool_size=2))
     yield CodeVerifier(backend=LocalBackend(sandbox=sb), max_parallel=4)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 
-from verifiers import convert
-from verifiers.base import CodeTests, GroupRequest, GroupResult, Reference, Rollout, RolloutResult, RolloutStatus, Verdict
+from cohort.verifiers import convert
+from cohort.verifiers.base import CodeTests, GroupRequest, GroupResult, Reference, Rollout, RolloutResult, RolloutStatus, Verdict
 
 
 def test_batch_request_round_trip_keeps_every_field():

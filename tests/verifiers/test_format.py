@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.base import GroupRequest, InvalidRequest, Rollout, Verdict, VerifyContext
-from verifiers.format import FormatVerifier
+from cohort.verifiers.base import GroupRequest, InvalidRequest, Rollout, Verdict, VerifyContext
+from cohort.verifiers.format import FormatVerifier
 
 V = FormatVerifier()
 

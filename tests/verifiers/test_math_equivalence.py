@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
-from verifiers.math import MathVerifier
-from verifiers.math.extract import extract_answer
+from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
+from cohort.verifiers.math import MathVerifier
+from cohort.verifiers.math.extract import extract_answer
 
 R = "We compute step by step; a first try gave $7$ but that was wrong.\n\n"
 

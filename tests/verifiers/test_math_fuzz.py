@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from verifiers.math.compare import NeedSympy, OverLimits, cheap_leaf, compare
-from verifiers.math.extract import extract_answer
+from cohort.verifiers.math.compare import NeedSympy, OverLimits, cheap_leaf, compare
+from cohort.verifiers.math.extract import extract_answer
 
 TOKENS = [
     "\\boxed{", "}", "{", "\\frac", "\\sqrt", "[", "]", "(", ")", "1", "23", "0.5", "x", "=", "<", "\\le", ",", ";",

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
-from verifiers.math import MathVerifier
+from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
+from cohort.verifiers.math import MathVerifier
 
 DATA = Path(__file__).parent / "data" / "math_heldout_like.jsonl"
 TIMEOUT_S = 20.0  # accuracy, not speed, is under test here: a loaded CI machine must not turn verdicts into timeouts

@@ -12,8 +12,8 @@ import time
 import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
-from grpo.verifier.v1 import verifier_service_pb2 as pb
-from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.launch import ServiceProcess, health_status
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
-from verifiers.math import MathVerifier
+from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
+from cohort.verifiers.math import MathVerifier
 
 # Takes SymPy tens of seconds (checked by hand: ~37 s): a reliable "busy worker".
 SLOW_GOLD = "\\sum_{k=1}^{n} \\frac{k^3}{(k+1)(k+2)}"

@@ -9,15 +9,15 @@ import sys
 import pytest
 
 from cohort.launch import ServiceProcess
-from verifiers import registry
-from verifiers.base import Reference, Rollout
-from verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
+from cohort.verifiers import registry
+from cohort.verifiers.base import Reference, Rollout
+from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
 
 
 def test_builtins_register_through_entry_points():
     names = registry.available()
     assert {"format", "math", "code"} <= set(names)
-    assert names["format"].value == "verifiers.format:FormatVerifier"
+    assert names["format"].value == "cohort.verifiers.format:FormatVerifier"
     assert registry.load("format").name == "format"
 
 

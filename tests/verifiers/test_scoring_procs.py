@@ -16,8 +16,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpo.verifier.v1 import verifier_service_pb2 as pb
-from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.launch import ServiceProcess, health_status
 
@@ -99,7 +99,7 @@ def test_replies_equal_the_threaded_servers(procs_server):
 
 def test_columns_carry_the_same_results_as_rows(procs_server):
     """RESULT_LAYOUT_COLUMNS: each process answers its chunk as columns, the server joins the bytes."""
-    from verifiers import convert
+    from cohort.verifiers import convert
 
     request = batch(37, seed=5)
     columnar = pb.BatchVerifyGroupsRequest()
@@ -157,8 +157,8 @@ def test_metrics_count_rollouts_scored_in_the_processes(procs_server):
 
 @pytest.mark.parametrize("layout", [pb.RESULT_LAYOUT_ROWS, pb.RESULT_LAYOUT_COLUMNS])
 def test_worker_killed_mid_batch_is_an_error_never_a_zero(testplugin, layout):
-    from verifiers import convert
-    from verifiers.base import RolloutStatus
+    from cohort.verifiers import convert
+    from cohort.verifiers.base import RolloutStatus
 
     with ServiceProcess(["spinner"], extra_args=["--scoring-procs", "2"]) as sp:
         channel, stub = stub_for(sp)

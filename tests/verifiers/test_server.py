@@ -9,8 +9,8 @@ import urllib.request
 import grpc
 import pytest
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
-from grpo.verifier.v1 import verifier_service_pb2 as pb
-from grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.launch import health_status
 
@@ -204,9 +204,9 @@ def test_sigterm_drains(testplugin):
     ([(3, "a"), (1, "b"), (3, "c"), (1, "d")], "duplicate rollout index 3"),
 ])
 def test_validation_names_the_first_problem_in_rollout_order(rollouts, message):
-    from verifiers.base import GroupRequest, Rollout
-    from verifiers.format import FormatVerifier
-    from verifiers.server import Limits, RequestError, Scorer
+    from cohort.verifiers.base import GroupRequest, Rollout
+    from cohort.verifiers.format import FormatVerifier
+    from cohort.verifiers.server import Limits, RequestError, Scorer
 
     scorer = Scorer({"format": FormatVerifier()}, Limits(max_completion_chars=5))
     try:

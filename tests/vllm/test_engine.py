@@ -9,10 +9,10 @@ import copy
 import pytest
 import torch
 
-from trainer.config import load_config
-from trainer.learner import token_logprobs
-from trainer.models import build_policy
-from trainer.rollout import RolloutBatch, build_engine
+from cohort.trainer.config import load_config
+from cohort.trainer.learner import token_logprobs
+from cohort.trainer.models import build_policy
+from cohort.trainer.rollout import RolloutBatch, build_engine
 
 pytestmark = pytest.mark.vllm
 

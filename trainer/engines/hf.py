@@ -15,9 +15,9 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache
 
-from trainer.config import RolloutSection
-from trainer.engines import llama_decode
-from trainer.rollout import RolloutBatch
+from cohort.trainer.config import RolloutSection
+from cohort.trainer.engines import llama_decode
+from cohort.trainer.rollout import RolloutBatch
 
 
 def sample_next(logits: Tensor, temperature: float, top_p: float, generator: torch.Generator) -> Tensor:

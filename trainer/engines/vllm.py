@@ -38,8 +38,8 @@ from typing import Any
 
 import torch
 
-from trainer.config import RolloutSection
-from trainer.rollout import RolloutBatch
+from cohort.trainer.config import RolloutSection
+from cohort.trainer.rollout import RolloutBatch
 
 DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 

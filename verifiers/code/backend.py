@@ -12,9 +12,9 @@ import os
 import threading
 from typing import Protocol
 
-from sandbox import policy
-from sandbox.executor import ExecResult, ExecStatus
-from sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
+from cohort.sandbox import policy
+from cohort.sandbox.executor import ExecResult, ExecStatus
+from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
 
 ENDPOINT_ENV = "COHORT_SANDBOX_ENDPOINT"
 POOL_SIZE_ENV = "COHORT_SANDBOX_POOL_SIZE"
@@ -38,7 +38,7 @@ class LocalBackend:
     _lock = threading.Lock()
 
     def __init__(self, pool_size: int = 0, sandbox=None) -> None:
-        from sandbox.pool import Sandbox, SandboxOptions
+        from cohort.sandbox.pool import Sandbox, SandboxOptions
 
         self.sandbox = sandbox if sandbox is not None else Sandbox(SandboxOptions(pool_size=pool_size))
 
@@ -50,7 +50,7 @@ class LocalBackend:
             return cls._shared
 
     def execute(self, code: str, stdin: bytes, limits: policy.Limits) -> ExecResult:
-        from sandbox.executor import SandboxError
+        from cohort.sandbox.executor import SandboxError
 
         try:
             return self.sandbox.execute(code, stdin, limits)
@@ -58,7 +58,7 @@ class LocalBackend:
             raise SandboxUnavailable(str(exc)) from exc
 
     def run_tests(self, code, spec, per_test_timeout_s, stop_first, limits) -> TestRun:
-        from sandbox.executor import SandboxError
+        from cohort.sandbox.executor import SandboxError
 
         try:
             return self.sandbox.run_tests(code, spec, per_test_timeout_s, stop_first, limits)
@@ -72,7 +72,7 @@ class GrpcBackend:
     def __init__(self, endpoints: str | list[str], connect_timeout_s: float = 5.0) -> None:
         import grpc
 
-        from grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
+        from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 
         names = [e.strip() for e in (endpoints.split(",") if isinstance(endpoints, str) else endpoints) if e.strip()]
         if not names:
@@ -105,7 +105,7 @@ class GrpcBackend:
     def _limits(limits: policy.Limits):
         from google.protobuf.duration_pb2 import Duration
 
-        from grpo.sandbox.v1 import sandbox_service_pb2 as pb
+        from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
 
         wall, cpu = Duration(), Duration()
         wall.FromNanoseconds(int(limits.wall_s * 1e9))
@@ -115,7 +115,7 @@ class GrpcBackend:
                          disk_bytes=limits.disk_bytes)
 
     def execute(self, code: str, stdin: bytes, limits: policy.Limits) -> ExecResult:
-        from grpo.sandbox.v1 import sandbox_service_pb2 as pb
+        from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
 
         req = pb.ExecuteCodeRequest(language="python", code=code, stdin=stdin, limits=self._limits(limits))
         r = self._call("ExecuteCode", req, limits.wall_s + 30.0)
@@ -133,7 +133,7 @@ class GrpcBackend:
     def run_tests(self, code, spec, per_test_timeout_s, stop_first, limits) -> TestRun:
         from google.protobuf.duration_pb2 import Duration
 
-        from grpo.sandbox.v1 import sandbox_service_pb2 as pb
+        from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
 
         per_test = Duration()
         per_test.FromNanoseconds(int(per_test_timeout_s * 1e9))

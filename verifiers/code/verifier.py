@@ -30,13 +30,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from sandbox import policy
-from sandbox.executor import ExecResult, ExecStatus
-from sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
-from verifiers.base import (CodeTests, GroupRequest, InvalidRequest, Rollout, RolloutResult, RolloutStatus,
+from cohort.sandbox import policy
+from cohort.sandbox.executor import ExecResult, ExecStatus
+from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
+from cohort.verifiers.base import (CodeTests, GroupRequest, InvalidRequest, Rollout, RolloutResult, RolloutStatus,
                             Verdict, VerifyContext, float_option, option)
-from verifiers.code.backend import Backend, SandboxUnavailable, default_backend
-from verifiers.code.extract import extract_code
+from cohort.verifiers.code.backend import Backend, SandboxUnavailable, default_backend
+from cohort.verifiers.code.extract import extract_code
 
 DEFAULT_PER_TEST_TIMEOUT_S = 5.0
 RESOURCE_CAUSES = ("timeout", "memory", "output")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import resource
 
-from verifiers.math.compare import OverLimits, compare
-from verifiers.math.symbolic import GoldUnparseable, sympy_leaf_equal
+from cohort.verifiers.math.compare import OverLimits, compare
+from cohort.verifiers.math.symbolic import GoldUnparseable, sympy_leaf_equal
 
 
 def check(gold: str, answers: tuple[str, ...]) -> tuple:

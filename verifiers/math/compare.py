@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from verifiers.math.extract import find_boxes
-from verifiers.math.normalize import normalize, over_limits, split_quantity
+from cohort.verifiers.math.extract import find_boxes
+from cohort.verifiers.math.normalize import normalize, over_limits, split_quantity
 
 REL_TOL = Fraction(1, 1000)
 MAX_INPUT_CHARS = 2_000

@@ -28,7 +28,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_PRELOAD = ["verifiers.math._worker"]
+_PRELOAD = ["cohort.verifiers.math._worker"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class PoolResult:
 
 class _Worker:
     def __init__(self, ctx, memory_bytes: int):
-        from verifiers.math import _worker
+        from cohort.verifiers.math import _worker
 
         parent, child = ctx.Pipe(duplex=True)
         self.conn = parent

@@ -18,7 +18,7 @@ from sympy.parsing.sympy_parser import convert_xor, implicit_multiplication_appl
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 from latex2sympy2_extended.math_normalization import NormalizationConfig
 
-from verifiers.math.compare import Outcome, close_decimal
+from cohort.verifiers.math.compare import Outcome, close_decimal
 
 _NORM = NormalizationConfig(basic_latex=True, units=False, malformed_operators=False, nits=False, boxed="none", equations=False)
 _CONV = ConversionConfig(interpret_as_mixed_fractions=True, interpret_simple_eq_as_assignment=False, interpret_contains_as_eq=True, lowercase_symbols=False)
@@ -87,7 +87,7 @@ _RELATIONS = {"=": sympy.Eq, "\\ne": sympy.Ne, "<": sympy.Lt, ">": sympy.Gt, "\\
 
 def _fast_side(s: str):
     """A plain expression, or one relation 'lhs op rhs' between plain expressions; None otherwise."""
-    from verifiers.math.compare import _relation_chain
+    from cohort.verifiers.math.compare import _relation_chain
 
     terms, ops = _relation_chain(s)
     if len(ops) > 1 or (ops and ops[0] not in _RELATIONS):

@@ -19,11 +19,11 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from verifiers.base import GroupRequest, InvalidRequest, RolloutResult, RolloutStatus, Verdict, VerifyContext, float_option
-from verifiers.math.compare import NeedSympy, OverLimits, cheap_leaf, compare
-from verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer
-from verifiers.math.normalize import normalize
-from verifiers.math.pool import WorkerPool, default_pool_size
+from cohort.verifiers.base import GroupRequest, InvalidRequest, RolloutResult, RolloutStatus, Verdict, VerifyContext, float_option
+from cohort.verifiers.math.compare import NeedSympy, OverLimits, cheap_leaf, compare
+from cohort.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer
+from cohort.verifiers.math.normalize import normalize
+from cohort.verifiers.math.pool import WorkerPool, default_pool_size
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from grpo.sandbox.v1 import sandbox_service_pb2 as grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2
+from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as grpo_dot_sandbox_dot_v1_dot_sandbox__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from grpo.verifier.v1 import verifier_service_pb2 as grpo_dot_verifier_dot_v1_dot_verifier__service__pb2
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as grpo_dot_verifier_dot_v1_dot_verifier__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

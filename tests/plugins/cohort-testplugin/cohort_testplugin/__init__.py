@@ -2,7 +2,7 @@
 
 import time
 
-from verifiers.base import GroupRequest, RolloutResult, VerifyContext, float_option
+from cohort.verifiers.base import GroupRequest, RolloutResult, VerifyContext, float_option
 
 
 class ExactMatch:

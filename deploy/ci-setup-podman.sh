@@ -5,6 +5,8 @@
 # registry reachable). Idempotent: safe to run again.
 #   - podman + runc: the container engine, run as root (no Docker engine here). The runtime is
 #     pinned to runc, the one this setup installs and the tests ran with.
+#   - iptables: netavark (podman's network backend) executes `iptables` to set up every network;
+#     without it `podman run --network NAME` fails with "netavark: No such file or directory".
 #   - debootstrap: builds the local Debian base image (deploy/build-base.sh), because no
 #     registry is reachable to pull python:3.11-slim-bookworm.
 #   - default_ulimits = []: podman's default sets RLIMIT_NOFILE for every container; on the CI
@@ -13,7 +15,7 @@
 set -euo pipefail
 
 need=()
-for cmd in podman runc debootstrap /usr/lib/podman/netavark /usr/lib/podman/aardvark-dns; do
+for cmd in podman runc iptables debootstrap /usr/lib/podman/netavark /usr/lib/podman/aardvark-dns; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("$cmd")
 done
 if ((${#need[@]})); then
@@ -21,7 +23,7 @@ if ((${#need[@]})); then
   apt-get update -q
   # With recommends, as tested (buildah, catatonit, fuse-overlayfs, slirp4netns). netavark +
   # aardvark-dns give containers on one network DNS names (the code verifier finds `sandbox`).
-  apt-get install -y -q podman runc netavark aardvark-dns debootstrap ca-certificates
+  apt-get install -y -q podman runc iptables netavark aardvark-dns debootstrap ca-certificates
 fi
 
 conf=/etc/containers/containers.conf

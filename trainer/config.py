@@ -272,7 +272,7 @@ def parse_overrides(overrides: list[str]) -> list[tuple[str, object]]:
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
     """Read ``path`` (or the embedded default), apply ``section.field=value`` overrides, validate once."""
     if path is None:
-        text = resources.files("trainer").joinpath(DEFAULT_CONFIG).read_text()
+        text = resources.files("cohort.trainer").joinpath(DEFAULT_CONFIG).read_text()
     else:
         text = Path(path).read_text()
     tree = yaml.safe_load(text) or {}

@@ -72,8 +72,9 @@ def test_stubs_import_inside_the_namespace():
 
 def test_no_source_imports_a_bare_top_level_folder():
     """Every import of our own code goes through ``cohort.`` (a bare ``verifiers`` may be PyPI's package)."""
-    bare = re.compile(r"^\s*(from|import)\s+(verifiers|sandbox|trainer|grpo)(\.|\s|$)", re.MULTILINE)
+    # at a line start, or inside a string of code run in a subprocess ("...\nfrom sandbox.server import ...")
+    bare = re.compile(r"(^\s*|\\n|[\"'])(from|import)\s+(verifiers|sandbox|trainer|grpo)(\.|\s|$)", re.MULTILINE)
     offenders = [str(p.relative_to(ROOT)) for folder in ("cohort", "verifiers", "sandbox", "trainer", "tests", "bench",
                                                          "deploy", "examples")
-                 for p in (ROOT / folder).rglob("*.py") if bare.search(p.read_text())]
+                 for p in (ROOT / folder).rglob("*.py") if p != Path(__file__) and bare.search(p.read_text())]
     assert offenders == []

@@ -143,7 +143,7 @@ def test_serve_function_with_host_and_port(tmp_path) -> None:
     from cohort.launch import health_status
 
     port_file = tmp_path / "port"
-    script = ("import asyncio, pathlib\nfrom sandbox.server import serve\n"
+    script = ("import asyncio, pathlib\nfrom cohort.sandbox.server import serve\n"
               f"asyncio.run(serve('127.0.0.1', 0, port_file=pathlib.Path({str(port_file)!r}), pool_size=1))\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)

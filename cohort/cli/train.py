@@ -56,5 +56,6 @@ def train(
         raise typer.Exit(1) from None
     if records:
         last = records[-1]
+        curve = f", curve in {cfg.run.output_dir}/reward_curve.png" if cfg.run.plot else ""
         typer.echo(f"done: step {last['step']}, reward/mean {last['reward/mean']:.3f}; "
-                   f"metrics in {cfg.run.output_dir}/metrics.jsonl, curve in {cfg.run.output_dir}/reward_curve.png")
+                   f"metrics in {cfg.run.output_dir}/metrics.jsonl{curve}")

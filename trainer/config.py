@@ -56,7 +56,8 @@ class ModelSection(_Section):
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:
         if (self.path is None) == (self.tiny is None):
-            raise ValueError("model: set exactly one of `path` (a checkpoint folder) or `tiny` (build locally)")
+            raise ValueError("model: set exactly one of `path` (a checkpoint folder) or `tiny` (build locally); "
+                             "over the embedded default's tiny model: model.tiny=null model.path=DIR")
         return self
 
 
@@ -80,7 +81,8 @@ class DataSection(_Section):
     @model_validator(mode="after")
     def _one_source(self) -> DataSection:
         if (self.path is None) == (self.arithmetic is None):
-            raise ValueError("data: set exactly one of `path` (a JSONL file) or `arithmetic` (the embedded task)")
+            raise ValueError("data: set exactly one of `path` (a JSONL file) or `arithmetic` (the embedded task); "
+                             "over the embedded default's task: data.arithmetic=null data.path=FILE")
         return self
 
 

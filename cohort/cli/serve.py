@@ -15,7 +15,7 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="Address to bind. Loopback by default; use 0.0.0.0 in containers."),
     port: int = typer.Option(50051, min=0, max=65535, help="Port to bind; 0 picks a free one (see --port-file)."),
     port_file: Path | None = typer.Option(None, help="Write the bound port to this file once serving."),
-    metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Serve Prometheus metrics over HTTP on this port."),
+    metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Serve Prometheus metrics over HTTP on this port (0: a free one, written to PORT_FILE.metrics)."),
     workers: int = typer.Option(16, min=1, help="Threads scoring groups concurrently."),
     scoring_procs: int = typer.Option(
         0, min=0, help="Worker processes for pure-Python (GIL-bound) verifiers such as format and arith: "
@@ -26,7 +26,7 @@ def serve(
     max_message_mb: float = typer.Option(8.0, min=0.001, help="Largest request in MiB (larger: RESOURCE_EXHAUSTED)."),
     grace: float = typer.Option(30.0, min=0, help="Seconds in-flight calls may run after SIGTERM."),
     drain_delay: float = typer.Option(0.0, min=0, help="Seconds to stay NOT_SERVING before stopping (for load balancers)."),
-    log_level: str = typer.Option("INFO", help="Logging level."),
+    log_level: str = typer.Option("INFO", help="Logging level: DEBUG, INFO, WARNING or ERROR."),
 ) -> None:
     """Serve verifiers over gRPC (grpo.verifier.v1) with health, reflection, metrics and graceful drain.
 
@@ -37,6 +37,11 @@ def serve(
 
     from cohort.grpc_runtime import BindError, RuntimeOptions, configure_logging
 
+    import logging
+
+    if not isinstance(logging.getLevelName(log_level.upper()), int):
+        typer.echo(f"cohort serve: --log-level {log_level!r} is not one of DEBUG, INFO, WARNING, ERROR", err=True)
+        raise typer.Exit(2)
     configure_logging(log_level.upper())
     options = RuntimeOptions(
         host=host, port=port, max_message_bytes=int(max_message_mb * 1024 * 1024), grace_s=grace,
@@ -92,7 +97,12 @@ def list_verifiers() -> None:
     from cohort.verifiers import registry
 
     table = Table("name", "entry point")
-    for name, ep in registry.available().items():
+    try:
+        found = registry.available()
+    except registry.PluginError as exc:
+        typer.echo(f"cohort list-verifiers: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for name, ep in found.items():
         table.add_row(name, ep.value)
     Console().print(table)
 

@@ -105,3 +105,16 @@ def test_verify_table_keeps_whole_words_of_long_details(format_server, tmp_path,
     cells = [line.split("│")[-2].strip() for line in body]  # the detail column, wrapped rows in order
     shown = " ".join(c for c in cells if c)
     assert shown.endswith(detail), shown  # every word, none cut, none lost
+
+
+def test_serve_rejects_an_unknown_log_level_in_one_line():
+    r = run("serve", "format", "--log-level", "chatty")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == ["cohort serve: --log-level 'chatty' is not one of DEBUG, INFO, WARNING, ERROR"]
+
+
+def test_train_finds_its_embedded_default_outside_the_checkout(tmp_path):
+    """The default config is package data of cohort.trainer, not a `trainer` folder in the working directory."""
+    r = subprocess.run([*COHORT, "train", "--print-config"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "(embedded) trainer/default.yaml" in r.stdout and "output_dir: runs/embedded" in r.stdout

@@ -84,7 +84,8 @@ class HealthServicer(health_aio.HealthServicer):
         await super().set(service, status)
 
     async def List(self, request: health_pb2.HealthListRequest, context) -> health_pb2.HealthListResponse:
-        statuses = {name: await self.Check(health_pb2.HealthCheckRequest(service=name), context) for name in self._names}
+        statuses = {name: await self.Check(health_pb2.HealthCheckRequest(service=name), context)
+                    for name in self._names}
         return health_pb2.HealthListResponse(statuses=statuses)
 
 

@@ -18,19 +18,18 @@ import dataclasses
 import functools
 import shutil
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from cohort.trainer import checkpoint, dist_checkpoint, distributed, llama_forward
+from cohort.trainer import checkpoint, dist_checkpoint, distributed, llama_forward, metrics
 from cohort.trainer.advantages import Advantages, group_advantages
 from cohort.trainer.config import TrainConfig, dump_config
 from cohort.trainer.data import Example, PromptSampler, load_examples
 from cohort.trainer.is_correction import rollout_correction
 from cohort.trainer.learner import Learner, UpdateBatch, batched_logprobs
-from cohort.trainer import metrics
 from cohort.trainer.metrics import MetricsLog, plot_rewards
 from cohort.trainer.models import build_policy, frozen_reference
 from cohort.trainer.rollout import RolloutBatch, build_engine, concat_batches
@@ -103,8 +102,10 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
         build_engine(cfg.rollout, distributed.unwrap(policy), tokenizer, cfg.run.seed + comm.rank), policy, comm)
     learner = Learner(policy, cfg, comm)
     start = restore(cfg, policy, learner, engine, sampler, comm)  # 0: a fresh run
-    history = [r for r in metrics.read_if_exists(distributed.rank_dir(out_dir, comm) / "metrics.jsonl")
-               if r["step"] <= start]  # the resumed run's records: the target window spans the restart
+    # the resumed run's records (the target window spans the restart), from rank 0's file on every rank so
+    # that all ranks stop together; read before rank 0's MetricsLog truncates that file
+    history = [r for r in metrics.read_if_exists(Path(out_dir) / "metrics.jsonl") if r["step"] <= start]
+    comm.barrier()
     fresh = "to start fresh: run.resume=false, which deletes its checkpoints, or another run.output_dir"
     if start and (finished := already_finished(start, history, cfg)):
         say(f"run {out_dir} {finished}: nothing to train ({fresh})", comm)

@@ -11,7 +11,8 @@ from cohort.cli import app
 
 @app.command()
 def serve(
-    names: list[str] = typer.Argument(..., help="Verifier names to host (see `cohort list-verifiers`), or `sandbox` alone."),
+    names: list[str] = typer.Argument(
+        ..., help="Verifier names to host (see `cohort list-verifiers`), or `sandbox` alone."),
     host: str = typer.Option("127.0.0.1", help="Address to bind. Loopback by default; use 0.0.0.0 in containers."),
     port: int = typer.Option(50051, min=0, max=65535, help="Port to bind; 0 picks a free one (see --port-file)."),
     port_file: Path | None = typer.Option(None, help="Write the bound port to this file once serving."),

@@ -11,10 +11,12 @@ from cohort.cli import app
 
 @app.command(context_settings={"allow_extra_args": False})
 def train(
-    overrides: list[str] = typer.Argument(None, help="Overrides such as grpo.beta=0.04 run.max_steps=50 (applied last)."),
+    overrides: list[str] = typer.Argument(
+        None, help="Overrides such as grpo.beta=0.04 run.max_steps=50 (applied last)."),
     config: Path | None = typer.Option(None, "--config", "-c",
                                        help="YAML layered over the embedded default: give only what differs."),
-    print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config (and its layers) and exit."),
+    print_config: bool = typer.Option(False, "--print-config",
+                                      help="Print the resolved config (and its layers) and exit."),
 ) -> None:
     """Train a policy with GRPO against verifier services (no --config: the embedded tiny task).
 

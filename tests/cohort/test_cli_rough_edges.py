@@ -82,7 +82,8 @@ def test_help_only_mentions_commands_and_options_that_exist():
     for path, (text, _) in helps.items():
         for m in re.finditer(r"cohort ([a-z][a-z-]*(?: [a-z][a-z-]*)*)((?: --[a-z-]+)*)", text):
             words = m.group(1).split()
-            command = next((" ".join(words[:n]) for n in range(len(words), 0, -1) if " ".join(words[:n]) in helps), None)
+            prefixes = [" ".join(words[:n]) for n in range(len(words), 0, -1)]
+            command = next((p for p in prefixes if p in helps), None)
             assert command is not None, f"`cohort {path}` help mentions `{m.group(0)}`: no such command"
             for option in m.group(2).split():
                 assert option in helps[command][1], f"`cohort {path}` help mentions `{m.group(0)}`: no {option}"
@@ -95,7 +96,8 @@ def test_verify_table_keeps_whole_words_of_long_details(format_server, tmp_path,
     path = tmp_path / "rollouts.jsonl"
     path.write_text(json.dumps({"group_id": "q1", "answer": "4", "rollouts": [
         "<think>a</think><answer>4</answer>", "<answer>1</answer><answer>2</answer> <think>x"]}) + "\n")
-    full = json.loads(run("verify", str(path), "-e", f"format={format_server.endpoint}", "--json").stdout.splitlines()[1])
+    as_json = run("verify", str(path), "-e", f"format={format_server.endpoint}", "--json")
+    full = json.loads(as_json.stdout.splitlines()[1])
     detail = "format: " + full["verifiers"]["format"]["detail"]
     assert len(detail) > 80 and detail.endswith("unbalanced_tags")  # longer than the old cut
     r = run("verify", str(path), "-e", f"format={format_server.endpoint}", env={"COLUMNS": str(columns)})

@@ -77,6 +77,10 @@ def test_a_typo_names_the_closest_key_in_one_line(tmp_path, where):
     assert r.output.splitlines() == ["error: invalid config: unknown key grpo.bta (did you mean grpo.beta?)"]
     r = train("gpro.beta=0.1")
     assert r.exit_code == 2 and "unknown key gpro (did you mean grpo?)" in r.output
+    r = train("rollout.vllm.sync_methd=auto", "scoring.verifiers=[{nme: math}]")  # nested sections, list items
+    assert r.exit_code == 2 and len(r.output.splitlines()) == 1
+    assert "unknown key rollout.vllm.sync_methd (did you mean rollout.vllm.sync_method?)" in r.output
+    assert "unknown key scoring.verifiers.0.nme (did you mean scoring.verifiers.0.name?)" in r.output
 
 
 def test_bad_yaml_is_one_line(tmp_path):

@@ -15,9 +15,11 @@ UNAVAILABLE), in-flight calls finish (up to ``grace_s``), then the server stops.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +33,60 @@ from grpc_reflection.v1alpha import reflection
 log = logging.getLogger("cohort.grpc")
 
 HEALTH_SERVICE = "grpc.health.v1.Health"
+
+_BIND_REASONS = {
+    errno.EADDRINUSE: "address in use",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+    errno.EADDRNOTAVAIL: "not an address of this machine",
+}
+
+
+class BindError(OSError):
+    """A server could not listen on its address; ``reason`` says why in words ("address in use")."""
+
+    def __init__(self, address: str, reason: str, code: int | None = None) -> None:
+        super().__init__(f"cannot bind {address}: {reason}")
+        self.address, self.reason, self.code = address, reason, code
+
+    @property
+    def in_use(self) -> bool:
+        return self.code == errno.EADDRINUSE
+
+
+def bind_error(address: str, exc: OSError) -> BindError:
+    """The :class:`BindError` for an ``OSError`` raised by ``bind`` (e.g. the metrics HTTP server)."""
+    return BindError(address, _BIND_REASONS.get(exc.errno, exc.strerror or str(exc)), exc.errno)
+
+
+def _refused_bind(host: str, port: int, address: str) -> BindError | None:
+    """Why the OS refuses ``host:port``, asked with a plain socket (grpc only raises ``RuntimeError("Failed
+    to bind ...")`` and logs a C-core line); None when it would bind. SO_REUSEADDR as grpc sets it, so a port
+    in TIME_WAIT is not reported as in use."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host.strip("[]"), port))
+    except OSError as exc:
+        return bind_error(address, exc)
+    return None
+
+
+class HealthServicer(health_aio.HealthServicer):
+    """grpcio-health-checking's aio servicer plus ``List`` (in grpc.health.v1 since 2024; the aio servicer
+    answers UNIMPLEMENTED), so ``cohort health --service typo`` can say which names the server knows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._names: dict[str, None] = {"": None}
+
+    async def set(self, service: str, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
+        self._names[service] = None
+        await super().set(service, status)
+
+    async def List(self, request: health_pb2.HealthListRequest, context) -> health_pb2.HealthListResponse:
+        statuses = {name: await self.Check(health_pb2.HealthCheckRequest(service=name), context)
+                    for name in self._names}
+        return health_pb2.HealthListResponse(statuses=statuses)
 
 
 @dataclass(frozen=True)
@@ -59,7 +115,7 @@ class GrpcRuntime:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        self.health = health_aio.HealthServicer()
+        self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.draining = False
         self.in_flight = 0
@@ -74,9 +130,15 @@ class GrpcRuntime:
         address = f"{self.options.host}:{self.options.port}"
         if ":" in self.options.host and not self.options.host.startswith("["):
             address = f"[{self.options.host}]:{self.options.port}"
-        self.port = self.server.add_insecure_port(address)
+        if self.options.port and (refused := _refused_bind(self.options.host, self.options.port, address)):
+            raise refused  # before grpc tries: its failure is a RuntimeError without a reason
+        try:
+            self.port = self.server.add_insecure_port(address)
+        except RuntimeError:  # "Failed to bind to address ...": lost a race for the port, or a v6-only clash
+            self.port = 0
         if self.port == 0:
-            raise OSError(f"could not bind {address}")
+            raise _refused_bind(self.options.host, self.options.port, address) or BindError(
+                address, "grpc could not listen there (GRPC_VERBOSITY=debug says why)")
         await self.server.start()
         self._health_names = ["", *service_names, *health_names]
         for name in self._health_names:

@@ -31,6 +31,17 @@ def health_status(endpoint: str, service: str = "", timeout_s: float = 2.0) -> s
         return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
 
 
+def health_services(endpoint: str, timeout_s: float = 2.0) -> list[str] | None:
+    """The service names ``endpoint`` reports health for (``Health.List``), or None when it cannot say."""
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            resp = stub.List(health_pb2.HealthListRequest(), timeout=timeout_s)
+        except grpc.RpcError:
+            return None
+        return sorted(name for name in resp.statuses if name)
+
+
 class ServiceProcess:
     """``cohort serve NAMES`` in a subprocess; ``endpoint`` once :meth:`start` returns."""
 

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import Counter
 from collections.abc import Sequence
 
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 from cohort.verifiers.base import GroupRequest, GroupResult
 from cohort.verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier, combine
 from cohort.verifiers.convert import status_name
 from cohort.verifiers.records import Record
+
+
+DETAIL_CHARS = 400
+"""Longer details are shortened at a word boundary in the table (``--json`` carries them whole)."""
 
 
 def _groups(rec: Record, names: Sequence[str]) -> list[GroupRequest]:
@@ -65,7 +71,10 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
                                   "flags": list(g.results[pos].flags)} for n, g in by_name.items()},
             }))
     else:
-        table = Table("group", "idx", *names, "reward", "detail", title=f"{len(rows)} rollouts")
+        # rich wraps the detail at word boundaries (fold: a long token such as a LaTeX answer breaks
+        # rather than ending in "…"); only a very long detail is shortened, at a word, with an ellipsis
+        table = Table(Column("group", overflow="fold"), "idx", *names, "reward",
+                      Column("detail", overflow="fold", min_width=24), title=f"{len(rows)} rollouts")
         for rec, rollout, by_name, s in rows[:max_rows]:
             pos = rec.rollouts.index(rollout)
             cells = []
@@ -76,7 +85,9 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
                     continue
                 r = g.results[pos]
                 cells.append(f"{r.reward:g} {r.verdict.value}" if r.usable else f"[red]{r.status.value}[/]")
-            table.add_row(rec.group_id, str(rollout.index), *cells, f"{s.reward:.3g}" if s.usable else "[red]unusable[/]", s.detail[:80])
+            detail = textwrap.shorten(s.detail, DETAIL_CHARS, placeholder=" …") if s.detail else ""
+            table.add_row(Text(rec.group_id), str(rollout.index), *cells,
+                          f"{s.reward:.3g}" if s.usable else "[red]unusable[/]", Text(detail))  # Text: no markup
         out.print(table)
     statuses = Counter(s.status.value for *_, s in rows)
     usable = [s.reward for *_, s in rows if s.usable]

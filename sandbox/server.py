@@ -181,8 +181,8 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
         raise SandboxError(f"sandbox self-test failed: {probe}")
     runtime = GrpcRuntime(options)
     pb_grpc.add_SandboxServiceServicer_to_server(SandboxServicer(sandbox, runtime), runtime.server)
-    await runtime.start(service_names=[SERVICE_NAME], health_names=[])
     try:
+        await runtime.start(service_names=[SERVICE_NAME], health_names=[])
         await runtime.serve_until_signal()
     finally:
         sandbox.close()

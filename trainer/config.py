@@ -7,17 +7,25 @@ sections. Overrides are dotted ``section.field=value`` strings (values parsed as
 
 With no file at all, :func:`load_config` returns the embedded default (``trainer/default.yaml``):
 a char-level tiny Llama built locally, learning small-operand addition against the ``math`` and
-``format`` verifiers started on loopback.
+``arith`` verifiers started on loopback. A user file is layered over that default (as TRL users expect
+of a partial config), and command-line overrides over both: mappings merge key by key, lists and
+scalars replace, and a section's alternatives (``model.path`` / ``model.tiny``, ``data.path`` /
+``data.arithmetic``) replace each other, so ``model: {path: ...}`` drops the default's ``tiny``.
+The merge is :func:`layer` (a dozen lines): OmegaConf is not a dependency, and no generic merge knows
+the alternatives rule.
 """
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 
 class _Section(BaseModel):
@@ -48,7 +56,8 @@ class ModelSection(_Section):
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:
         if (self.path is None) == (self.tiny is None):
-            raise ValueError("model: set exactly one of `path` (a checkpoint folder) or `tiny` (build locally)")
+            raise ValueError("model: set exactly one of `path` (a checkpoint folder) or `tiny` (build locally); "
+                             "over the embedded default's tiny model: model.tiny=null model.path=DIR")
         return self
 
 
@@ -72,7 +81,8 @@ class DataSection(_Section):
     @model_validator(mode="after")
     def _one_source(self) -> DataSection:
         if (self.path is None) == (self.arithmetic is None):
-            raise ValueError("data: set exactly one of `path` (a JSONL file) or `arithmetic` (the embedded task)")
+            raise ValueError("data: set exactly one of `path` (a JSONL file) or `arithmetic` (the embedded task); "
+                             "over the embedded default's task: data.arithmetic=null data.path=FILE")
         return self
 
 
@@ -202,6 +212,12 @@ class RunSection(_Section):
     target_window: int = Field(5, ge=1)
     tensorboard: bool = True
     progress: bool = True
+    """Show progress: a live bar when stdout is a terminal, otherwise a plain line every ``log_every``
+    steps or ``log_every_s`` seconds, whichever comes first (logs, ``nohup``, CI)."""
+    log_every: int = Field(10, ge=1)
+    """Steps between plain progress lines (stdout not a terminal)."""
+    log_every_s: float = Field(30.0, gt=0)
+    """Seconds after which a plain progress line is printed even before ``log_every`` steps."""
     plot: bool = True
 
 
@@ -224,6 +240,8 @@ class TrainConfig(_Section):
     optim: OptimSection = OptimSection()
     run: RunSection = RunSection()
     distributed: DistributedSection = DistributedSection()
+    _layers: tuple[str, ...] = PrivateAttr(default=())
+    """Where the values came from, first to last (set by :func:`load_config`, shown by :func:`dump_config`)."""
 
     @model_validator(mode="after")
     def _geometry(self) -> TrainConfig:
@@ -246,6 +264,20 @@ class TrainConfig(_Section):
 
 
 DEFAULT_CONFIG = "default.yaml"
+ALTERNATIVES = {("model",): ("path", "tiny"), ("data",): ("path", "arithmetic")}
+"""Keys of a section of which exactly one is set: a layer that names one drops the others from below."""
+
+
+def layer(base: dict, top: dict, at: tuple[str, ...] = ()) -> dict:
+    """``top`` over ``base``: mappings merge key by key, anything else (lists too) replaces."""
+    out = dict(base)
+    if any(key in top for key in ALTERNATIVES.get(at, ())):
+        for key in ALTERNATIVES[at]:
+            out.pop(key, None)
+    for key, value in top.items():
+        below = out.get(key)
+        out[key] = layer(below, value, (*at, key)) if isinstance(value, dict) and isinstance(below, dict) else value
+    return out
 
 
 def _set_dotted(tree: dict, dotted: str, value: object) -> None:
@@ -265,23 +297,91 @@ def parse_overrides(overrides: list[str]) -> list[tuple[str, object]]:
         if "=" not in item:
             raise ValueError(f"override {item!r}: expected section.field=value")
         key, raw = item.split("=", 1)
-        parsed.append((key.strip(), yaml.safe_load(raw) if raw.strip() else None))
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            raise ValueError(f"override {item!r}: the value is not valid YAML ({_first_line(exc)})") from None
+        parsed.append((key.strip(), value))
     return parsed
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
-    """Read ``path`` (or the embedded default), apply ``section.field=value`` overrides, validate once."""
-    if path is None:
-        text = resources.files("cohort.trainer").joinpath(DEFAULT_CONFIG).read_text()
-    else:
-        text = Path(path).read_text()
-    tree = yaml.safe_load(text) or {}
+def _read_yaml(text: str, name: str) -> dict:
+    try:
+        tree = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"config {name} is not valid YAML: {_first_line(exc)}") from None
     if not isinstance(tree, dict):
-        raise ValueError(f"config {path}: expected a mapping at the top level")
+        raise ValueError(f"config {name}: expected a mapping at the top level")
+    return tree
+
+
+def _first_line(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + str(getattr(exc, "problem", None) or exc).splitlines()[0]
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """The embedded default, then ``path`` layered over it, then ``section.field=value`` overrides; validated once."""
+    tree = _read_yaml(resources.files("cohort.trainer").joinpath(DEFAULT_CONFIG).read_text(), DEFAULT_CONFIG)
+    layers = [f"(embedded) trainer/{DEFAULT_CONFIG}"]
+    if path is not None:
+        tree = layer(tree, _read_yaml(Path(path).read_text(), str(path)))
+        layers.append(str(path))
     for key, value in parse_overrides(overrides or []):
         _set_dotted(tree, key, value)
-    return TrainConfig.model_validate(tree)
+    if overrides:
+        layers.append("command line: " + " ".join(overrides))
+    cfg = TrainConfig.model_validate(tree)
+    cfg._layers = tuple(layers)
+    return cfg
 
 
 def dump_config(cfg: TrainConfig) -> str:
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    """The resolved config as YAML, headed by the layers it came from (later ones win)."""
+    head = "".join(f"#   {i}. {name}\n" for i, name in enumerate(cfg._layers, 1))
+    body = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    return f"# resolved config; layers, later ones win:\n{head}{body}" if head else body
+
+
+def explain(exc: ValidationError) -> str:
+    """A validation error in one line; an unknown key names the closest known one (``grpo.bta`` -> ``grpo.beta``)."""
+    problems = []
+    for err in exc.errors():
+        loc = [str(part) for part in err["loc"]]
+        where = ".".join(loc) or "config"
+        if err["type"] == "extra_forbidden":
+            known = list(_section_at(err["loc"][:-1]).model_fields)
+            close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+            prefix = ".".join(loc[:-1] + [""])
+            hint = f"did you mean {prefix}{close[0]}?" if close else f"known keys here: {', '.join(known)}"
+            problems.append(f"unknown key {where} ({hint})")
+        elif err["type"] == "missing":
+            problems.append(f"{where} is required")
+        else:
+            got = err.get("input")
+            shown = f" (got {got!r})" if isinstance(got, (str, int, float, bool)) else ""
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{msg if msg.startswith(where + ':') else f'{where}: {msg}'}{shown}")
+    return "; ".join(problems)
+
+
+def _section_at(loc: tuple) -> type[BaseModel]:
+    """The model class of the section at ``loc`` (list indices skipped), e.g. ``("scoring", "verifiers", 0)``."""
+    model: type[BaseModel] = TrainConfig
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            continue
+        found = [t for t in _flatten(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)]
+        if found:
+            model = found[0]
+    return model
+
+
+def _flatten(annotation: object) -> list[object]:
+    args = typing.get_args(annotation)
+    if not args:
+        return [annotation]
+    return [t for arg in args for t in _flatten(arg)] if typing.get_origin(annotation) in (
+        typing.Union, types.UnionType, list, tuple, dict) else [annotation]

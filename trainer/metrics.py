@@ -1,4 +1,8 @@
-"""One metrics vocabulary, written to JSONL and TensorBoard, a rich progress bar, a reward-curve PNG.
+"""One metrics vocabulary, written to JSONL and TensorBoard, progress on stdout, a reward-curve PNG.
+
+Progress is a rich bar when stdout is a terminal; otherwise (a log file, ``nohup``, CI) a plain line
+every ``every_steps`` steps or ``every_s`` seconds, flushed at once, so a redirected run is not silent
+until it ends (rich draws nothing live off a terminal).
 
 Names are namespaced: ``reward/*`` (mean and each verifier component), ``verify/unusable_frac``,
 ``verify/idle_frac`` (share of the step the learner waited on verifiers), ``verify/latency_s``,
@@ -11,6 +15,8 @@ of the seed (the exact-resume test compares them).
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +27,38 @@ def deterministic(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if not k.startswith(TIMING_PREFIXES)}
 
 
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class ProgressLines:
+    """Plain progress lines for a stdout that is not a terminal: the first step, then every ``every_steps``
+    steps or ``every_s`` seconds (whichever comes first), and the last step."""
+
+    def __init__(self, total_steps: int, start_step: int, every_steps: int, every_s: float, out=None) -> None:
+        self.total, self.start, self.every_steps, self.every_s = total_steps, start_step, every_steps, every_s
+        self.out = out or sys.stdout
+        self._t0 = self._last_t = time.monotonic()
+        self._last_step = start_step
+
+    def log(self, step: int, record: dict[str, float]) -> None:
+        now = time.monotonic()
+        due = (step == self.start + 1 or step == self.total or step - self._last_step >= self.every_steps
+               or now - self._last_t >= self.every_s)
+        if not due:
+            return
+        elapsed, done = now - self._t0, step - self.start
+        eta = elapsed / done * (self.total - step)
+        print(f"step {step}/{self.total}  reward {record.get('reward/mean', float('nan')):.3f}  "
+              f"unusable {record.get('verify/unusable_frac', 0):.2f}  {record.get('time/step_s', 0):.2f}s/step  "
+              f"elapsed {_clock(elapsed)}  eta {_clock(eta)}", file=self.out, flush=True)
+        self._last_step, self._last_t = step, now
+
+
 class MetricsLog:
-    def __init__(self, output_dir: str | Path, *, tensorboard: bool, progress: bool, total_steps: int, start_step: int):
+    def __init__(self, output_dir: str | Path, *, tensorboard: bool, progress: bool, total_steps: int, start_step: int,
+                 every_steps: int = 10, every_s: float = 30.0):
         self.dir = Path(output_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / "metrics.jsonl"
@@ -34,7 +70,10 @@ class MetricsLog:
 
             self._tb = SummaryWriter(str(self.dir / "tensorboard"), purge_step=start_step + 1)
         self._progress = None
-        if progress:
+        self._lines = None
+        if progress and not sys.stdout.isatty():
+            self._lines = ProgressLines(total_steps, start_step, every_steps, every_s)
+        elif progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
@@ -55,6 +94,8 @@ class MetricsLog:
         if self._tb is not None:
             for k, v in record.items():
                 self._tb.add_scalar(k, v, step)
+        if self._lines is not None:
+            self._lines.log(step, record)
         if self._progress is not None:
             info = (f"reward {record.get('reward/mean', float('nan')):.3f}  "
                     f"unusable {record.get('verify/unusable_frac', 0):.2f}  "
@@ -71,6 +112,10 @@ class MetricsLog:
 
 def read(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line]
+
+
+def read_if_exists(path: str | Path) -> list[dict[str, Any]]:
+    return read(path) if Path(path).exists() else []
 
 
 def plot_rewards(metrics_path: str | Path, png_path: str | Path) -> None:

@@ -16,13 +16,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from cohort.trainer import checkpoint, dist_checkpoint, distributed, llama_forward
+from cohort.trainer import checkpoint, dist_checkpoint, distributed, llama_forward, metrics
 from cohort.trainer.advantages import Advantages, group_advantages
 from cohort.trainer.config import TrainConfig, dump_config
 from cohort.trainer.data import Example, PromptSampler, load_examples
@@ -99,22 +101,22 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     engine = distributed.for_generation(
         build_engine(cfg.rollout, distributed.unwrap(policy), tokenizer, cfg.run.seed + comm.rank), policy, comm)
     learner = Learner(policy, cfg, comm)
-    start = 0
-    if cfg.run.resume and comm.distributed:  # torch.distributed.checkpoint folders (any world size)
-        start = dist_checkpoint.resume(out_dir, policy, learner, engine, sampler, comm)
-    if cfg.run.resume and not comm.distributed and (path := checkpoint.latest(out_dir)) is not None:
-        state = checkpoint.load(path)
-        policy.load_state_dict(state["policy"])
-        learner.optimizer.load_state_dict(state["optimizer"])
-        learner.scheduler.load_state_dict(state["scheduler"])
-        engine.load_state_dict(state["engine"])
-        sampler.position = state["sampler_position"]
-        checkpoint.set_rng_state(state["rng"])
-        start = state["step"]
+    start = restore(cfg, policy, learner, engine, sampler, comm)  # 0: a fresh run
+    # the resumed run's records (the target window spans the restart), from rank 0's file on every rank so
+    # that all ranks stop together; read before rank 0's MetricsLog truncates that file
+    history = [r for r in metrics.read_if_exists(Path(out_dir) / "metrics.jsonl") if r["step"] <= start]
+    comm.barrier()
+    fresh = "to start fresh: run.resume=false, which deletes its checkpoints, or another run.output_dir"
+    if start and (finished := already_finished(start, history, cfg)):
+        say(f"run {out_dir} {finished}: nothing to train ({fresh})", comm)
+        comm.close()
+        return []
+    if start:
+        say(f"resuming run {out_dir} from step {start} of {cfg.run.max_steps} ({fresh})", comm)
     scorer = Scorer(cfg.scoring, endpoints)  # handshake: fails fast when a verifier is missing
     log = MetricsLog(distributed.rank_dir(out_dir, comm), tensorboard=cfg.run.tensorboard and comm.is_main,
-                     progress=cfg.run.progress and comm.is_main,
-                     total_steps=cfg.run.max_steps, start_step=start)
+                     progress=cfg.run.progress and comm.is_main, total_steps=cfg.run.max_steps, start_step=start,
+                     every_steps=cfg.run.log_every, every_s=cfg.run.log_every_s)
     (log.dir / "config.resolved.yaml").write_text(dump_config(cfg))
     records: list[dict] = []
     micro, temp = cfg.optim.micro_batch_size or cfg.batch_size, cfg.rollout.temperature
@@ -186,7 +188,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             }
             log.log(step, record)
             records.append({"step": step, **record})
-            done = step == cfg.run.max_steps or reached_target(records, cfg)
+            done = step == cfg.run.max_steps or reached_target([*history, *records], cfg)
             save_now = done or bool(cfg.run.save_every and step % cfg.run.save_every == 0)
             if save_now and comm.distributed:
                 dist_checkpoint.save_run(out_dir, step, policy, learner, engine, sampler, comm)
@@ -205,6 +207,51 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
         plot_rewards(log.path, log.dir / "reward_curve.png")
     comm.close()
     return records
+
+
+def restore(cfg: TrainConfig, policy, learner: Learner, engine, sampler: PromptSampler, comm) -> int:
+    """Load the newest checkpoint in ``run.output_dir`` and return its step (0: none, or ``run.resume=false``,
+    which deletes the old checkpoints so that a later resume cannot pick one of them up)."""
+    out_dir = cfg.run.output_dir
+    if not cfg.run.resume:
+        old = Path(out_dir) / "checkpoints"
+        if old.is_dir():
+            comm.barrier()
+            if comm.is_main:
+                shutil.rmtree(old)
+            comm.barrier()
+            say(f"run.resume=false: starting {out_dir} afresh (its old checkpoints are deleted)", comm)
+        return 0
+    if comm.distributed:  # torch.distributed.checkpoint folders (any world size)
+        start = dist_checkpoint.resume(out_dir, policy, learner, engine, sampler, comm)
+    elif (path := checkpoint.latest(out_dir)) is not None:
+        state = checkpoint.load(path)
+        policy.load_state_dict(state["policy"])
+        learner.optimizer.load_state_dict(state["optimizer"])
+        learner.scheduler.load_state_dict(state["scheduler"])
+        engine.load_state_dict(state["engine"])
+        sampler.position = state["sampler_position"]
+        checkpoint.set_rng_state(state["rng"])
+        start = state["step"]
+    else:
+        start = 0
+    return start
+
+
+def already_finished(start: int, history: list[dict], cfg: TrainConfig) -> str | None:
+    """Why a resumed run has nothing left to do, or None."""
+    if start >= cfg.run.max_steps:
+        return f"already reached run.max_steps={cfg.run.max_steps} (raise it to train on)"
+    if reached_target(history, cfg):
+        return (f"already reached run.target_reward={cfg.run.target_reward} by step {start} "
+                "(run.target_reward=null trains on to run.max_steps)")
+    return None
+
+
+def say(message: str, comm) -> None:
+    """A one-off line for the person running the job (rank 0 only)."""
+    if comm.is_main:
+        print(message, flush=True)
 
 
 def loss_rows(batch: RolloutBatch, scores: Scores, cfg: TrainConfig) -> tuple[Advantages, Tensor]:

@@ -36,7 +36,7 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort import __version__
-from cohort.grpc_runtime import GrpcRuntime, RuntimeOptions, abort_draining
+from cohort.grpc_runtime import GrpcRuntime, RuntimeOptions, abort_draining, bind_error
 from cohort.verifiers import convert
 from cohort.verifiers.base import GroupRequest, GroupResult, InvalidRequest, RolloutResult, RolloutStatus, Verifier, VerifyContext
 from cohort.verifiers.metrics import ServerMetrics
@@ -315,7 +315,10 @@ async def serve(
     """Serve until SIGTERM/SIGINT, then drain."""
     metrics = ServerMetrics()
     if metrics_port is not None:
-        bound = metrics.start_http(options.host, metrics_port)
+        try:
+            bound = metrics.start_http(options.host, metrics_port)
+        except OSError as exc:
+            raise bind_error(f"{options.host}:{metrics_port} (--metrics-port)", exc) from None
         log.info("metrics on http://%s:%d/metrics", options.host, bound)
         if options.port_file is not None:
             options.port_file.with_name(options.port_file.name + ".metrics").write_text(str(bound))
@@ -327,11 +330,15 @@ async def serve(
         procs = await asyncio.to_thread(ScoringProcesses, verifiers, limits, limits.scoring_procs)
         log.info("%d scoring processes for %s", limits.scoring_procs, ", ".join(procs.names))
     add_to_server(VerifierServicer(scorer, runtime, metrics, procs), runtime.server)
-    await runtime.start(service_names=[SERVICE_NAME], health_names=sorted(verifiers))
 
     def stop() -> None:
         scorer.close()
         if procs is not None:
             procs.close()
 
+    try:
+        await runtime.start(service_names=[SERVICE_NAME], health_names=sorted(verifiers))
+    except BaseException:  # e.g. the port is taken: do not leave the scoring processes behind
+        stop()
+        raise
     await runtime.serve_until_signal(on_stop=stop)

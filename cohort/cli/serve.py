@@ -11,11 +11,12 @@ from cohort.cli import app
 
 @app.command()
 def serve(
-    names: list[str] = typer.Argument(..., help="Verifier names to host (see `cohort serve --list`), or `sandbox` alone."),
+    names: list[str] = typer.Argument(
+        ..., help="Verifier names to host (see `cohort list-verifiers`), or `sandbox` alone."),
     host: str = typer.Option("127.0.0.1", help="Address to bind. Loopback by default; use 0.0.0.0 in containers."),
     port: int = typer.Option(50051, min=0, max=65535, help="Port to bind; 0 picks a free one (see --port-file)."),
     port_file: Path | None = typer.Option(None, help="Write the bound port to this file once serving."),
-    metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Serve Prometheus metrics over HTTP on this port."),
+    metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Serve Prometheus metrics over HTTP on this port (0: a free one, written to PORT_FILE.metrics)."),
     workers: int = typer.Option(16, min=1, help="Threads scoring groups concurrently."),
     scoring_procs: int = typer.Option(
         0, min=0, help="Worker processes for pure-Python (GIL-bound) verifiers such as format and arith: "
@@ -26,13 +27,22 @@ def serve(
     max_message_mb: float = typer.Option(8.0, min=0.001, help="Largest request in MiB (larger: RESOURCE_EXHAUSTED)."),
     grace: float = typer.Option(30.0, min=0, help="Seconds in-flight calls may run after SIGTERM."),
     drain_delay: float = typer.Option(0.0, min=0, help="Seconds to stay NOT_SERVING before stopping (for load balancers)."),
-    log_level: str = typer.Option("INFO", help="Logging level."),
+    log_level: str = typer.Option("INFO", help="Logging level: DEBUG, INFO, WARNING or ERROR."),
 ) -> None:
-    """Serve verifiers over gRPC (grpo.verifier.v1) with health, reflection, metrics and graceful drain."""
+    """Serve verifiers over gRPC (grpo.verifier.v1) with health, reflection, metrics and graceful drain.
+
+    Exit codes: 0 after a drain on SIGTERM/SIGINT, 1 the address cannot be bound (e.g. in use) or the
+    sandbox fails its self-test, 2 bad input (an unknown verifier name).
+    """
     import asyncio
 
-    from cohort.grpc_runtime import RuntimeOptions, configure_logging
+    from cohort.grpc_runtime import BindError, RuntimeOptions, configure_logging
 
+    import logging
+
+    if not isinstance(logging.getLevelName(log_level.upper()), int):
+        typer.echo(f"cohort serve: --log-level {log_level!r} is not one of DEBUG, INFO, WARNING, ERROR", err=True)
+        raise typer.Exit(2)
     configure_logging(log_level.upper())
     options = RuntimeOptions(
         host=host, port=port, max_message_bytes=int(max_message_mb * 1024 * 1024), grace_s=grace,
@@ -41,9 +51,16 @@ def serve(
     if "sandbox" in names:
         if names != ["sandbox"]:
             raise typer.BadParameter("`sandbox` is served alone: run it as its own service", param_hint="NAMES")
+        from cohort.sandbox.executor import SandboxError
         from cohort.sandbox.server import serve as serve_sandbox
 
-        asyncio.run(serve_sandbox(options))
+        try:
+            asyncio.run(serve_sandbox(options))
+        except BindError as exc:
+            _fail_to_bind(exc)
+        except SandboxError as exc:
+            typer.echo(f"cohort serve sandbox: the sandbox cannot run code here: {exc}", err=True)
+            raise typer.Exit(1) from None
         return
 
     from cohort.verifiers import registry
@@ -61,9 +78,15 @@ def serve(
     )
     try:
         asyncio.run(serve_verifiers(verifiers, options, limits, metrics_port))
-    except OSError as exc:
-        typer.secho(f"error: cannot serve on {host}:{port}: {exc}", err=True, fg="red")
-        raise typer.Exit(1) from None
+    except BindError as exc:
+        _fail_to_bind(exc)
+
+
+def _fail_to_bind(exc: BindError) -> None:
+    """One line instead of grpc's traceback ("RuntimeError: Failed to bind"), exit 1."""
+    hint = " (pick another port; 0 picks a free one)" if exc.in_use else ""
+    typer.echo(f"cohort serve: {exc}{hint}", err=True)
+    raise typer.Exit(1)
 
 
 @app.command("list-verifiers")
@@ -75,7 +98,12 @@ def list_verifiers() -> None:
     from cohort.verifiers import registry
 
     table = Table("name", "entry point")
-    for name, ep in registry.available().items():
+    try:
+        found = registry.available()
+    except registry.PluginError as exc:
+        typer.echo(f"cohort list-verifiers: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for name, ep in found.items():
         table.add_row(name, ep.value)
     Console().print(table)
 
@@ -86,15 +114,25 @@ def health(
     service: str = typer.Option("", help="Service or verifier name; empty = overall health."),
     timeout: float = typer.Option(3.0, min=0.01, help="Seconds before giving up."),
 ) -> None:
-    """Check gRPC health (exit 0 when SERVING, 1 otherwise): container health checks use it."""
+    """Check gRPC health: container health checks use it.
+
+    Exit codes: 0 SERVING, 1 not serving or unreachable, 2 the server does not know SERVICE (the message
+    lists the names it knows).
+    """
     import grpc
 
-    from cohort.launch import health_status
+    from cohort.launch import health_services, health_status
 
     try:
         status = health_status(endpoint, service, timeout)
     except grpc.RpcError as exc:
-        typer.echo(f"{endpoint}: {exc.code().name}: {exc.details()}")
+        if exc.code() == grpc.StatusCode.NOT_FOUND:  # grpc's health servicer sends no details
+            known = health_services(endpoint, timeout)
+            serves = f"it serves: {', '.join(known)}" if known else "it does not list its services"
+            typer.echo(f"{endpoint}: service {service!r} is unknown to this server ({serves})", err=True)
+            raise typer.Exit(2) from None
+        details = (exc.details() or "").splitlines()
+        typer.echo(f"{endpoint}: {exc.code().name}: {details[0] if details else 'no details'}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"{endpoint} {service or '(overall)'}: {status}")
     raise typer.Exit(0 if status == "SERVING" else 1)

@@ -11,21 +11,32 @@ from cohort.cli import app
 
 @app.command(context_settings={"allow_extra_args": False})
 def train(
-    overrides: list[str] = typer.Argument(None, help="Overrides such as grpo.beta=0.04 run.max_steps=50."),
-    config: Path | None = typer.Option(None, "--config", "-c", help="YAML config; default: the embedded task."),
-    print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config and exit."),
+    overrides: list[str] = typer.Argument(
+        None, help="Overrides such as grpo.beta=0.04 run.max_steps=50 (applied last)."),
+    config: Path | None = typer.Option(None, "--config", "-c",
+                                       help="YAML layered over the embedded default: give only what differs."),
+    print_config: bool = typer.Option(False, "--print-config",
+                                      help="Print the resolved config (and its layers) and exit."),
 ) -> None:
-    """Train a policy with GRPO against verifier services."""
+    """Train a policy with GRPO against verifier services (no --config: the embedded tiny task).
+
+    Re-running with the same run.output_dir resumes from its newest checkpoint; run.resume=false starts
+    fresh there (its old checkpoints are deleted), or pick a new run.output_dir. Exit codes: 0 done,
+    1 the run failed, 2 bad config.
+    """
     from pydantic import ValidationError
 
-    from cohort.trainer.config import dump_config, load_config
+    from cohort.trainer.config import dump_config, explain, load_config
 
     if config is not None and not config.is_file():
         typer.echo(f"error: config file {config} does not exist", err=True)
         raise typer.Exit(2)
     try:
         cfg = load_config(config, overrides or [])
-    except (ValidationError, ValueError) as exc:
+    except ValidationError as exc:
+        typer.echo(f"error: invalid config: {explain(exc)}", err=True)
+        raise typer.Exit(2) from None
+    except (ValueError, OSError) as exc:
         typer.echo(f"error: invalid config: {exc}", err=True)
         raise typer.Exit(2) from None
     if print_config:
@@ -47,5 +58,6 @@ def train(
         raise typer.Exit(1) from None
     if records:
         last = records[-1]
+        curve = f", curve in {cfg.run.output_dir}/reward_curve.png" if cfg.run.plot else ""
         typer.echo(f"done: step {last['step']}, reward/mean {last['reward/mean']:.3f}; "
-                   f"metrics in {cfg.run.output_dir}/metrics.jsonl, curve in {cfg.run.output_dir}/reward_curve.png")
+                   f"metrics in {cfg.run.output_dir}/metrics.jsonl{curve}")

@@ -21,7 +21,7 @@ def _pairs(values: list[str], what: str) -> list[tuple[str, str]]:
 
 @app.command()
 def verify(
-    file: Path = typer.Argument(..., help="JSONL, one group per line (format: see `verifiers/records.py`)."),
+    file: Path = typer.Argument(..., help="JSONL, one group per line (format: the module `cohort.verifiers.records`)."),
     endpoint: list[str] = typer.Option(..., "--endpoint", "-e", help="NAME=HOST:PORT; repeat for several verifiers or replicas."),
     weight: list[str] = typer.Option([], "--weight", "-w", help="NAME=W (default 1.0 each)."),
     timeout: float = typer.Option(60.0, min=0.001, help="Seconds for the whole scoring call per batch."),

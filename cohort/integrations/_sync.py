@@ -13,52 +13,11 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 
 from cohort.verifiers.base import GroupRequest, GroupResult
 from cohort.verifiers.client import ScoredRollout, ScoreRequest, VerifierClient, WeightedVerifier
-
-ENDPOINTS_ENV = "COHORT_VERIFIER_ENDPOINTS"
-
-
-def parse_endpoints(spec: str | Mapping[str, str | Sequence[str]]) -> dict[str, tuple[str, ...]]:
-    """``"math=10.0.0.5:50051,math=10.0.0.6:50051,code=127.0.0.1:50052"`` (repeat a name for replicas),
-    or a mapping ``{"math": ["10.0.0.5:50051"], "code": "127.0.0.1:50052"}``, to ``{name: addresses}``."""
-    out: dict[str, list[str]] = {}
-    if isinstance(spec, str):
-        for item in (s.strip() for s in spec.replace(";", ",").split(",")):
-            if not item:
-                continue
-            name, sep, address = item.partition("=")
-            if not sep or not name.strip() or not address.strip():
-                raise ValueError(f"verifier endpoints: expected NAME=HOST:PORT, got {item!r} in {spec!r}")
-            out.setdefault(name.strip(), []).append(address.strip())
-    elif isinstance(spec, Mapping):
-        for name, addresses in spec.items():
-            addresses = [addresses] if isinstance(addresses, str) else list(addresses)
-            if not addresses or not all(isinstance(a, str) and a for a in addresses):
-                raise ValueError(f"verifier endpoints: {name!r} needs one or more 'HOST:PORT' strings, got {addresses!r}")
-            out[str(name)] = addresses
-    else:
-        raise TypeError(f"verifier endpoints: expected 'NAME=HOST:PORT,...' or a mapping, got {type(spec).__name__}")
-    for name, addresses in out.items():
-        for a in addresses:
-            host, sep, port = a.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ValueError(f"verifier endpoints: {name}={a!r} is not HOST:PORT")
-    if not out:
-        raise ValueError(f"verifier endpoints: none given ({spec!r})")
-    return {name: tuple(a) for name, a in out.items()}
-
-
-def endpoints_from_env() -> dict[str, tuple[str, ...]]:
-    spec = os.environ.get(ENDPOINTS_ENV, "")
-    if not spec.strip():
-        raise ValueError(f"no verifier endpoints: pass them in the configuration or set {ENDPOINTS_ENV}="
-                         "'NAME=HOST:PORT,...' (e.g. 'math=127.0.0.1:50051,code=127.0.0.1:50052')")
-    return parse_endpoints(spec)
-
 
 def _shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, client: VerifierClient | None) -> None:
     if loop.is_closed():
@@ -72,7 +31,10 @@ def _shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, client:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
     if not thread.is_alive():
-        loop.close()
+        try:
+            loop.close()
+        except RuntimeError:  # a forked child: the loop "runs" in a thread that does not exist here
+            pass
 
 
 class SyncScorer:

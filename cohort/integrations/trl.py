@@ -45,12 +45,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cohort.integrations._sync import SyncScorer, endpoints_from_env, parse_endpoints
-from cohort.verifiers.base import CodeTests, Reference, Rollout, RolloutStatus
+from cohort.integrations._common import endpoints_from_env, parse_code_tests, parse_endpoints
+from cohort.integrations._sync import SyncScorer
+from cohort.verifiers.base import Reference, Rollout, RolloutStatus
 from cohort.verifiers.client import ScoredRollout, ScoreRequest, WeightedVerifier
-from cohort.verifiers.records import RecordError, parse_record
 
-__all__ = ["CohortReward", "completion_text", "parse_code_tests"]
+__all__ = ["CohortReward", "completion_text"]
 
 VerifierSpec = Sequence[WeightedVerifier] | Mapping[str, str | Sequence[str]] | str
 
@@ -98,25 +98,6 @@ def _prompt_text(prompt: object) -> str:
         users = [m for m in prompt if m.get("role") == "user"]
         return _content_text(users[-1].get("content"), "prompt") if users else ""
     raise TypeError(f"a prompt must be a string or a list of messages, got {type(prompt).__name__}")
-
-
-def parse_code_tests(value: object) -> CodeTests:
-    """Code tests from a dataset cell: a mapping or its JSON text, in the ``cohort verify`` record format
-    (``{"asserts": [...], "setup_code": ""}``, ``{"test_code": "...", "entry_point": "f"}`` or
-    ``{"io": [{"stdin": "", "expected_stdout": ""}], "comparison": "exact"}``)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"code tests: not JSON: {exc.msg}") from None
-    if not isinstance(value, Mapping):
-        raise ValueError(f"code tests must be a mapping (or its JSON), got {type(value).__name__}")
-    try:  # the one validator of code tests is the record parser's
-        record = parse_record({"code_tests": dict(value), "rollouts": [""]}, default_id="code_tests")
-    except RecordError as exc:
-        raise ValueError(f"code tests: {exc}") from None
-    assert record.reference.code_tests is not None
-    return record.reference.code_tests
 
 
 def _verifiers(spec: VerifierSpec | None) -> list[WeightedVerifier]:

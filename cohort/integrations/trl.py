@@ -16,7 +16,9 @@ and ``trl/trainer/utils.py`` (``get_callable_name``, ``is_async_callable``):
 2. A ``None`` in the returned list is turned into NaN; a completion for which every reward function
    returned ``None`` is *unscorable*: it is left out of the group's (nan-aware) mean and std and its
    advantage is forced to 0, and it is left out of the logged ``reward``. This is the masking Cohort
-   asks for (STYLE P10), so a rollout whose status is not OK is returned as ``None``, never 0.
+   asks for (STYLE P10), so a rollout whose status is not OK is returned as ``None``, never 0. Only
+   *every* function returning ``None`` masks: with several reward functions TRL ``nansum``s the others,
+   so combine verifiers inside one ``CohortReward`` (``WeightedVerifier`` weights), not as separate functions.
 3. The name in the logs (``rewards/<name>/mean``) is ``getattr(func, "__name__", type(func).__name__)``;
    this object sets ``__name__`` (default ``cohort``).
 4. ``log_metric(name, value)`` appends a scalar that TRL averages over the logging step (and over

@@ -10,6 +10,7 @@ Every public call blocks the caller until the loop answers.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import weakref
@@ -19,14 +20,16 @@ from concurrent.futures import Future
 from cohort.verifiers.base import GroupRequest, GroupResult
 from cohort.verifiers.client import ScoredRollout, ScoreRequest, VerifierClient, WeightedVerifier
 
+log = logging.getLogger("cohort.integrations")
+
 def _shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, client: VerifierClient | None) -> None:
     if loop.is_closed():
         return
     if client is not None and thread.is_alive():
         try:
             asyncio.run_coroutine_threadsafe(client.close(), loop).result(timeout=10)
-        except Exception:  # noqa: BLE001  (closing channels of a loop that is going away: nothing left to do)
-            pass
+        except Exception as exc:  # noqa: BLE001  (closing: the loop stops below whatever happened)
+            log.warning("closing the verifier client's channels failed: %r", exc)
     if thread.is_alive():
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)

@@ -15,6 +15,7 @@ import math
 import os
 import subprocess
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,8 @@ def run(tmp_path_factory):
     torch.set_num_threads(2)
     rows = [json.loads(line) for line in (WORKLOAD / "data" / "train.jsonl").read_text().splitlines()]
     answers = {r["prompt"]: r["answer"] for r in rows}
-    server = ServiceProcess(["arith"]).start()
+    stack = ExitStack()
+    server = stack.enter_context(ServiceProcess(["arith"]))
     reward = CohortReward([WeightedVerifier("arith", 1.0, [server.endpoint], OPTIONS)], reference_column="answer",
                           timeout_s=10.0, retries=1)
     steps: dict[int, dict] = {}
@@ -91,7 +93,7 @@ def run(tmp_path_factory):
                "tmp": tmp_path_factory.mktemp("verify")}
     finally:
         reward.close()
-        server.stop()
+        stack.close()
 
 
 def cohort_verify(step: dict, answers: dict[str, int], tmp: Path, endpoint: str) -> list[float]:

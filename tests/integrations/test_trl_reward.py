@@ -76,15 +76,12 @@ def test_weights_and_options_of_weighted_verifiers(arith) -> None:
 
 
 def test_outage_gives_none_never_zero_and_counts_statuses(arith) -> None:
-    server = ServiceProcess(["arith"]).start()
     log = Log()
-    try:
+    with ServiceProcess(["arith"]) as server:
         reward = CohortReward({"arith": [server.endpoint]}, timeout_s=5, retries=1)
         assert reward(["1+1="] * 2, ["2", "3"], answer=[2, 2]) == [1.1, 0.1]
         server.kill()
         out = reward(["1+1="] * 2, ["2", "3"], answer=[2, 2], log_metric=log.metric, log_extra=log.column)
-    finally:
-        server.stop()
     assert out == [None, None]
     assert log.extra["cohort_status"] == ["dependency_unavailable"] * 2
     assert log.metrics["cohort/status/dependency_unavailable"] == [2.0]

@@ -178,29 +178,28 @@ def test_endpoints_from_the_environment(server, monkeypatch) -> None:
 
 def test_failed_verification_is_reported_and_scored_as_documented(server) -> None:
     """The math server dies; its rows come back unusable and scored ``unusable_score``; code rows are untouched."""
-    doomed = ServiceProcess(["math"]).start()
-    kwargs = {"endpoints": f"math={doomed.endpoint},code={server.endpoint}", "verifier_map": {"openai/gsm8k": "math",
-              "codegen": "code"}, "timeout_s": 5.0, "retries": 1}
-    try:
-        rewards, _ = batch_manager(custom_reward_fn(kwargs))
-        assert rewards == EXPECTED
-        doomed.kill()
-        rewards, extra = batch_manager(custom_reward_fn(kwargs))
-        is_math = [r[0] != "codegen" for r in ROWS]
-        assert extra["cohort_status"] == ["dependency_unavailable" if m else "ok" for m in is_math]
-        assert extra["cohort_usable"] == [0.0 if m else 1.0 for m in is_math]
-        # whole groups failed: no usable row to take a mean from, so unusable_score (0.0); equal scores in a
-        # group give a zero GRPO advantage
-        assert rewards == [0.0 if m else e for m, e in zip(is_math, EXPECTED)]
-        rewards, _ = batch_manager(custom_reward_fn({**kwargs, "unusable_score": -0.25}))
-        assert rewards == [-0.25 if m else e for m, e in zip(is_math, EXPECTED)]
-        with pytest.raises(cv.VerificationUnavailable, match="dependency_unavailable"):
-            batch_manager(custom_reward_fn({**kwargs, "unusable": "raise"}))
-        per_sample = cv.compute_score("openai/gsm8k", "\\boxed{72}", "72", {}, **kwargs)
-        assert per_sample == {"score": 0.0, "cohort_status": "dependency_unavailable", "cohort_usable": 0.0}
-    finally:
-        doomed.stop()
-        cv.close_clients()
+    with ServiceProcess(["math"]) as doomed:
+        kwargs = {"endpoints": f"math={doomed.endpoint},code={server.endpoint}",
+                  "verifier_map": {"openai/gsm8k": "math", "codegen": "code"}, "timeout_s": 5.0, "retries": 1}
+        try:
+            rewards, _ = batch_manager(custom_reward_fn(kwargs))
+            assert rewards == EXPECTED
+            doomed.kill()
+            rewards, extra = batch_manager(custom_reward_fn(kwargs))
+            is_math = [r[0] != "codegen" for r in ROWS]
+            assert extra["cohort_status"] == ["dependency_unavailable" if m else "ok" for m in is_math]
+            assert extra["cohort_usable"] == [0.0 if m else 1.0 for m in is_math]
+            # whole groups failed: no usable row to take a mean from, so unusable_score (0.0); equal scores in a
+            # group give a zero GRPO advantage
+            assert rewards == [0.0 if m else e for m, e in zip(is_math, EXPECTED)]
+            rewards, _ = batch_manager(custom_reward_fn({**kwargs, "unusable_score": -0.25}))
+            assert rewards == [-0.25 if m else e for m, e in zip(is_math, EXPECTED)]
+            with pytest.raises(cv.VerificationUnavailable, match="dependency_unavailable"):
+                batch_manager(custom_reward_fn({**kwargs, "unusable": "raise"}))
+            per_sample = cv.compute_score("openai/gsm8k", "\\boxed{72}", "72", {}, **kwargs)
+            assert per_sample == {"score": 0.0, "cohort_status": "dependency_unavailable", "cohort_usable": 0.0}
+        finally:
+            cv.close_clients()
 
 
 def test_group_mean_fill_gives_the_failed_rows_the_mean_of_their_group() -> None:
@@ -321,14 +320,24 @@ def test_verl_batch_manager_during_an_outage(server) -> None:
     pytest.importorskip("verl")
     from verl.workers.reward_manager.batch import BatchRewardManager
 
-    doomed = ServiceProcess(["math"]).start()
-    kwargs = {"endpoints": f"math={doomed.endpoint},code={server.endpoint}", "verifier_map": {"openai/gsm8k": "math",
-              "codegen": "code"}, "timeout_s": 5.0, "retries": 1}
-    try:
-        doomed.kill()
-        data, tok, lengths = data_proto()
-        with pytest.raises(HandshakeError):  # a verifier unreachable at the first step fails loudly
-            BatchRewardManager(tokenizer=tok, num_examine=0, compute_score=verl_reward_fn(kwargs))(data, return_dict=True)
-    finally:
-        doomed.stop()
-        cv.close_clients()
+    with ServiceProcess(["math"]) as doomed:
+        kwargs = {"endpoints": f"math={doomed.endpoint},code={server.endpoint}",
+                  "verifier_map": {"openai/gsm8k": "math", "codegen": "code"}, "timeout_s": 5.0, "retries": 1}
+        try:
+            manager = BatchRewardManager(tokenizer=ByteTokenizer(), num_examine=0, compute_score=verl_reward_fn(kwargs))
+            data, _, lengths = data_proto()
+            tensor = manager(data, return_dict=True)["reward_tensor"]
+            assert [tensor[i, n - 1].item() for i, n in enumerate(lengths)] == EXPECTED
+            doomed.kill()
+            data, _, lengths = data_proto()
+            out = manager(data, return_dict=True)
+            is_math = [r[0] != "codegen" for r in ROWS]
+            got = [out["reward_tensor"][i, n - 1].item() for i, n in enumerate(lengths)]
+            assert got == [0.0 if m else e for m, e in zip(is_math, EXPECTED)]
+            assert out["reward_extra_info"]["cohort_status"] == ["dependency_unavailable" if m else "ok" for m in is_math]
+            assert out["reward_extra_info"]["cohort_usable"] == [0.0 if m else 1.0 for m in is_math]
+            cv.close_clients()  # a new client must handshake: a verifier unreachable from the start fails loudly
+            with pytest.raises(HandshakeError, match="'math'"):
+                manager(data_proto()[0], return_dict=True)
+        finally:
+            cv.close_clients()

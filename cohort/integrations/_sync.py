@@ -22,6 +22,7 @@ from cohort.verifiers.client import ScoredRollout, ScoreRequest, VerifierClient,
 
 log = logging.getLogger("cohort.integrations")
 
+
 def _shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, client: VerifierClient | None) -> None:
     if loop.is_closed():
         return

@@ -10,23 +10,29 @@ verl configuration (0.9.x: ``reward.custom_reward_function``; older releases: to
         reward_kwargs:
           endpoints: "math=10.0.0.5:50051,code=10.0.0.7:50052"   # else $COHORT_VERIFIER_ENDPOINTS
           verifier_map: {"openai/gsm8k": "math", "codecontests": "code"}
-      reward_manager: {name: batch}             # recommended: one gRPC call per batch, group-aware failures
 
-How verl calls it, as read in verl 0.9.1 (the PyPI wheel; same calls in git at commits 10a6180e1d00
-``verl/workers/reward_manager/naive.py``, abddec4c2d33 ``.../batch.py``, 8af95bc4d7d8 ``verl/trainer/ppo/reward.py``):
+How verl calls it, as read in verl 0.9.1 (the PyPI wheel; the same calls are in git at commits
+10a6180e1d00 ``verl/workers/reward_manager/naive.py``, abddec4c2d33 ``.../batch.py`` and 8af95bc4d7d8
+``verl/trainer/ppo/reward.py``):
 
 - ``verl/trainer/ppo/reward.py::get_custom_reward_fn`` wraps the function as
   ``partial(_call_with_kwargs, raw_fn, reward_kwargs)``: the ``reward_kwargs`` of the configuration are
   merged into every call's keyword arguments (they win over call-time keywords).
-- Per sample: ``verl/workers/reward_manager/naive.py::NaiveRewardManager.__call__`` and
-  ``verl/experimental/reward_loop/reward_manager/naive.py`` (the latter from executor threads, so calls are
-  concurrent) call ``compute_score(data_source=, solution_str=, ground_truth=, extra_info=)``, with
-  ``ground_truth = non_tensor_batch["reward_model"]["ground_truth"]``, the decoded response
-  (``skip_special_tokens=True``), and ``extra_info`` the row's dict plus ``num_turns`` and
-  ``rollout_reward_scores`` (the reward loop may add ``reward_router_address`` / ``reward_model_tokenizer``).
+- Per sample: 0.9.1's trainer scores through the reward loop,
+  ``verl/experimental/reward_loop/reward_manager/naive.py`` (``reward.reward_manager.name`` picks from
+  that registry: naive, dapo, gdpo, remote, ...), which calls
+  ``compute_score(data_source=, solution_str=, ground_truth=, extra_info=)`` once per sample from executor
+  threads (so calls are concurrent; they share one client per process here). The legacy
+  ``verl/workers/reward_manager/naive.py::NaiveRewardManager.__call__`` makes the same call in a loop.
+  ``ground_truth = non_tensor_batch["reward_model"]["ground_truth"]``, the response is decoded with
+  ``skip_special_tokens=True``, and ``extra_info`` is the row's dict plus ``num_turns`` and
+  ``rollout_reward_scores`` (the reward loop may add ``reward_router_address`` / ``reward_model_tokenizer``
+  keywords: ignored here).
 - Batched: ``verl/workers/reward_manager/batch.py::BatchRewardManager.verify`` calls
   ``compute_score(data_sources=, solution_strs=, ground_truths=, extra_infos=, **reward_kwargs)`` with
-  ``data_sources`` a numpy object array, and uses the returned list in order.
+  ``data_sources`` a numpy object array, and uses the returned list in order. 0.9.1 still ships it; trainers
+  that load ``verl.workers.reward_manager`` (``reward.py`` at 8af95bc4d7d8) select it with
+  ``reward_model.reward_manager=batch``.
 - Either way a returned ``dict`` must hold ``"score"`` (the reward); every key of it is appended to
   ``reward_extra_info`` (so every row returns the same keys; string values are skipped by the validation
   metrics).
@@ -51,8 +57,9 @@ verl: the reward tensor takes a number for every row. The row's dict says what h
   A row at its group's mean gets a GRPO advantage of exactly 0 and leaves the group's mean unchanged, so
   it teaches nothing, whereas 0 would teach "this answer is wrong" to a possibly correct answer (STYLE A2).
   When no row of the group is usable (an outage), every row gets ``unusable_score``: equal scores give a
-  zero GRPO advantage for the whole group. Only the batched form sees groups: called per sample, a failed
-  row scores ``unusable_score``; use ``reward_manager: batch`` with Cohort.
+  zero GRPO advantage for the whole group. Only the batched form sees groups: called per sample (verl
+  0.9.1's reward loop), a failed row scores ``unusable_score``, which is harmless when the whole group
+  failed (an outage) and a wrong-answer signal when one rollout of a group failed alone.
 - ``"constant"``: always ``unusable_score`` (default 0.0).
 - ``"raise"``: raise :class:`VerificationUnavailable` (the step fails instead of training on a guess).
 

@@ -341,3 +341,28 @@ def test_verl_batch_manager_during_an_outage(server) -> None:
                 manager(data_proto()[0], return_dict=True)
         finally:
             cv.close_clients()
+
+
+@pytest.mark.verl
+def test_verl_reward_loop_as_the_0_9_trainer_runs_it(reward_kwargs) -> None:
+    """verl 0.9.1's trainer path: load_reward_manager (reward loop registry) + RewardLoopWorker.compute_score_batch
+    (one ``run_single`` task per sample, each calling compute_score in an executor thread)."""
+    pytest.importorskip("verl")
+    import asyncio
+
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    config = OmegaConf.create({"reward": {
+        "custom_reward_function": {"path": "pkg://cohort.integrations.verl", "name": "compute_score",
+                                   "reward_kwargs": reward_kwargs},
+        "reward_manager": {"source": "register", "name": "naive"}, "sandbox_fusion": None}})
+
+    async def compute_score_batch() -> list[dict]:
+        manager = load_reward_manager(config, ByteTokenizer())  # built inside the worker's running loop
+        data, _, _ = data_proto()
+        return await asyncio.gather(*(manager.run_single(data[i : i + 1]) for i in range(len(data))))
+
+    outputs = asyncio.run(compute_score_batch())
+    assert [o["reward_score"] for o in outputs] == EXPECTED
+    assert [o["reward_extra_info"]["cohort_status"] for o in outputs] == ["ok"] * len(ROWS)

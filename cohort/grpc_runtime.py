@@ -28,6 +28,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
+from cohort.tls import ServerTls
+
 log = logging.getLogger("cohort.grpc")
 
 HEALTH_SERVICE = "grpc.health.v1.Health"
@@ -45,6 +47,8 @@ class RuntimeOptions:
     drain_delay_s: float = 0.0
     """Extra time spent NOT_SERVING before stopping, for load balancers to notice."""
     port_file: Path | None = None
+    tls: ServerTls | None = None
+    """Serve TLS (mutual TLS when it names a client CA); plaintext when None. See :mod:`cohort.tls`."""
 
 
 class GrpcRuntime:
@@ -74,7 +78,10 @@ class GrpcRuntime:
         address = f"{self.options.host}:{self.options.port}"
         if ":" in self.options.host and not self.options.host.startswith("["):
             address = f"[{self.options.host}]:{self.options.port}"
-        self.port = self.server.add_insecure_port(address)
+        if self.options.tls is None:
+            self.port = self.server.add_insecure_port(address)
+        else:
+            self.port = self.server.add_secure_port(address, self.options.tls.credentials())
         if self.port == 0:
             raise OSError(f"could not bind {address}")
         await self.server.start()
@@ -85,7 +92,9 @@ class GrpcRuntime:
             tmp = self.options.port_file.with_suffix(".tmp")
             tmp.write_text(str(self.port))
             os.replace(tmp, self.options.port_file)
-        log.info("serving %s on %s:%d", ", ".join(health_names or service_names), self.options.host, self.port)
+        tls = self.options.tls
+        how = "plaintext" if tls is None else "mutual TLS" if tls.client_ca else "TLS"
+        log.info("serving %s on %s:%d (%s)", ", ".join(health_names or service_names), self.options.host, self.port, how)
         return self.port
 
     def track(self) -> _InFlight:

@@ -41,7 +41,13 @@ class Scorer:
         from cohort.verifiers.client import VerifierClient, WeightedVerifier
 
         self.cfg = cfg
-        verifiers = [WeightedVerifier(v.name, v.weight, tuple(endpoints[v.name]), dict(v.options)) for v in cfg.verifiers]
+        from cohort.tls import ClientTls
+
+        verifiers = [
+            WeightedVerifier(v.name, v.weight, tuple(endpoints[v.name]), dict(v.options),
+                             None if v.tls is None else ClientTls.from_options(v.tls.ca, v.tls.cert, v.tls.key, v.tls.server_name))
+            for v in cfg.verifiers
+        ]
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cohort-scorer", daemon=True)
         self._thread.start()

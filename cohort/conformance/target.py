@@ -11,6 +11,7 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.conformance.cases import Case
+from cohort.tls import ClientTls, channel
 
 CLIENT_MESSAGE_BYTES = 256 * 1024 * 1024
 
@@ -43,6 +44,8 @@ class KitOptions:
     """After SIGTERM the server must exit by itself within this time."""
     startup_s: float = 60.0
     """How long a server started with --server-cmd may take to turn SERVING."""
+    tls: ClientTls | None = None
+    """Connect with TLS (mutual TLS with a client certificate); plaintext when None."""
 
 
 def outcome(result: pb.RolloutResult) -> Outcome:
@@ -80,7 +83,7 @@ class Target:
             ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES),
             ("grpc.enable_retries", 0),
         ]
-        self.channel = grpc.insecure_channel(self.endpoint, options=opts)
+        self.channel = channel(self.endpoint, self.options.tls, opts)
         self.stub = pb_grpc.VerifierServiceStub(self.channel)
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ UNAVAILABLE), in-flight calls finish (up to ``grace_s``), then the server stops.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import signal
@@ -56,7 +57,7 @@ class GrpcRuntime:
         self.options = options
         limit = options.max_message_bytes
         self.server = grpc.aio.server(
-            interceptors=interceptors or [],
+            interceptors=[DecodeErrorIsInvalidArgument(), *(interceptors or [])],
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
@@ -130,6 +131,51 @@ class GrpcRuntime:
         stopper.cancel()
         if on_stop is not None:
             on_stop()
+
+
+class DecodeErrorIsInvalidArgument(grpc.aio.ServerInterceptor):
+    """A unary request that does not parse is INVALID_ARGUMENT (gRPC itself answers UNKNOWN).
+
+    Applies to every unary method of every service on the runtime (ours, health, reflection's
+    unary ones): the handler gets its request already parsed, exactly as before. Streaming
+    requests are left to gRPC.
+    """
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_streaming or handler.request_deserializer is None:
+            return handler
+        parse = handler.request_deserializer
+        method = handler_call_details.method
+
+        def parsed(behaviour):
+            async def call(payload: bytes, context):
+                try:
+                    request = parse(payload)
+                except Exception as exc:  # DecodeError, or any parser failure: the request is malformed
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method}: the request does not parse ({type(exc).__name__})")
+                result = behaviour(request, context)
+                return await result if inspect.isawaitable(result) else result
+
+            return call
+
+        if handler.response_streaming:
+            behaviour = handler.unary_stream
+
+            async def stream(payload: bytes, context):
+                try:
+                    request = parse(payload)
+                except Exception as exc:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method}: the request does not parse ({type(exc).__name__})")
+                result = behaviour(request, context)
+                if inspect.isasyncgen(result):
+                    async for item in result:
+                        yield item
+                else:
+                    await result
+
+            return grpc.unary_stream_rpc_method_handler(stream, None, handler.response_serializer)
+        return grpc.unary_unary_rpc_method_handler(parsed(handler.unary_unary), None, handler.response_serializer)
 
 
 class _InFlight:

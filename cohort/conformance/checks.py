@@ -50,7 +50,7 @@ def rule(name: str, summary: str) -> Callable[[Callable[[Target], str]], Callabl
 
 @rule("health", "grpc.health.v1 answers SERVING, overall and for the verifier")
 def check_health(t: Target) -> str:
-    stub = health_pb2_grpc.HealthStub(t.channel)
+    stub = t.guarded(health_pb2_grpc.HealthStub(t.channel))
     for service in ("", t.verifier):
         label = repr(service) if service else "overall"
         try:

@@ -115,7 +115,10 @@ class ClientTls:
         """From ``{prefix}CA``, ``{prefix}CERT``, ``{prefix}KEY``, ``{prefix}SERVER_NAME`` (unset or empty: plaintext)."""
         env = os.environ if environ is None else environ
         get = lambda name: env.get(prefix + name, "").strip() or None  # noqa: E731
-        return cls.from_options(get("CA"), get("CERT"), get("KEY"), get("SERVER_NAME"))
+        try:
+            return cls.from_options(get("CA"), get("CERT"), get("KEY"), get("SERVER_NAME"))
+        except TlsError as exc:
+            raise TlsError(f"{prefix}*: {exc}") from None
 
 
 def channel(address: str, tls: ClientTls | None = None, options: Sequence[tuple[str, object]] = ()) -> grpc.Channel:

@@ -158,6 +158,16 @@ def test_client_tls_errors_are_one_line(pki, tmp_path):
     assert out.returncode == 2 and out.stderr.strip() == f"error: CA {tmp_path / 'missing.pem'}: no such file"
 
 
+def test_code_verifier_names_a_bad_sandbox_tls_file_at_startup(tmp_path):
+    import os
+
+    env = {**os.environ, "COHORT_SANDBOX_ENDPOINT": "127.0.0.1:1", "COHORT_SANDBOX_TLS_CA": str(tmp_path / "ca.pem")}
+    out = cohort("serve", "code", "--port", "0", env=env)
+    assert out.returncode == 2
+    assert f"COHORT_SANDBOX_TLS_*: CA {tmp_path / 'ca.pem'}: no such file" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def test_conformance_kit_over_mutual_tls(mtls_server, pki):
     from cohort.conformance import KitOptions, load_cases, run_kit
 

@@ -186,8 +186,8 @@ class Load:
 
 
 def _new_stats() -> dict:
-    return {"codes": Counter(), "by_verifier": {name: Counter() for name in MIX}, "latency_s": [], "refused_s": [], "failed_s": [], "errors": [], "groups": 0,
-            "rollouts": 0, "masked": Counter(), "differ": []}
+    return {"codes": Counter(), "by_verifier": {name: Counter() for name in MIX}, "latency_s": [], "refused_s": [],
+            "failed_s": [], "errors": [], "groups": 0, "rollouts": 0, "masked": Counter(), "differ": []}
 
 
 async def closed_loop(load: Load, concurrency: int, seconds: float) -> tuple[float, dict]:

@@ -148,34 +148,32 @@ class DecodeErrorIsInvalidArgument(grpc.aio.ServerInterceptor):
         parse = handler.request_deserializer
         method = handler_call_details.method
 
-        def parsed(behaviour):
-            async def call(payload: bytes, context):
-                try:
-                    request = parse(payload)
-                except Exception as exc:  # DecodeError, or any parser failure: the request is malformed
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method}: the request does not parse ({type(exc).__name__})")
-                result = behaviour(request, context)
-                return await result if inspect.isawaitable(result) else result
-
-            return call
+        async def parsed(payload: bytes, context):
+            try:
+                return parse(payload)
+            except Exception as exc:  # DecodeError, or any parser failure: the request is malformed
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"{method}: the request does not parse ({type(exc).__name__})")
 
         if handler.response_streaming:
             behaviour = handler.unary_stream
 
             async def stream(payload: bytes, context):
-                try:
-                    request = parse(payload)
-                except Exception as exc:
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method}: the request does not parse ({type(exc).__name__})")
-                result = behaviour(request, context)
+                result = behaviour(await parsed(payload, context), context)
                 if inspect.isasyncgen(result):
                     async for item in result:
                         yield item
-                else:
+                else:  # a coroutine writing with context.write()
                     await result
 
             return grpc.unary_stream_rpc_method_handler(stream, None, handler.response_serializer)
-        return grpc.unary_unary_rpc_method_handler(parsed(handler.unary_unary), None, handler.response_serializer)
+        unary = handler.unary_unary
+
+        async def call(payload: bytes, context):
+            result = unary(await parsed(payload, context), context)
+            return await result if inspect.isawaitable(result) else result
+
+        return grpc.unary_unary_rpc_method_handler(call, None, handler.response_serializer)
 
 
 class _InFlight:

@@ -59,7 +59,8 @@ class ServerTls:
         chain = read_pem(self.cert, "TLS certificate")
         key = read_pem(self.key, "TLS key")
         roots = read_pem(self.client_ca, "client CA") if self.client_ca else None
-        return grpc.ssl_server_credentials([(key, chain)], root_certificates=roots, require_client_auth=roots is not None)
+        return grpc.ssl_server_credentials([(key, chain)], root_certificates=roots,
+                                           require_client_auth=roots is not None)
 
     @classmethod
     def from_options(cls, cert: str | os.PathLike | None, key: str | os.PathLike | None,
@@ -112,7 +113,7 @@ class ClientTls:
 
     @classmethod
     def from_env(cls, prefix: str, environ: Mapping[str, str] | None = None) -> ClientTls | None:
-        """From ``{prefix}CA``, ``{prefix}CERT``, ``{prefix}KEY``, ``{prefix}SERVER_NAME`` (unset or empty: plaintext)."""
+        """From ``{prefix}CA``, ``{prefix}CERT``, ``{prefix}KEY``, ``{prefix}SERVER_NAME`` (unset: plaintext)."""
         env = os.environ if environ is None else environ
         get = lambda name: env.get(prefix + name, "").strip() or None  # noqa: E731
         try:
@@ -128,7 +129,8 @@ def channel(address: str, tls: ClientTls | None = None, options: Sequence[tuple[
     return grpc.secure_channel(address, tls.credentials(), options=[*options, *tls.channel_options()])
 
 
-def aio_channel(address: str, tls: ClientTls | None = None, options: Sequence[tuple[str, object]] = ()) -> grpc.aio.Channel:
+def aio_channel(address: str, tls: ClientTls | None = None,
+                options: Sequence[tuple[str, object]] = ()) -> grpc.aio.Channel:
     """An asyncio channel: TLS when ``tls`` is given, plaintext otherwise."""
     if tls is None:
         return grpc.aio.insecure_channel(address, options=list(options))

@@ -105,8 +105,10 @@ class Target:
         try:
             grpc.channel_ready_future(self.channel).result(timeout=timeout_s)
         except grpc.FutureTimeoutError:
+            hint = " (or does it require TLS? see --tls-ca, --tls-cert, --tls-key)" if self.options.tls is None else (
+                " (with TLS: check the CA, the client certificate and the server name)")
             raise EndpointUnreachable(
-                f"cannot connect to {self.endpoint} within {timeout_s:g}s: is the server running and listening there?"
+                f"cannot connect to {self.endpoint} within {timeout_s:g}s: is the server running and listening there?{hint}"
             ) from None
 
     def fetch_limits(self) -> None:

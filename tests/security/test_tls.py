@@ -177,7 +177,8 @@ def test_conformance_kit_over_mutual_tls(mtls_server, pki):
     assert {r.rule: r.status for r in results} == dict.fromkeys(rules, "pass"), results
     out = cohort("conformance", mtls_server.endpoint, "--verifier", "math", "--rule", "health",
                  "--cases", str(ROOT / "tests" / "conformance" / "cases" / "math.jsonl"), "--connect-timeout", "2")
-    assert out.returncode != 0  # plaintext cannot even connect
+    assert out.returncode == 2  # plaintext cannot even connect
+    assert "cannot connect" in out.stderr and "does it require TLS?" in out.stderr
 
 
 def test_code_verifier_reaches_the_sandbox_over_mutual_tls(pki):

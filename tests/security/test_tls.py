@@ -117,6 +117,21 @@ def test_cli_health_speaks_tls(mtls_server, pki):
     assert plain.returncode == 1 and "UNAVAILABLE" in plain.stdout
 
 
+def test_container_healthcheck_speaks_tls_from_its_environment(mtls_server, pki):
+    import os
+
+    script = [sys.executable, str(ROOT / "deploy" / "healthcheck.py"), mtls_server.endpoint, "--timeout", "3"]
+    env = {**os.environ, "COHORT_HEALTH_TLS_CA": str(pki.ca), "COHORT_HEALTH_TLS_CERT": str(pki.client_cert),
+           "COHORT_HEALTH_TLS_KEY": str(pki.client_key)}
+    ok = subprocess.run(script, capture_output=True, text=True, timeout=60, env=env)
+    assert ok.returncode == 0 and "SERVING" in ok.stderr, ok.stderr
+    plain = subprocess.run(script, capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 1 and "UNAVAILABLE" in plain.stderr
+    env["COHORT_HEALTH_TLS_KEY"] = "/nonexistent.key"
+    bad = subprocess.run(script, capture_output=True, text=True, timeout=60, env=env)
+    assert bad.returncode == 1 and "TLS key /nonexistent.key: no such file" in bad.stderr, bad.stderr
+
+
 def test_cli_verify_speaks_mutual_tls(mtls_server, pki, tmp_path):
     records = tmp_path / "r.jsonl"
     records.write_text('{"group_id": "a", "answer": "5", "rollouts": ["5", "6"]}\n')

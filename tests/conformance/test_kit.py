@@ -115,6 +115,18 @@ def test_a_server_that_never_answers_gets_its_verdict_within_the_deadline_budget
     assert "first ListVerifiers call got no answer within 15s" in by["list_verifiers"].detail
 
 
+def test_cli_first_call_timeout_bounds_the_verdict_on_a_hung_server():
+    import time
+
+    started = time.monotonic()
+    proc = cohort_cli("conformance", "127.0.0.1:0", "--verifier", "exact", "--cases", str(EXACT_CASES),
+                      "--server-cmd", broken("unresponsive"), "--first-call-timeout", "2", "--grace", "5")
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the server hangs" in proc.stdout and "within 2s" in proc.stdout
+    assert elapsed < 2 + 12, f"{elapsed:.1f}s"  # process start + server start + one 2 s wait
+
+
 def test_cli_exits_non_zero_and_names_the_failed_rule():
     proc = cohort_cli("conformance", "127.0.0.1:0", "--verifier", "exact", "--cases", str(EXACT_CASES),
                       "--server-cmd", broken("wrong_status"), "--rule", "health", "--rule", "status_codes")

@@ -248,6 +248,19 @@ def test_a_training_step_against_verifiers_behind_mutual_tls(mtls_server, pki, t
     assert "reward/math" in records[0] and "reward/arith" in records[0]
 
 
+def test_training_names_a_missing_tls_file_before_anything_starts(pki, tmp_path):
+    from cohort.trainer.config import load_config
+    from cohort.trainer.train import run
+
+    missing = tmp_path / "trainer.key"
+    cfg = load_config(None, [
+        f"scoring.verifiers=[{{name: math, endpoints: ['127.0.0.1:1'], tls: {{ca: '{pki.ca}', cert: '{pki.client_cert}', "
+        f"key: '{missing}'}}}}]", f"run.output_dir={tmp_path / 'run'}"])
+    with pytest.raises(TlsError, match=f"^TLS key {missing}: no such file$"):
+        run(cfg)
+    assert not (tmp_path / "run").exists()  # nothing was started or written
+
+
 def test_trainer_config_rejects_tls_without_endpoints(pki):
     from pydantic import ValidationError
 

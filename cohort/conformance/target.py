@@ -194,6 +194,18 @@ class Target:
         return problems[:limit]
 
 
+class DefaultDeadline(grpc.StreamStreamClientInterceptor):
+    """Gives a deadline to streaming calls made without one (grpc_reflection's descriptor database)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
+        if client_call_details.timeout is None:
+            client_call_details = client_call_details._replace(timeout=self.seconds)
+        return continuation(client_call_details, request_iterator)
+
+
 class _GuardedStub:
     """A stub whose methods detect a hung server on their first call and then stop waiting on it."""
 

@@ -41,6 +41,7 @@ DEFECTS = {
     "racy": "shares the request between concurrent calls",
     "hang": "hangs forever on calls with less than a second of deadline",
     "unresponsive": "VerifierService never answers (health and reflection do)",
+    "reflection_hangs": "server reflection accepts the stream and never answers",
     "no_sigterm": "no SIGTERM handler: dies at once, dropping in-flight calls",
     "bad_columns": "answers RESULT_LAYOUT_COLUMNS with a reward column one entry short",
 }
@@ -175,7 +176,10 @@ def main() -> None:
     health_servicer = health.HealthServicer()
     if args.defect != "no_health":
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    if args.defect != "no_reflection":
+    if args.defect == "reflection_hangs":
+        never = grpc.stream_stream_rpc_method_handler(lambda requests, context: time.sleep(3600) or iter(()))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(reflection.SERVICE_NAME, {"ServerReflectionInfo": never}),))
+    elif args.defect != "no_reflection":
         reflection.enable_server_reflection([SERVICE, reflection.SERVICE_NAME], server)
     server.add_insecure_port(f"127.0.0.1:{args.port}")
     server.start()

@@ -115,6 +115,18 @@ def test_a_server_that_never_answers_gets_its_verdict_within_the_deadline_budget
     assert "first ListVerifiers call got no answer within 15s" in by["list_verifiers"].detail
 
 
+def test_a_hung_reflection_service_fails_its_rule_within_the_first_call_timeout():
+    import time
+
+    started = time.monotonic()
+    results = by_rule(run_kit("127.0.0.1:0", "exact", load_cases(EXACT_CASES, "exact"), server_cmd=broken("reflection_hangs"),
+                              rules=["reflection", "health"], options=KitOptions(first_call_timeout_s=2.0, grace_s=5.0)))
+    assert results["reflection"].status == "fail" and "DEADLINE_EXCEEDED" in results["reflection"].detail
+    assert results["reflection"].seconds < 2.0 + 2.0, results["reflection"]
+    assert results["health"].status == "pass"
+    assert time.monotonic() - started < 15
+
+
 def test_cli_first_call_timeout_bounds_the_verdict_on_a_hung_server():
     import time
 

@@ -26,7 +26,7 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.launch import ServiceProcess, health_status
 
 SEED = 20260101
-CALLS_PER_METHOD = 48  # half random bytes, half mutations of a valid request
+CALLS_PER_METHOD = 96  # a third random bytes, a third mutations, a third mutations that still parse
 IN_FLIGHT = 8
 DEADLINE_S = 2.0
 BUDGET_S = 25.0  # a ceiling per server; the calls normally take a few seconds
@@ -91,12 +91,29 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return bytes(buf)
 
 
+def _parses(message_type, data: bytes) -> bool:
+    try:
+        message_type.FromString(data)
+    except Exception:
+        return False
+    return True
+
+
 def payloads(seed_message, rng: random.Random) -> list[bytes]:
+    """Random bytes, mutations of the valid request, and mutations that still parse (they reach the handler)."""
     valid = seed_message.SerializeToString()
+    third = CALLS_PER_METHOD // 3
     out = [b"", b"\x00", b"\xff" * 64]
-    out += [rng.randbytes(rng.choice([1, 2, 5, 17, 64, 300, 2000])) for _ in range(CALLS_PER_METHOD // 2)]
-    out += [mutate(valid, rng) for _ in range(CALLS_PER_METHOD // 2)]
-    return out
+    out += [rng.randbytes(rng.choice([1, 2, 5, 17, 64, 300, 2000])) for _ in range(third)]
+    out += [mutate(valid, rng) for _ in range(third)]
+    parsing = []
+    for _ in range(50 * third):
+        if len(parsing) == third:
+            break
+        candidate = mutate(valid, rng)
+        if candidate != valid and _parses(type(seed_message), candidate):
+            parsing.append(candidate)
+    return out + parsing
 
 
 def _send(ch: grpc.Channel, method: str, payload: bytes) -> tuple[grpc.StatusCode, str]:
@@ -132,7 +149,7 @@ def fuzz(endpoint: str, seeds: dict[str, object]) -> dict[str, list[tuple[grpc.S
 def check_codes(codes: dict[str, list[tuple[grpc.StatusCode, str]]]) -> dict[str, Counter]:
     """Per method, how many calls ended with each code; fails on UNKNOWN that gRPC's parser did not give."""
     for method, outcomes in codes.items():
-        assert len(outcomes) >= CALLS_PER_METHOD, method
+        assert len(outcomes) >= 2 * (CALLS_PER_METHOD // 3), method  # parsing mutants may run short
         unknown = [d for c, d in outcomes if c is grpc.StatusCode.UNKNOWN]
         if method in BIDI:
             unknown = [d for d in unknown if "DecodeError" not in d and "Error parsing" not in d]
@@ -146,8 +163,8 @@ def test_verifier_server_survives_malformed_bytes():
     with ServiceProcess(["format", "math", "arith"], extra_args=["--log-level", "ERROR"]) as server:
         codes = check_codes(fuzz(server.endpoint, {**VERIFIER_SEEDS, **COMMON_SEEDS}))
         # the requests that parse but are wrong are refused as INVALID_ARGUMENT by our own checks
-        for method in VERIFIER_SEEDS:
-            assert codes[method][grpc.StatusCode.INVALID_ARGUMENT] > 0, codes[method]
+        for method in VERIFIER_SEEDS:  # refused as malformed, and (mutants that parse) scored
+            assert codes[method][grpc.StatusCode.INVALID_ARGUMENT] > 0 and codes[method][grpc.StatusCode.OK] > 0, codes[method]
         assert server.proc.poll() is None
         for name in ("", "format", "math", "arith"):
             assert health_status(server.endpoint, name) == "SERVING"
@@ -161,7 +178,8 @@ def test_sandbox_server_survives_malformed_bytes():
     with ServiceProcess(["sandbox"], extra_args=["--log-level", "ERROR"], env={"COHORT_SANDBOX_POOL_SIZE": "2"}) as server:
         codes = check_codes(fuzz(server.endpoint, {**SANDBOX_SEEDS, **COMMON_SEEDS}))
         for method in SANDBOX_SEEDS:  # random bytes rarely parse: most calls are refused as malformed
-            assert codes[method][grpc.StatusCode.INVALID_ARGUMENT] >= CALLS_PER_METHOD // 2, codes[method]
+            assert codes[method][grpc.StatusCode.INVALID_ARGUMENT] >= CALLS_PER_METHOD // 3, codes[method]
+            assert codes[method][grpc.StatusCode.OK] > 0, codes[method]  # mutants that parse were run
         assert server.proc.poll() is None
         assert health_status(server.endpoint) == "SERVING"
         with grpc.insecure_channel(server.endpoint) as ch:

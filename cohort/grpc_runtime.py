@@ -136,9 +136,10 @@ class GrpcRuntime:
 class DecodeErrorIsInvalidArgument(grpc.aio.ServerInterceptor):
     """A unary request that does not parse is INVALID_ARGUMENT (gRPC itself answers UNKNOWN).
 
-    Applies to every unary method of every service on the runtime (ours, health, reflection's
-    unary ones): the handler gets its request already parsed, exactly as before. Streaming
-    requests are left to gRPC.
+    Applies to every method with a unary request of every service on the runtime (ours and health,
+    Watch included): the handler gets its request already parsed, exactly as before. Methods that
+    parse their own bytes (BatchVerifyGroups) pass through; streaming requests (reflection) are left
+    to gRPC.
     """
 
     async def intercept_service(self, continuation, handler_call_details):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import inspect
 import logging
 import os
 import signal
@@ -29,6 +30,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
+
+from cohort.tls import ServerTls
 
 log = logging.getLogger("cohort.grpc")
 
@@ -101,6 +104,8 @@ class RuntimeOptions:
     drain_delay_s: float = 0.0
     """Extra time spent NOT_SERVING before stopping, for load balancers to notice."""
     port_file: Path | None = None
+    tls: ServerTls | None = None
+    """Serve TLS (mutual TLS when it names a client CA); plaintext when None. See :mod:`cohort.tls`."""
 
 
 class GrpcRuntime:
@@ -108,7 +113,7 @@ class GrpcRuntime:
         self.options = options
         limit = options.max_message_bytes
         self.server = grpc.aio.server(
-            interceptors=interceptors or [],
+            interceptors=[DecodeErrorIsInvalidArgument(), *(interceptors or [])],
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
@@ -133,7 +138,10 @@ class GrpcRuntime:
         if self.options.port and (refused := _refused_bind(self.options.host, self.options.port, address)):
             raise refused  # before grpc tries: its failure is a RuntimeError without a reason
         try:
-            self.port = self.server.add_insecure_port(address)
+            if self.options.tls is None:
+                self.port = self.server.add_insecure_port(address)
+            else:
+                self.port = self.server.add_secure_port(address, self.options.tls.credentials())
         except RuntimeError:  # "Failed to bind to address ...": lost a race for the port, or a v6-only clash
             self.port = 0
         if self.port == 0:
@@ -147,7 +155,9 @@ class GrpcRuntime:
             tmp = self.options.port_file.with_suffix(".tmp")
             tmp.write_text(str(self.port))
             os.replace(tmp, self.options.port_file)
-        log.info("serving %s on %s:%d", ", ".join(health_names or service_names), self.options.host, self.port)
+        tls = self.options.tls
+        how = "plaintext" if tls is None else "mutual TLS" if tls.client_ca else "TLS"
+        log.info("serving %s on %s:%d (%s)", ", ".join(health_names or service_names), self.options.host, self.port, how)
         return self.port
 
     def track(self) -> _InFlight:
@@ -183,6 +193,50 @@ class GrpcRuntime:
         stopper.cancel()
         if on_stop is not None:
             on_stop()
+
+
+class DecodeErrorIsInvalidArgument(grpc.aio.ServerInterceptor):
+    """A unary request that does not parse is INVALID_ARGUMENT (gRPC itself answers UNKNOWN).
+
+    Applies to every method with a unary request of every service on the runtime (ours and health,
+    Watch included): the handler gets its request already parsed, exactly as before. Methods that
+    parse their own bytes (BatchVerifyGroups) pass through; streaming requests (reflection) are left
+    to gRPC.
+    """
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_streaming or handler.request_deserializer is None:
+            return handler
+        parse = handler.request_deserializer
+        method = handler_call_details.method
+
+        async def parsed(payload: bytes, context):
+            try:
+                return parse(payload)
+            except Exception as exc:  # DecodeError, or any parser failure: the request is malformed
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"{method}: the request does not parse ({type(exc).__name__})")
+
+        if handler.response_streaming:
+            behaviour = handler.unary_stream
+
+            async def stream(payload: bytes, context):
+                result = behaviour(await parsed(payload, context), context)
+                if inspect.isasyncgen(result):
+                    async for item in result:
+                        yield item
+                else:  # a coroutine writing with context.write()
+                    await result
+
+            return grpc.unary_stream_rpc_method_handler(stream, None, handler.response_serializer)
+        unary = handler.unary_unary
+
+        async def call(payload: bytes, context):
+            result = unary(await parsed(payload, context), context)
+            return await result if inspect.isawaitable(result) else result
+
+        return grpc.unary_unary_rpc_method_handler(call, None, handler.response_serializer)
 
 
 class _InFlight:

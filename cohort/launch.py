@@ -18,23 +18,25 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from cohort.tls import ClientTls, channel
+
 
 class ServiceError(RuntimeError):
     pass
 
 
-def health_status(endpoint: str, service: str = "", timeout_s: float = 2.0) -> str:
+def health_status(endpoint: str, service: str = "", timeout_s: float = 2.0, tls: ClientTls | None = None) -> str:
     """The health status name of ``service`` at ``endpoint`` ("SERVING", "NOT_SERVING", ...)."""
-    with grpc.insecure_channel(endpoint) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
+    with channel(endpoint, tls) as ch:
+        stub = health_pb2_grpc.HealthStub(ch)
         resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
         return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
 
 
-def health_services(endpoint: str, timeout_s: float = 2.0) -> list[str] | None:
+def health_services(endpoint: str, timeout_s: float = 2.0, tls: ClientTls | None = None) -> list[str] | None:
     """The service names ``endpoint`` reports health for (``Health.List``), or None when it cannot say."""
-    with grpc.insecure_channel(endpoint) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
+    with channel(endpoint, tls) as ch:
+        stub = health_pb2_grpc.HealthStub(ch)
         try:
             resp = stub.List(health_pb2.HealthListRequest(), timeout=timeout_s)
         except grpc.RpcError:
@@ -43,11 +45,15 @@ def health_services(endpoint: str, timeout_s: float = 2.0) -> list[str] | None:
 
 
 class ServiceProcess:
-    """``cohort serve NAMES`` in a subprocess; ``endpoint`` once :meth:`start` returns."""
+    """``cohort serve NAMES`` in a subprocess; ``endpoint`` once :meth:`start` returns.
+
+    A server started with ``--tls-cert`` (in ``extra_args``) is probed for readiness with ``tls``.
+    """
 
     def __init__(self, names: Sequence[str], host: str = "127.0.0.1", extra_args: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None, log_path: Path | None = None) -> None:
+                 env: Mapping[str, str] | None = None, log_path: Path | None = None, tls: ClientTls | None = None) -> None:
         self.names = list(names)
+        self.tls = tls
         self.host = host
         self.extra_args = list(extra_args)
         self.env = {**os.environ, **(env or {})}
@@ -79,7 +85,7 @@ class ServiceProcess:
             if self.port_file.exists():
                 self.port = int(self.port_file.read_text())
                 try:
-                    if health_status(self.endpoint, timeout_s=1.0) == "SERVING":
+                    if health_status(self.endpoint, timeout_s=1.0, tls=self.tls) == "SERVING":
                         return self
                 except grpc.RpcError:
                     pass

@@ -12,6 +12,7 @@ from rich.progress import Progress
 from rich.table import Column, Table
 from rich.text import Text
 
+from cohort.tls import ClientTls
 from cohort.verifiers.base import GroupRequest, GroupResult
 from cohort.verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier, combine
 from cohort.verifiers.convert import status_name
@@ -30,11 +31,12 @@ def _groups(rec: Record, names: Sequence[str]) -> list[GroupRequest]:
 
 
 async def run_verify(records: list[Record], endpoints: dict[str, list[str]], weights: dict[str, float],
-                     timeout: float, retries: int, batch_size: int, as_json: bool, max_rows: int) -> int:
+                     timeout: float, retries: int, batch_size: int, as_json: bool, max_rows: int,
+                     tls: ClientTls | None = None) -> int:
     console = Console(stderr=as_json)  # progress and totals (stderr when stdout carries JSON)
     err = Console(stderr=True)
     out = Console()
-    configured = [WeightedVerifier(n, weights.get(n, 1.0), tuple(eps)) for n, eps in endpoints.items()]
+    configured = [WeightedVerifier(n, weights.get(n, 1.0), tuple(eps), tls=tls) for n, eps in endpoints.items()]
     async with VerifierClient(configured, timeout_s=timeout, retries=retries) as client:
         try:
             await client.handshake()

@@ -86,6 +86,24 @@ class DataSection(_Section):
         return self
 
 
+class TlsSpec(_Section):
+    """TLS to a verifier's endpoints (see ``cohort.tls``): PEM files, e.g. mounted from a Kubernetes secret."""
+
+    ca: str | None = None
+    """CA that signed the server's certificate; unset: the system roots."""
+    cert: str | None = None
+    """Client certificate for mutual TLS (with ``key``)."""
+    key: str | None = None
+    server_name: str | None = None
+    """Name the server's certificate must carry when it differs from the endpoint's host."""
+
+    @model_validator(mode="after")
+    def _pair(self) -> TlsSpec:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("tls: `cert` and `key` go together")
+        return self
+
+
 class VerifierSpec(_Section):
     name: str
     """Registered verifier name (the ``cohort.verifiers`` entry point), e.g. ``math``."""
@@ -93,6 +111,14 @@ class VerifierSpec(_Section):
     endpoints: list[str] = Field(default_factory=list)
     """``host:port`` of replicas; empty means: start it locally (``scoring.local_services``)."""
     options: dict[str, str] = Field(default_factory=dict)
+    tls: TlsSpec | None = None
+    """TLS to ``endpoints`` (servers started with ``--tls-cert``); unset: plaintext."""
+
+    @model_validator(mode="after")
+    def _tls_needs_endpoints(self) -> VerifierSpec:
+        if self.tls is not None and not self.endpoints:
+            raise ValueError(f"scoring.verifiers[{self.name}].tls needs endpoints (local services are plaintext on loopback)")
+        return self
 
 
 class ScoringSection(_Section):

@@ -36,12 +36,22 @@ class Scores:
                       self.latency_s)
 
 
+def client_tls(cfg: ScoringSection) -> dict:
+    """``{verifier: ClientTls | None}``, its files read now: a bad one raises ``cohort.tls.TlsError`` naming it."""
+    from cohort.tls import ClientTls
+
+    return {v.name: None if v.tls is None else ClientTls.from_options(v.tls.ca, v.tls.cert, v.tls.key, v.tls.server_name)
+            for v in cfg.verifiers}
+
+
 class Scorer:
     def __init__(self, cfg: ScoringSection, endpoints: dict[str, list[str]]):
         from cohort.verifiers.client import VerifierClient, WeightedVerifier
 
         self.cfg = cfg
-        verifiers = [WeightedVerifier(v.name, v.weight, tuple(endpoints[v.name]), dict(v.options)) for v in cfg.verifiers]
+        tls = client_tls(cfg)
+        verifiers = [WeightedVerifier(v.name, v.weight, tuple(endpoints[v.name]), dict(v.options), tls[v.name])
+                     for v in cfg.verifiers]
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cohort-scorer", daemon=True)
         self._thread.start()

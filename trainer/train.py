@@ -33,7 +33,7 @@ from cohort.trainer.learner import Learner, UpdateBatch, batched_logprobs
 from cohort.trainer.metrics import MetricsLog, plot_rewards
 from cohort.trainer.models import build_policy, frozen_reference
 from cohort.trainer.rollout import RolloutBatch, build_engine, concat_batches
-from cohort.trainer.scoring import Scorer, Scores, merge_scores
+from cohort.trainer.scoring import Scorer, Scores, client_tls, merge_scores
 
 
 @contextlib.contextmanager
@@ -292,6 +292,7 @@ def round_metrics(batch: RolloutBatch, scores: Scores, adv, n_rows: int) -> dict
 
 
 def run(cfg: TrainConfig) -> list[dict]:
-    """Start local verifier services when needed, then train."""
+    """Start local verifier services when needed, then train. TLS files are read first (before the model loads)."""
+    client_tls(cfg.scoring)
     with verifier_endpoints(cfg) as endpoints:
         return train(cfg, endpoints)

@@ -9,6 +9,7 @@
   rollout, indexes echoed); a mismatch makes those rollouts VERIFIER_ERROR.
 - When every attempt fails, the rollouts come back DEPENDENCY_UNAVAILABLE: an infrastructure
   failure is never a reward of 0. INVALID_ARGUMENT is a bug in the request and raises.
+- TLS per verifier (``WeightedVerifier.tls``, see :mod:`cohort.tls`); plaintext when unset.
 - :meth:`VerifierClient.score` combines several verifiers with weights into one reward per
   rollout plus named components; a rollout is usable only when every verifier could judge it.
 """
@@ -27,6 +28,7 @@ import grpc
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
+from cohort.tls import ClientTls, aio_channel
 from cohort.verifiers import convert
 from cohort.verifiers.base import GroupRequest, GroupResult, Reference, Rollout, RolloutResult, RolloutStatus
 
@@ -60,6 +62,8 @@ class WeightedVerifier:
     weight: float = 1.0
     endpoints: tuple[str, ...] = ()
     options: Mapping[str, str] = field(default_factory=dict)
+    tls: ClientTls | None = None
+    """TLS (mutual TLS with a client certificate) to every endpoint of this verifier; None: plaintext."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "endpoints", tuple(self.endpoints))
@@ -110,8 +114,9 @@ class _Pool:
         ("grpc.enable_retries", 0),  # retries and failover are ours, across endpoints
     ]
 
-    def __init__(self, addresses: Sequence[str]) -> None:
+    def __init__(self, addresses: Sequence[str], tls: ClientTls | None = None) -> None:
         self.addresses = list(addresses)
+        self.tls = tls
         self._endpoints: list[_Endpoint] | None = None
         self._next = itertools.count()
 
@@ -120,7 +125,7 @@ class _Pool:
         if self._endpoints is None:
             self._endpoints = []
             for address in self.addresses:
-                channel = grpc.aio.insecure_channel(address, options=self.OPTIONS)
+                channel = aio_channel(address, self.tls, self.OPTIONS)
                 self._endpoints.append(_Endpoint(address, channel, pb_grpc.VerifierServiceStub(channel)))
         return self._endpoints
 
@@ -144,9 +149,11 @@ class VerifierClient:
         backoff_s: float = 0.05,
         calls_per_batch: int = 1,
         columns: bool = True,
+        tls: ClientTls | None = None,
     ) -> None:
+        """``tls`` applies to verifiers given as a mapping of endpoints (a ``WeightedVerifier`` carries its own)."""
         if isinstance(verifiers, Mapping):
-            verifiers = [WeightedVerifier(name, 1.0, tuple(eps)) for name, eps in verifiers.items()]
+            verifiers = [WeightedVerifier(name, 1.0, tuple(eps), tls=tls) for name, eps in verifiers.items()]
         names = [v.name for v in verifiers]
         if len(set(names)) != len(names):
             raise ValueError(f"verifier configured twice: {names}")
@@ -159,7 +166,7 @@ class VerifierClient:
         self.calls_per_batch = calls_per_batch
         self.columns = columns
         """Ask servers for results as ``ResultColumns`` (cheaper to build and parse); rows are accepted too."""
-        self._pools = {v.name: _Pool(v.endpoints) for v in verifiers}
+        self._pools = {v.name: _Pool(v.endpoints, v.tls) for v in verifiers}
         self.versions: dict[str, str] = {}
         self.max_groups: dict[str, int] = {}
         self.stats = {"calls": 0, "retries": 0, "failed_groups": 0}
@@ -184,7 +191,11 @@ class VerifierClient:
                 try:
                     resp = await ep.stub.ListVerifiers(pb.ListVerifiersRequest(), timeout=timeout_s)
                 except grpc.aio.AioRpcError as exc:
-                    problems.append(f"{name} @ {ep.address}: {exc.code().name} {exc.details()}")
+                    hint = ""
+                    if exc.code() is grpc.StatusCode.UNAVAILABLE:
+                        hint = (" (no TLS configured for it: does the server require TLS?)" if pool.tls is None
+                                else " (TLS configured: check the CA, client certificate and server name)")
+                    problems.append(f"{name} @ {ep.address}: {exc.code().name} {exc.details()}{hint}")
                     continue
                 served = {v.name: v.version for v in resp.verifiers}
                 if name not in served:

@@ -21,6 +21,12 @@ def conformance(
     connect_timeout: float = typer.Option(5.0, min=0.1, help="Seconds to wait for the endpoint to accept connections."),
     startup_timeout: float = typer.Option(60.0, min=1.0, help="Seconds a --server-cmd server may take to turn SERVING."),
     grace: float = typer.Option(30.0, min=1.0, help="Seconds the server may take to exit after SIGTERM."),
+    first_call_timeout: float = typer.Option(
+        15.0, min=0.1, help="Seconds each method's first call may take; past it the server is reported hung at once."),
+    tls_ca: Path | None = typer.Option(None, help="PEM CA of the server's certificate: connect with TLS."),
+    tls_cert: Path | None = typer.Option(None, help="PEM client certificate (mutual TLS; with --tls-key)."),
+    tls_key: Path | None = typer.Option(None, help="PEM private key of --tls-cert."),
+    tls_server_name: str | None = typer.Option(None, help="Name the server's certificate must carry, if not ENDPOINT's host."),
 ) -> None:
     """Run the conformance kit: health, reflection, ListVerifiers, known answers, completeness, order,
     determinism, status codes, concurrency, deadlines and (with --server-cmd) graceful SIGTERM.
@@ -45,7 +51,14 @@ def conformance(
     except CasesError as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
-    options = KitOptions(grace_s=grace, startup_s=startup_timeout)
+    from cohort.tls import ClientTls, TlsError
+
+    try:
+        tls = ClientTls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
+    except TlsError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    options = KitOptions(grace_s=grace, startup_s=startup_timeout, tls=tls, first_call_timeout_s=first_call_timeout)
     try:
         results = run_kit(endpoint, verifier, loaded, server_cmd=server_cmd, rules=rule or None, options=options,
                           connect_timeout_s=connect_timeout)

@@ -46,7 +46,13 @@ def exec_(
             typer.secho("error: --tests-json must be a non-empty JSON list of strings", err=True, fg="red")
             raise typer.Exit(2)
     code = extract_code(code_file.read_text(errors="replace"))
-    backend = GrpcBackend(endpoint) if endpoint else LocalBackend(pool_size=1)
+    from cohort.tls import TlsError
+
+    try:  # TLS to the sandbox from COHORT_SANDBOX_TLS_CA / _CERT / _KEY
+        backend = GrpcBackend(endpoint) if endpoint else LocalBackend(pool_size=1)
+    except TlsError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
     limits = policy.Limits(wall_s=timeout, cpu_s=timeout, memory_bytes=0, output_bytes=0, max_processes=0,
                            disk_bytes=0)
     try:

@@ -28,6 +28,9 @@ def serve(
     grace: float = typer.Option(30.0, min=0, help="Seconds in-flight calls may run after SIGTERM."),
     drain_delay: float = typer.Option(0.0, min=0, help="Seconds to stay NOT_SERVING before stopping (for load balancers)."),
     log_level: str = typer.Option("INFO", help="Logging level: DEBUG, INFO, WARNING or ERROR."),
+    tls_cert: Path | None = typer.Option(None, help="PEM certificate chain: serve TLS (with --tls-key)."),
+    tls_key: Path | None = typer.Option(None, help="PEM private key of --tls-cert."),
+    client_ca: Path | None = typer.Option(None, help="PEM CA: require client certificates it signed (mutual TLS)."),
 ) -> None:
     """Serve verifiers over gRPC (grpo.verifier.v1) with health, reflection, metrics and graceful drain.
 
@@ -37,6 +40,7 @@ def serve(
     import asyncio
 
     from cohort.grpc_runtime import BindError, RuntimeOptions, configure_logging
+    from cohort.tls import ServerTls, TlsError
 
     import logging
 
@@ -44,9 +48,14 @@ def serve(
         typer.echo(f"cohort serve: --log-level {log_level!r} is not one of DEBUG, INFO, WARNING, ERROR", err=True)
         raise typer.Exit(2)
     configure_logging(log_level.upper())
+    try:
+        tls = ServerTls.from_options(tls_cert, tls_key, client_ca)
+    except TlsError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
     options = RuntimeOptions(
         host=host, port=port, max_message_bytes=int(max_message_mb * 1024 * 1024), grace_s=grace,
-        drain_delay_s=drain_delay, port_file=port_file,
+        drain_delay_s=drain_delay, port_file=port_file, tls=tls,
     )
     if "sandbox" in names:
         if names != ["sandbox"]:
@@ -113,6 +122,10 @@ def health(
     endpoint: str = typer.Argument(..., help="host:port of a Cohort service."),
     service: str = typer.Option("", help="Service or verifier name; empty = overall health."),
     timeout: float = typer.Option(3.0, min=0.01, help="Seconds before giving up."),
+    tls_ca: Path | None = typer.Option(None, help="PEM CA of the server's certificate: connect with TLS."),
+    tls_cert: Path | None = typer.Option(None, help="PEM client certificate (mutual TLS; with --tls-key)."),
+    tls_key: Path | None = typer.Option(None, help="PEM private key of --tls-cert."),
+    tls_server_name: str | None = typer.Option(None, help="Name the server's certificate must carry, if not ENDPOINT's host."),
 ) -> None:
     """Check gRPC health: container health checks use it.
 
@@ -122,12 +135,18 @@ def health(
     import grpc
 
     from cohort.launch import health_services, health_status
+    from cohort.tls import ClientTls, TlsError
 
     try:
-        status = health_status(endpoint, service, timeout)
+        tls = ClientTls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
+    except TlsError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+    try:
+        status = health_status(endpoint, service, timeout, tls)
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.NOT_FOUND:  # grpc's health servicer sends no details
-            known = health_services(endpoint, timeout)
+            known = health_services(endpoint, timeout, tls)
             serves = f"it serves: {', '.join(known)}" if known else "it does not list its services"
             typer.echo(f"{endpoint}: service {service!r} is unknown to this server ({serves})", err=True)
             raise typer.Exit(2) from None

@@ -29,6 +29,10 @@ def verify(
     batch_size: int = typer.Option(256, min=1, help="Groups per batch (one BatchVerifyGroups per verifier per batch)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per rollout instead of a table."),
     max_rows: int = typer.Option(200, min=0, help="Rows shown in the table (totals always cover everything)."),
+    tls_ca: Path | None = typer.Option(None, help="PEM CA of the servers' certificates: connect with TLS."),
+    tls_cert: Path | None = typer.Option(None, help="PEM client certificate (mutual TLS; with --tls-key)."),
+    tls_key: Path | None = typer.Option(None, help="PEM private key of --tls-cert."),
+    tls_server_name: str | None = typer.Option(None, help="Name the servers' certificates must carry, if not the endpoint host."),
 ) -> None:
     """Score rollouts with one or more verifiers, print a table (or JSON) and totals.
 
@@ -61,9 +65,15 @@ def verify(
         if missing:
             typer.secho(f"error: group {rec.group_id!r} asks for verifiers without an endpoint: {sorted(missing)}", err=True, fg="red")
             raise typer.Exit(2)
+    from cohort.tls import ClientTls, TlsError
     from cohort.verify_run import run_verify
 
-    code = asyncio.run(run_verify(records, endpoints, weights, timeout, retries, batch_size, as_json, max_rows))
+    try:
+        tls = ClientTls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
+    except TlsError as exc:
+        typer.secho(f"error: {exc}", err=True, fg="red")
+        raise typer.Exit(2) from None
+    code = asyncio.run(run_verify(records, endpoints, weights, timeout, retries, batch_size, as_json, max_rows, tls=tls))
     raise typer.Exit(code)
 
 

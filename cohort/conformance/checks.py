@@ -18,7 +18,16 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 
 from cohort.conformance.cases import REWARD_TOLERANCE
-from cohort.conformance.target import CheckFailed, CheckSkipped, Target, call, describe, outcome, wait_futures
+from cohort.conformance.target import (
+    CheckFailed,
+    CheckSkipped,
+    DefaultDeadline,
+    Target,
+    call,
+    describe,
+    outcome,
+    wait_futures,
+)
 
 SERVICE = pb.DESCRIPTOR.services_by_name["VerifierService"]
 LIMIT_CAP = 100_000  # don't build requests above this many groups/rollouts to probe a limit
@@ -50,7 +59,7 @@ def rule(name: str, summary: str) -> Callable[[Callable[[Target], str]], Callabl
 
 @rule("health", "grpc.health.v1 answers SERVING, overall and for the verifier")
 def check_health(t: Target) -> str:
-    stub = health_pb2_grpc.HealthStub(t.channel)
+    stub = t.guarded(health_pb2_grpc.HealthStub(t.channel))
     for service in ("", t.verifier):
         label = repr(service) if service else "overall"
         try:
@@ -67,7 +76,8 @@ def check_health(t: Target) -> str:
 
 @rule("reflection", "server reflection lists VerifierService and resolves its methods")
 def check_reflection(t: Target) -> str:
-    db = ProtoReflectionDescriptorDatabase(t.channel)
+    # the database sets no deadline of its own: a server that never answers must not hold the kit
+    db = ProtoReflectionDescriptorDatabase(grpc.intercept_channel(t.channel, DefaultDeadline(t.options.first_call_timeout_s)))
     try:
         services = list(db.get_services())
         if SERVICE.full_name not in services:

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cohort.conformance.cases import Case
 from cohort.conformance.checks import RULES
 from cohort.conformance.target import CheckFailed, CheckSkipped, EndpointUnreachable, KitOptions, Target
+from cohort.tls import ClientTls, channel
 
 Status = Literal["pass", "fail", "skip"]
 
@@ -47,7 +48,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 class ServerProcess:
     """The server under test, started from ``--server-cmd`` in its own process group."""
 
-    def __init__(self, command: str, endpoint: str) -> None:
+    def __init__(self, command: str, endpoint: str, tls: ClientTls | None = None) -> None:
+        self.tls = tls
         host, _, port = endpoint.rpartition(":")
         self.argv = [a.replace("{port}", port).replace("{host}", host) for a in shlex.split(command)]
         if not self.argv:
@@ -62,8 +64,8 @@ class ServerProcess:
         except OSError as exc:
             raise ServerStartError(f"cannot run {self.argv[0]!r}: {exc.strerror}") from None
         deadline = time.monotonic() + timeout_s
-        with grpc.insecure_channel(self.endpoint) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
+        with channel(self.endpoint, self.tls) as ch:
+            stub = health_pb2_grpc.HealthStub(ch)
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise ServerStartError(f"`{shlex.join(self.argv)}` exited with code {self.proc.returncode}:\n{self.log_tail()}")
@@ -133,7 +135,7 @@ def run_kit(
     host, _, port = endpoint.rpartition(":")
     if server_cmd and port == "0":  # the kit picks the port for the server it starts
         endpoint = f"{host}:{free_port(host)}"
-    process = ServerProcess(server_cmd, endpoint) if server_cmd else None
+    process = ServerProcess(server_cmd, endpoint, options.tls) if server_cmd else None
     target = Target(endpoint, verifier, cases, options, process=process)
     try:
         if process is not None:

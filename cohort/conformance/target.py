@@ -11,6 +11,7 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.conformance.cases import Case
+from cohort.tls import ClientTls, channel
 
 CLIENT_MESSAGE_BYTES = 256 * 1024 * 1024
 
@@ -34,6 +35,10 @@ class EndpointUnreachable(RuntimeError):
 class KitOptions:
     call_timeout_s: float = 30.0
     """Deadline of ordinary calls made by the kit."""
+    first_call_timeout_s: float = 15.0
+    """Deadline of each method's first call (the deadline rule's own budget: 5 s + ``recovery_s``). A
+    server that leaves it unanswered is reported hung at once, and every later rule that needs an
+    answer fails without waiting again: a hung server gets its verdict in about this time."""
     short_deadline_s: float = 0.05
     """The deadline of the deadline rule (50 ms)."""
     recovery_s: float = 10.0
@@ -43,6 +48,8 @@ class KitOptions:
     """After SIGTERM the server must exit by itself within this time."""
     startup_s: float = 60.0
     """How long a server started with --server-cmd may take to turn SERVING."""
+    tls: ClientTls | None = None
+    """Connect with TLS (mutual TLS with a client certificate); plaintext when None."""
 
 
 def outcome(result: pb.RolloutResult) -> Outcome:
@@ -73,6 +80,9 @@ class Target:
     limits: pb.ServerLimits | None = None
     process: object | None = None  # a runner.ServerProcess when the kit started the server
     _baseline: dict[str, dict[int, Outcome]] | None = None
+    hung: str | None = None
+    """Set when a method's first call went unanswered; later calls to that service fail at once with it."""
+    hung_service: str | None = None
 
     def __post_init__(self) -> None:
         opts = [
@@ -80,8 +90,13 @@ class Target:
             ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES),
             ("grpc.enable_retries", 0),
         ]
-        self.channel = grpc.insecure_channel(self.endpoint, options=opts)
-        self.stub = pb_grpc.VerifierServiceStub(self.channel)
+        self.channel = channel(self.endpoint, self.options.tls, opts)
+        self.stub = self.guarded(pb_grpc.VerifierServiceStub(self.channel))
+        self._answered: set[tuple[str, str]] = set()
+
+    def guarded(self, stub: object) -> _GuardedStub:
+        """``stub`` with hang detection: see :attr:`KitOptions.first_call_timeout_s`."""
+        return _GuardedStub(stub, self)
 
     def close(self) -> None:
         self.channel.close()
@@ -90,15 +105,17 @@ class Target:
         try:
             grpc.channel_ready_future(self.channel).result(timeout=timeout_s)
         except grpc.FutureTimeoutError:
+            hint = " (or does it require TLS? see --tls-ca, --tls-cert, --tls-key)" if self.options.tls is None else (
+                " (with TLS: check the CA, the client certificate and the server name)")
             raise EndpointUnreachable(
-                f"cannot connect to {self.endpoint} within {timeout_s:g}s: is the server running and listening there?"
+                f"cannot connect to {self.endpoint} within {timeout_s:g}s: is the server running and listening there?{hint}"
             ) from None
 
     def fetch_limits(self) -> None:
         """The advertised limits, if ListVerifiers answers (the list_verifiers rule judges it)."""
         try:
             resp = self.stub.ListVerifiers(pb.ListVerifiersRequest(), timeout=self.options.call_timeout_s)
-        except grpc.RpcError:
+        except (grpc.RpcError, CheckFailed):  # a hang is recorded in self.hung and reported by the rules
             return
         if resp.HasField("limits"):
             self.limits = resp.limits
@@ -175,6 +192,59 @@ class Target:
             if len(problems) >= limit:
                 break
         return problems[:limit]
+
+
+class DefaultDeadline(grpc.StreamStreamClientInterceptor):
+    """Gives a deadline to streaming calls made without one (grpc_reflection's descriptor database)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
+        if client_call_details.timeout is None:
+            client_call_details = client_call_details._replace(timeout=self.seconds)
+        return continuation(client_call_details, request_iterator)
+
+
+class _GuardedStub:
+    """A stub whose methods detect a hung server on their first call and then stop waiting on it."""
+
+    def __init__(self, stub: object, target: Target) -> None:
+        self._stub, self._target = stub, target
+
+    def __getattr__(self, name: str) -> _GuardedMethod:
+        return _GuardedMethod(getattr(self._stub, name), name, self._target, type(self._stub).__name__)
+
+
+class _GuardedMethod:
+    def __init__(self, method, name: str, target: Target, service: str) -> None:
+        self._method, self._name, self._target, self._service = method, name, target, service
+
+    def _check(self) -> None:
+        if self._target.hung is not None and self._target.hung_service == self._service:
+            raise CheckFailed(f"not tried: {self._target.hung}")
+
+    def __call__(self, request, timeout: float | None = None, **kwargs):
+        self._check()
+        t = self._target
+        first = (self._service, self._name) not in t._answered
+        limit = t.options.first_call_timeout_s
+        if first and (timeout is None or timeout > limit):
+            timeout = limit
+        try:
+            response = self._method(request, timeout=timeout, **kwargs)
+        except grpc.RpcError as exc:
+            if first and exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED and timeout is not None and timeout >= limit:
+                t.hung = f"the server hangs: its first {self._name} call got no answer within {timeout:g}s"
+                t.hung_service = self._service
+                raise CheckFailed(t.hung) from None
+            raise
+        t._answered.add((self._service, self._name))
+        return response
+
+    def future(self, request, **kwargs):
+        self._check()
+        return self._method.future(request, **kwargs)
 
 
 def call(fn, what: str):

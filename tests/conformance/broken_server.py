@@ -40,6 +40,8 @@ DEFECTS = {
     "wrong_status": "unknown verifier -> NOT_FOUND, duplicate indexes accepted",
     "racy": "shares the request between concurrent calls",
     "hang": "hangs forever on calls with less than a second of deadline",
+    "unresponsive": "VerifierService never answers (health and reflection do)",
+    "reflection_hangs": "server reflection accepts the stream and never answers",
     "no_sigterm": "no SIGTERM handler: dies at once, dropping in-flight calls",
     "bad_columns": "answers RESULT_LAYOUT_COLUMNS with a reward column one entry short",
 }
@@ -98,6 +100,8 @@ class Servicer(pb_grpc.VerifierServiceServicer):
         if self.draining:
             context.abort(grpc.StatusCode.UNAVAILABLE, "draining")
         remaining = context.time_remaining()
+        if self.defect == "unresponsive":
+            time.sleep(3600)  # accepts every call, answers none
         if self.defect == "hang" and remaining is not None and remaining < 1.0:
             time.sleep(3600)  # ignores the deadline and holds a worker thread forever
         if remaining is not None and remaining <= 0:
@@ -124,6 +128,7 @@ class Servicer(pb_grpc.VerifierServiceServicer):
         return reply
 
     def ListVerifiers(self, request, context):
+        self._admit(context)
         version = "" if self.defect == "no_version" else "1.0.0"
         limits = pb.ServerLimits(max_groups_per_batch=MAX_GROUPS, max_rollouts_per_group=MAX_ROLLOUTS, max_message_bytes=MAX_BYTES)
         return pb.ListVerifiersResponse(verifiers=[pb.VerifierInfo(name=NAME, version=version, reference_kinds=["answer"])],
@@ -161,7 +166,7 @@ def main() -> None:
     parser.add_argument("--defect", choices=sorted(DEFECTS), default="none")
     args = parser.parse_args()
 
-    workers = 4 if args.defect == "hang" else 8
+    workers = 4 if args.defect == "hang" else 8  # unresponsive: the kit stops after its first call hangs
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers),
         options=[("grpc.max_receive_message_length", MAX_BYTES), ("grpc.so_reuseport", 0)],
@@ -171,7 +176,10 @@ def main() -> None:
     health_servicer = health.HealthServicer()
     if args.defect != "no_health":
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    if args.defect != "no_reflection":
+    if args.defect == "reflection_hangs":
+        never = grpc.stream_stream_rpc_method_handler(lambda requests, context: time.sleep(3600) or iter(()))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(reflection.SERVICE_NAME, {"ServerReflectionInfo": never}),))
+    elif args.defect != "no_reflection":
         reflection.enable_server_reflection([SERVICE, reflection.SERVICE_NAME], server)
     server.add_insecure_port(f"127.0.0.1:{args.port}")
     server.start()

@@ -92,6 +92,53 @@ def test_kit_fails_the_broken_rule(defect):
         assert results[other].status == "pass", results[other]
 
 
+def test_a_server_that_never_answers_gets_its_verdict_within_the_deadline_budget():
+    """VerifierService accepts calls and answers none: the first call's timeout is the only wait."""
+    import time
+
+    options = KitOptions(grace_s=5.0)  # defaults otherwise: 30 s calls, 15 s first calls, 10 s recovery
+    budget = options.first_call_timeout_s
+    assert budget <= 5.0 + options.recovery_s  # no more than the deadline rule may take by itself
+    started = time.monotonic()
+    results = run_kit("127.0.0.1:0", "exact", load_cases(EXACT_CASES, "exact"), server_cmd=broken("unresponsive"),
+                      options=options)
+    elapsed = time.monotonic() - started
+    assert elapsed < budget + 8.0, f"{elapsed:.1f}s for a hung server"  # server start + one timed-out call
+    by = by_rule(results)
+    assert [r.rule for r in results] == list(RULES)
+    assert by["health"].status == "pass" and by["reflection"].status == "pass"
+    for name in RULES:
+        if name not in ("health", "reflection"):
+            assert by[name].status == "fail", by[name]
+            assert "the server hangs" in by[name].detail, by[name]
+            assert by[name].seconds < 1.0, by[name]  # reported at once, not waited for again
+    assert "first ListVerifiers call got no answer within 15s" in by["list_verifiers"].detail
+
+
+def test_a_hung_reflection_service_fails_its_rule_within_the_first_call_timeout():
+    import time
+
+    started = time.monotonic()
+    results = by_rule(run_kit("127.0.0.1:0", "exact", load_cases(EXACT_CASES, "exact"), server_cmd=broken("reflection_hangs"),
+                              rules=["reflection", "health"], options=KitOptions(first_call_timeout_s=2.0, grace_s=5.0)))
+    assert results["reflection"].status == "fail" and "DEADLINE_EXCEEDED" in results["reflection"].detail
+    assert results["reflection"].seconds < 2.0 + 2.0, results["reflection"]
+    assert results["health"].status == "pass"
+    assert time.monotonic() - started < 15
+
+
+def test_cli_first_call_timeout_bounds_the_verdict_on_a_hung_server():
+    import time
+
+    started = time.monotonic()
+    proc = cohort_cli("conformance", "127.0.0.1:0", "--verifier", "exact", "--cases", str(EXACT_CASES),
+                      "--server-cmd", broken("unresponsive"), "--first-call-timeout", "2", "--grace", "5")
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the server hangs" in proc.stdout and "within 2s" in proc.stdout
+    assert elapsed < 2 + 12, f"{elapsed:.1f}s"  # process start + server start + one 2 s wait
+
+
 def test_cli_exits_non_zero_and_names_the_failed_rule():
     proc = cohort_cli("conformance", "127.0.0.1:0", "--verifier", "exact", "--cases", str(EXACT_CASES),
                       "--server-cmd", broken("wrong_status"), "--rule", "health", "--rule", "status_codes")

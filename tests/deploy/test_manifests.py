@@ -282,3 +282,28 @@ def test_service_lock_has_no_torch_and_is_a_subset_of_the_trainer_lock():
     service, trainer = _lock("service.txt"), _lock("trainer.txt")
     assert "torch" not in service and not any(n.startswith("nvidia-") for n in service)
     assert service.items() <= trainer.items()
+
+
+def test_only_the_trainer_reaches_the_verifiers(rendered):
+    """Each verifier's gRPC port admits the trainer's pods only; TLS certificates have a mount point."""
+    _, docs = rendered
+    deployments, policies = _by_kind(docs, "Deployment"), _by_kind(docs, "NetworkPolicy")
+    trainer_labels = _by_kind(docs, "Job")["trainer"]["spec"]["template"]["metadata"]["labels"]
+    for v in VERIFIERS:
+        labels = deployments[f"verifier-{v}"]["spec"]["template"]["metadata"]["labels"]
+        selecting = [p["spec"] for p in policies.values() if p["spec"]["podSelector"]["matchLabels"].items() <= labels.items()]
+        assert len(selecting) == 1, v
+        (policy,) = selecting
+        assert "Ingress" in policy["policyTypes"]
+        grpc_rules = [r for r in policy["ingress"] if {"protocol": "TCP", "port": GRPC_PORT} in r.get("ports", [])]
+        (rule,) = grpc_rules
+        assert rule["ports"] == [{"protocol": "TCP", "port": GRPC_PORT}]
+        (peer,) = rule["from"]
+        assert set(peer) == {"podSelector"}  # this namespace only
+        assert peer["podSelector"]["matchLabels"].items() <= trainer_labels.items()
+        assert not peer["podSelector"]["matchLabels"].items() <= labels.items(), v  # not the verifier's own pods
+        for other in policy["ingress"]:
+            assert other.get("from"), f"verifier-{v}: an ingress rule without `from` admits every pod"
+        mounts = {m["name"]: m for m in _container(deployments[f"verifier-{v}"])["volumeMounts"]}
+        volumes = {vol["name"]: vol for vol in deployments[f"verifier-{v}"]["spec"]["template"]["spec"]["volumes"]}
+        assert mounts["tls"]["readOnly"] is True and volumes["tls"]["secret"]["optional"] is True

@@ -10,13 +10,18 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cohort.sandbox import policy
 from cohort.sandbox.executor import ExecResult, ExecStatus
 from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
 
+if TYPE_CHECKING:
+    from cohort.tls import ClientTls
+
 ENDPOINT_ENV = "COHORT_SANDBOX_ENDPOINT"
+TLS_ENV_PREFIX = "COHORT_SANDBOX_TLS_"
+"""``COHORT_SANDBOX_TLS_CA`` / ``_CERT`` / ``_KEY`` / ``_SERVER_NAME``: TLS (mutual with CERT+KEY) to the sandbox."""
 POOL_SIZE_ENV = "COHORT_SANDBOX_POOL_SIZE"
 
 
@@ -67,18 +72,24 @@ class LocalBackend:
 
 
 class GrpcBackend:
-    """SandboxService at one or more ``host:port`` endpoints (round robin, failover on UNAVAILABLE)."""
+    """SandboxService at one or more ``host:port`` endpoints (round robin, failover on UNAVAILABLE).
 
-    def __init__(self, endpoints: str | list[str], connect_timeout_s: float = 5.0) -> None:
-        import grpc
+    ``tls``: see :mod:`cohort.tls`; ``"env"`` (the default) reads ``COHORT_SANDBOX_TLS_*`` (plaintext when unset).
+    """
 
+    def __init__(self, endpoints: str | list[str], connect_timeout_s: float = 5.0, tls: ClientTls | None | str = "env") -> None:
         from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 
         names = [e.strip() for e in (endpoints.split(",") if isinstance(endpoints, str) else endpoints) if e.strip()]
         if not names:
             raise ValueError("no sandbox endpoint given")
         opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
-        self.stubs = [pb_grpc.SandboxServiceStub(grpc.insecure_channel(e, options=opts)) for e in names]
+        from cohort.tls import ClientTls, channel
+
+        if tls == "env":
+            tls = ClientTls.from_env(TLS_ENV_PREFIX)
+        self.tls = tls
+        self.stubs = [pb_grpc.SandboxServiceStub(channel(e, tls, opts)) for e in names]
         self.endpoints = names
         self._next = itertools.count()
         self.connect_timeout_s = connect_timeout_s

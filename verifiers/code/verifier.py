@@ -35,7 +35,7 @@ from cohort.sandbox.executor import ExecResult, ExecStatus
 from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
 from cohort.verifiers.base import (CodeTests, GroupRequest, InvalidRequest, Rollout, RolloutResult, RolloutStatus,
                             Verdict, VerifyContext, float_option, option)
-from cohort.verifiers.code.backend import Backend, SandboxUnavailable, default_backend
+from cohort.verifiers.code.backend import ENDPOINT_ENV, TLS_ENV_PREFIX, Backend, SandboxUnavailable, default_backend
 from cohort.verifiers.code.extract import extract_code
 
 DEFAULT_PER_TEST_TIMEOUT_S = 5.0
@@ -95,6 +95,10 @@ class CodeVerifier:
     reference_kinds = ("code_tests",)
 
     def __init__(self, backend: Backend | None = None, max_parallel: int | None = None) -> None:
+        if backend is None and os.environ.get(ENDPOINT_ENV, "").strip():
+            from cohort.tls import ClientTls
+
+            ClientTls.from_env(TLS_ENV_PREFIX)  # a bad COHORT_SANDBOX_TLS_* file fails at startup, named
         self._backend = backend
         self._executor = ThreadPoolExecutor(max_workers=max_parallel or max(2, 2 * (os.cpu_count() or 2)),
                                             thread_name_prefix="code-verifier")

@@ -14,8 +14,8 @@ to it (``10 / 3 = 3.33``). A division by zero is a wrong step. The left side mus
 ``x = 5`` or ``18 = 18`` are not steps.
 
 Bounds (the parser is linear in its input and every number is size-checked, so no input can hang it):
-literals of more than 40 digits, exponents above 64 and intermediate values above 4096 bits are
-*refused*: the rollout is VERIFIER_TIMEOUT (the verifier would exceed its budget; masked by the
+literals of more than 40 digits, exponents above 64, intermediate values above 4096 bits and
+expressions longer than 200 characters are *refused*: the rollout is VERIFIER_TIMEOUT (the verifier would exceed its budget; masked by the
 learner, never a reward). So is a completion with more than 256 steps, and any rollout reached after
 the call's deadline. A reference that is not a number is INVALID_REFERENCE.
 
@@ -26,7 +26,7 @@ Components: ``steps`` (how many), ``step_frac`` (share right) and, with a refere
 >>> g = GroupRequest("steps", (Rollout(0, "16 - 3 - 4 = 9 eggs, 9 * 2 = 18. #### 18"),
 ...                            Rollout(1, "16 - 3 - 4 = 10, so 10 * 2 = 20")), Reference(answer="18"))
 >>> [[(s.end, s.reward) for s in r.steps] for r in v.verify_group(g, VerifyContext())]
-[[(14, 1.0), (29, 1.0), (39, 1.0)], [(15, 0.0), (31, 0.0)]]
+[[(14, 1.0), (31, 1.0), (40, 1.0)], [(15, 0.0), (31, 0.0)]]
 """
 
 from __future__ import annotations
@@ -210,6 +210,8 @@ def _left_sides(text: str, eq: int, floor: int) -> list[str]:
     lo = max(floor, eq - MAX_LHS_CHARS)
     while start > lo and text[start - 1] in _EXPR_CHARS:
         start -= 1
+    if start == lo > floor and text[lo - 1] in _EXPR_CHARS:  # cut by the limit: its true start is unknown
+        raise Refused(f"an expression of more than {MAX_LHS_CHARS} characters")
     run = text[start:eq]
     return [run[m.start():] for m in _START_RE.finditer(run)]
 

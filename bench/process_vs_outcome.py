@@ -47,7 +47,17 @@ def main() -> None:
     parser.add_argument("--process-weight", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=Path("runs/process_vs_outcome"))
     parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=["outcome", "outcome+process"])
+    parser.add_argument("--from-curves", type=Path, nargs="+", default=[],
+                        help="report and plot the curves.json of earlier runs (merged) instead of training")
     args = parser.parse_args()
+    if args.from_curves:
+        curves = {}
+        for path in args.from_curves:
+            curves.update({arm: {int(s): c for s, c in by_seed.items()} for arm, by_seed in json.loads(path.read_text()).items()})
+        args.out.mkdir(parents=True, exist_ok=True)
+        report(curves, args.steps)
+        plot(curves, args.out / "process_vs_outcome.png")
+        return
 
     from cohort.trainer.config import load_config
     from cohort.trainer.train import run
@@ -96,7 +106,8 @@ def plot(curves: dict[str, dict[int, list[float]]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(curves), figsize=(12, 4), sharey=True)
+    fig, axes = plt.subplots(1, len(curves), figsize=(6 * len(curves), 4), sharey=True, squeeze=False)
+    axes = axes[0]
     for ax, (arm, by_seed) in zip(axes, curves.items()):
         for seed, c in by_seed.items():
             ax.plot(range(1, len(c) + 1), c, lw=1, label=f"seed {seed}")

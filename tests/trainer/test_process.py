@@ -251,3 +251,46 @@ def test_grpo_step_pushes_a_wrong_step_down_against_a_right_one():
     right = torch.cat([moved[1, second], moved[0, first]]).mean()
     assert moved[1, second].mean() > moved[0, second].mean()  # the same positions: right step up vs wrong down
     assert right > wrong, (float(right), float(wrong))
+
+
+# ---- config and remote scoring -----------------------------------------------------------------
+
+
+def test_config_allows_one_process_verifier():
+    from cohort.trainer.config import load_config
+
+    base = ["scoring.verifiers=[{name: math}, {name: steps, kind: process, weight: 0.5}]"]
+    cfg = load_config(None, base)
+    assert [(v.name, v.kind, v.weight) for v in cfg.scoring.verifiers] == [("math", "outcome", 1.0), ("steps", "process", 0.5)]
+    with pytest.raises(ValueError, match="at most one verifier of kind 'process'"):
+        load_config(None, ["scoring.verifiers=[{name: math, kind: process}, {name: steps, kind: process}]"])
+    with pytest.raises(ValueError):
+        load_config(None, ["scoring.verifiers=[{name: steps, kind: steps}]"])
+
+
+def test_scorer_keeps_a_process_verifiers_steps_out_of_the_reward():
+    """A served `steps` verifier of kind process: its steps reach Scores.steps row by row (through
+    select and merge too), its scalar reward is a component but adds nothing to the reward."""
+    from cohort.launch import ServiceProcess
+    from cohort.trainer.config import load_config
+    from cohort.trainer.data import Example
+    from cohort.trainer.scoring import Scorer, merge_scores
+
+    cfg = load_config(None, ["scoring.verifiers=[{name: arith}, {name: steps, kind: process}]"])
+    proc = ServiceProcess(["arith", "steps"]).start()
+    try:
+        scorer = Scorer(cfg.scoring, {"arith": [proc.endpoint], "steps": [proc.endpoint]})
+        try:
+            examples = [Example("2+3=", "5"), Example("1+1=", "2")]
+            texts = ["5", "2+2=4 so 6", "1+1=2", "3"]
+            scores = scorer.submit(examples, texts, [False] * 4).result()
+        finally:
+            scorer.close()
+    finally:
+        proc.stop()
+    assert close(scores.rewards, [[1.1, 0.0], [0.0, 0.1]])  # arith only: correct + 0.1 bare
+    assert [[(s.end, s.reward) for s in row] for row in scores.steps] == [
+        [(1, 1.0)], [(5, 1.0), (10, 0.0)], [(5, 1.0)], [(1, 0.0)]]
+    assert close(scores.components["steps"], [[1.0, 0.5], [1.0, 0.0]])
+    assert scores.select([1]).steps == scores.steps[2:]
+    assert merge_scores([scores.select([1]), scores.select([0])]).steps == scores.steps[2:] + scores.steps[:2]

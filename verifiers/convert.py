@@ -234,8 +234,9 @@ def _fill_columns(msg: pb.ResultColumns, groups: Sequence[GroupResult], first_gr
     msg.flag_counts.extend([len(f) for f in flags])
     msg.flags.extend([f for fs in flags for f in fs])
     steps = [r.steps for r in results]
-    if any(steps):  # all three stay empty when no row has steps
-        msg.step_counts.extend([len(s) for s in steps])
+    # counts always (a byte a row), so that chunk replies joined as bytes line up whichever chunks have steps
+    msg.step_counts.extend([len(s) for s in steps])
+    if any(steps):
         msg.step_ends.extend([x.end for s in steps for x in s])
         msg.step_rewards.extend([x.reward for s in steps for x in s])
 
@@ -285,7 +286,7 @@ def _results_from_columns(msg: pb.ResultColumns, shares: Sequence[float]) -> lis
 
 
 def _steps_from_columns(msg: pb.ResultColumns, n: int) -> list[tuple[StepReward, ...]]:
-    """Each row's step rewards; all rows empty when the server sent no step columns."""
+    """Each row's step rewards; all rows empty when the server sent no step columns (it predates them)."""
     counts, ends, rewards = list(msg.step_counts), list(msg.step_ends), list(msg.step_rewards)
     if not counts and not ends and not rewards:
         return [()] * n

@@ -153,11 +153,26 @@ def test_steps_round_trip_as_rows_and_columns(columns):
     assert [[r.steps for r in g.results] for g in back] == [[r.steps for r in g.results] for g in results_with_steps()]
 
 
-def test_groups_without_steps_send_no_step_columns():
+def test_groups_without_steps_send_zero_counts_and_old_servers_none():
     plain = [GroupResult("a", "arith", "1", (RolloutResult.ok(0, 1.0),))]
     msg = convert.batch_result_to_pb(plain, columns=True)
-    assert not msg.columns.step_counts and not msg.columns.step_ends
+    assert list(msg.columns.step_counts) == [0] and not msg.columns.step_ends
     assert convert.batch_result_from_pb(msg)[0].results[0].steps == ()
+    del msg.columns.step_counts[:]  # a server from before step rewards
+    assert convert.batch_result_from_pb(msg)[0].results[0].steps == ()
+
+
+def test_chunk_replies_joined_as_bytes_line_up_with_and_without_steps():
+    """The scoring processes join the column replies of consecutive chunks as bytes."""
+    groups = results_with_steps()
+    plain = GroupResult("c", "steps", "1", (RolloutResult.ok(0, 0.0), RolloutResult.ok(1, 1.0)))
+    parts = [[plain], groups[:1], [plain], groups[1:]]
+    wire, first = b"", 0
+    for part in parts:
+        wire += convert.batch_result_to_pb(part, columns=True, first_group=first).SerializeToString()
+        first += len(part)
+    back = convert.batch_result_from_pb(pb.BatchVerifyGroupsResponse.FromString(wire))
+    assert [[r.steps for r in g.results] for g in back] == [[r.steps for r in g.results] for p in parts for g in p]
 
 
 @pytest.mark.parametrize("damage,words", [

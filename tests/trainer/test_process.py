@@ -294,3 +294,23 @@ def test_scorer_keeps_a_process_verifiers_steps_out_of_the_reward():
     assert close(scores.components["steps"], [[1.0, 0.5], [1.0, 0.0]])
     assert scores.select([1]).steps == scores.steps[2:]
     assert merge_scores([scores.select([1]), scores.select([0])]).steps == scores.steps[2:] + scores.steps[:2]
+
+
+def test_short_training_run_with_a_process_verifier(tmp_path):
+    from cohort.launch import ServiceProcess
+    from cohort.trainer.config import load_config
+    from cohort.trainer.train import train
+
+    with ServiceProcess(["arith", "steps"]) as proc:
+        cfg = load_config(None, [
+            "model.tiny={hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2}",
+            "data.arithmetic={num_prompts: 40, max_operand: 4}",
+            f'scoring.verifiers=[{{name: arith, endpoints: ["{proc.endpoint}"]}}, '
+            f'{{name: steps, kind: process, weight: 0.5, endpoints: ["{proc.endpoint}"]}}]',
+            "grpo.prompts_per_step=4", "grpo.num_generations=4", "rollout.max_completion_length=3", "run.max_steps=3",
+            "run.torch_threads=1", "run.progress=false", "run.plot=false", f"run.output_dir={tmp_path}"])
+        records = train(cfg, {"arith": [proc.endpoint], "steps": [proc.endpoint]})
+    assert [r["step"] for r in records] == [1, 2, 3]
+    for r in records:
+        assert 0.0 <= r["steps/per_rollout"] <= 2.0 and 0.0 <= r["group/process_informative_frac"] <= 1.0
+        assert "reward/steps" in r and math.isfinite(r["loss/total"] if "loss/total" in r else 0.0)

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from cohort.trainer.advantages import Advantages, group_advantages, process_advantages, token_advantages
+
+if TYPE_CHECKING:
+    from cohort.trainer.config import TrainConfig
+    from cohort.trainer.rollout import RolloutBatch
+    from cohort.trainer.scoring import Scores
 
 
 def token_char_ends(tokenizer: Any, ids: Sequence[int], text: str) -> list[int]:
@@ -128,11 +133,11 @@ def step_metrics(tensors: StepTensors, valid: Bool[Tensor, "P G"]) -> dict[str, 
             "steps/rewarded_frac": rewarded / n_steps if n_steps else float("nan")}
 
 
-def round_advantages(batch: Any, scores: Any, cfg: Any, tokenizer: Any = None
+def round_advantages(batch: RolloutBatch, scores: Scores, cfg: TrainConfig, tokenizer: Any = None
                      ) -> tuple[Advantages, Float[Tensor, "B T"], Bool[Tensor, "B"], dict[str, float]]:
     """A round's outcome advantages (P, G), per-token advantages (B, T), the rows with signal (B,) and the
-    step metrics. ``batch``: a ``RolloutBatch``; ``scores``: ``Scores`` (``steps`` set when a verifier
-    has ``kind: process``, whose ``weight`` scales the process advantage)."""
+    step metrics. ``scores.steps`` is set when a verifier has ``kind: process``; its ``weight`` scales the
+    process advantage. Without it the per-token advantages are the outcome ones broadcast over T."""
     g = cfg.grpo
     adv = group_advantages(scores.rewards, scores.valid, g.scale_rewards, g.adv_eps)
     p, t = scores.rewards.shape[0], batch.completion_ids.shape[1]

@@ -3,11 +3,12 @@
 Per completion token t of sequence i, with rho = exp(logprobs - old_logprobs):
 
     objective_t = min(rho * A_it, clip(rho, 1 - epsilon, 1 + epsilon_high) * A_it) - beta * KL_t
-
-The advantage is per token, (B, T): outcome supervision gives every token of a sequence its
-sequence's advantage (``advantages[:, :, None].expand``), process supervision a sum over the steps
-ending at or after the token (``advantages.process_advantages``); the loss does not tell them apart.
     KL_t        = exp(ref - logprobs) - (ref - logprobs) - 1          (Schulman's k3 estimator)
+
+The advantage A_it is per token, (B, T): outcome supervision gives every token of a sequence its
+sequence's advantage (``advantages.token_advantages`` broadcasts it), process supervision adds a sum
+over the steps that end at or after the token (``advantages.process_advantages``); the loss does not
+tell them apart.
 
 and the loss is minus the aggregated objective. Deviations and choices, declared:
 

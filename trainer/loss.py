@@ -10,7 +10,7 @@ sequence's advantage (``advantages.token_advantages`` broadcasts it), process su
 over the steps that end at or after the token (``advantages.process_advantages``); the loss does not
 tell them apart.
 
-and the loss is minus the aggregated objective. Deviations and choices, declared:
+The loss is minus the aggregated objective. Deviations and choices, declared:
 
 1. The KL term is the k3 estimator against a frozen copy of the initial policy; without bias
    correction (TRL's ``use_bias_correction_kl=False``). With beta = 0 no reference is needed.

@@ -58,7 +58,7 @@ def measure(args) -> dict[str, float]:
     rows, tp, t = args.rows, 6, 16
     ids = torch.randint(4, 19, (rows, tp + t), generator=g)
     mask = torch.ones(rows, t, dtype=torch.bool)
-    adv = torch.randn(rows, generator=g)
+    adv = torch.randn(rows, generator=g)[:, None].expand(rows, t)  # (B, T)
     mine = comm.row_slice(rows)
     batch = UpdateBatch(ids[mine], torch.ones_like(ids[mine]), mask[mine], adv[mine], None, None)
     prompts = [ids[i, :tp].tolist() for i in range(0, rows, 4)]

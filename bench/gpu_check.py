@@ -120,7 +120,8 @@ def main() -> None:
         t1 = time.perf_counter()
         dev = lambda x: x.to(args.device)  # noqa: E731
         update = UpdateBatch(dev(batch.input_ids), dev(batch.attention_mask), dev(batch.completion_mask.bool()),
-                             dev(torch.randn(batch_rows, generator=gen)), None, None)
+                             dev(torch.randn(batch_rows, generator=gen)[:, None].expand_as(batch.completion_mask)),
+                             None, None)
         metrics = learner.step(update)
         sync()
         t2 = time.perf_counter()

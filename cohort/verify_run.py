@@ -70,7 +70,9 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
                 "components": dict(s.components),
                 "verifiers": {n: {"status": status_name[g.results[pos].status], "verdict": g.results[pos].verdict.value,
                                   "reward": g.results[pos].reward, "detail": g.results[pos].detail,
-                                  "flags": list(g.results[pos].flags)} for n, g in by_name.items()},
+                                  "flags": list(g.results[pos].flags),
+                                  **({"steps": [[x.end, x.reward] for x in g.results[pos].steps]} if g.results[pos].steps else {}),
+                                  } for n, g in by_name.items()},
             }))
     else:
         # rich wraps the detail at word boundaries (fold: a long token such as a LaTeX answer breaks

@@ -14,6 +14,18 @@ Decisions (numbered, as the loss and the seeds state them):
 4. ``scale_rewards``: ``group`` divides by the group's std (GRPO); ``batch`` by the std of all
    valid rewards of the round (TRL's ``batch``, robust to near-constant groups); ``none`` keeps
    the centred rewards (Dr. GRPO: std scaling biases towards too-easy / too-hard prompts).
+
+Process supervision (DeepSeekMath 4.1.3), :func:`process_advantages`: output i of a group has steps
+j = 1..K_i with rewards r_i^j, the last of step j's tokens being end(i, j). Over all steps of the
+group's valid outputs, r~_i^j = (r_i^j - mean(R)) / (std(R) + eps), and token t of output i gets
+
+    A_{i,t} = sum of r~_i^j over the steps j with end(i, j) >= t
+
+(tokens after an output's last step get 0). The same decisions hold, with steps in place of rollouts:
+invalid rollouts bring no steps; a group with fewer than two steps or all step rewards equal carries
+no process signal (0); ``scale_rewards`` is shared (``batch``: the std of every step of the round).
+:func:`token_advantages` adds the two forms per token: ``A_t = A_outcome + process_weight * A_process_t``;
+a row enters the loss when its group carries either signal.
 """
 
 from __future__ import annotations
@@ -21,7 +33,7 @@ from __future__ import annotations
 from typing import Literal, NamedTuple
 
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 ScaleRewards = Literal["group", "batch", "none"]
@@ -62,3 +74,70 @@ def group_advantages(
     included = valid & informative[:, None]  # (P, G)
     adv = torch.where(included, adv, zeros)
     return Advantages(adv.float(), included, informative)
+
+
+class ProcessAdvantages(NamedTuple):
+    advantages: Float[Tensor, "P G T"]  # 0 where not included and after each output's last step
+    informative_groups: Bool[Tensor, "P"]  # >= 2 steps among valid outputs, not all equal
+
+
+def process_advantages(
+    step_rewards: Float[Tensor, "P G S"],
+    step_ends: Int[Tensor, "P G S"],
+    step_mask: Bool[Tensor, "P G S"],
+    valid: Bool[Tensor, "P G"],
+    completion_len: int,
+    scale_rewards: ScaleRewards = "group",
+    eps: float = 1e-4,
+) -> ProcessAdvantages:
+    """Per-token advantages from step rewards (see the module docstring).
+
+    ``step_ends``: the token index (0-based, < T = ``completion_len``) of each step's last token;
+    ``step_mask``: which of the S slots are real steps (rows pad with False).
+    """
+    p, g, _ = step_rewards.shape
+    rewards = step_rewards.double()
+    zeros = torch.zeros_like(rewards)
+    steps = step_mask & valid[:, :, None]  # (P, G, S) invalid outputs contribute no steps
+    flat_steps, flat_rewards = steps.reshape(p, -1), rewards.reshape(p, -1)  # (P, G*S)
+    n = flat_steps.sum(dim=1)  # (P,)
+    mean = torch.where(flat_steps, flat_rewards, 0.0).sum(dim=1) / n.clamp(min=1)  # (P,)
+    centred = torch.where(steps, rewards - mean[:, None, None], zeros)  # (P, G, S)
+    var = centred.pow(2).reshape(p, -1).sum(dim=1) / (n - 1).clamp(min=1)  # (P,) unbiased
+    big = torch.finfo(rewards.dtype).max
+    spread = (torch.where(flat_steps, flat_rewards, -big).amax(dim=1)
+              - torch.where(flat_steps, flat_rewards, big).amin(dim=1))  # (P,)
+    informative = (n >= 2) & (spread > 0)  # (P,)
+    if scale_rewards == "group":
+        normalised = centred / (var.sqrt() + eps)[:, None, None]
+    elif scale_rewards == "batch":
+        every = rewards[steps]
+        batch_std = every.std() if every.numel() > 1 else torch.zeros((), dtype=rewards.dtype)
+        normalised = centred / (batch_std + eps)
+    elif scale_rewards == "none":
+        normalised = centred
+    else:
+        raise ValueError(f"scale_rewards must be group, batch or none, not {scale_rewards!r}")
+    normalised = torch.where(steps & informative[:, None, None], normalised, zeros)  # (P, G, S)
+    # each step's reward lands on its last token; a reverse cumulative sum gives every token the sum
+    # over the steps that end at or after it
+    at_end = torch.zeros(p, g, completion_len, dtype=rewards.dtype)  # (P, G, T)
+    at_end.scatter_add_(2, step_ends.clamp(0, completion_len - 1).long(), normalised)
+    per_token = at_end.flip(2).cumsum(2).flip(2)  # (P, G, T)
+    return ProcessAdvantages(per_token.float(), informative)
+
+
+class TokenAdvantages(NamedTuple):
+    advantages: Float[Tensor, "P G T"]  # outcome (broadcast over T) + process_weight * process
+    included: Bool[Tensor, "P G"]  # valid and in a group with outcome or process signal
+
+
+def token_advantages(outcome: Advantages, process: ProcessAdvantages | None, valid: Bool[Tensor, "P G"],
+                     completion_len: int, process_weight: float = 1.0) -> TokenAdvantages:
+    """The loss's per-token advantages: the outcome advantage on every token, plus the weighted process one."""
+    tokens = outcome.advantages[:, :, None].expand(-1, -1, completion_len)  # (P, G, T)
+    if process is None:
+        return TokenAdvantages(tokens, outcome.included)
+    included = valid & (outcome.informative_groups | process.informative_groups)[:, None]  # (P, G)
+    tokens = tokens + process_weight * process.advantages  # (P, G, T)
+    return TokenAdvantages(torch.where(included[:, :, None], tokens, torch.zeros_like(tokens)), included)

@@ -108,6 +108,10 @@ class VerifierSpec(_Section):
     name: str
     """Registered verifier name (the ``cohort.verifiers`` entry point), e.g. ``math``."""
     weight: float = 1.0
+    kind: Literal["outcome", "process"] = "outcome"
+    """outcome (default): ``weight * reward`` enters the rollout's reward, hence the outcome advantage.
+    process: the verifier's step rewards (e.g. ``steps``) give per-token process advantages, added to
+    the outcome advantage with factor ``weight`` (its own scalar reward is only logged). At most one."""
     endpoints: list[str] = Field(default_factory=list)
     """``host:port`` of replicas; empty means: start it locally (``scoring.local_services``)."""
     options: dict[str, str] = Field(default_factory=dict)
@@ -133,6 +137,8 @@ class ScoringSection(_Section):
         names = [v.name for v in self.verifiers]
         if len(set(names)) != len(names):
             raise ValueError(f"scoring.verifiers: repeated names {names}")
+        if sum(v.kind == "process" for v in self.verifiers) > 1:
+            raise ValueError("scoring.verifiers: at most one verifier of kind 'process'")
         if not self.local_services and any(not v.endpoints for v in self.verifiers):
             missing = [v.name for v in self.verifiers if not v.endpoints]
             raise ValueError(f"scoring: verifiers {missing} have no endpoints and local_services is false")

@@ -180,7 +180,7 @@ class UpdateBatch:
     input_ids: Int[Tensor, "B L"]
     attention_mask: Int[Tensor, "B L"]
     loss_mask: Bool[Tensor, "B T"]
-    advantages: Float[Tensor, "B"]
+    advantages: Float[Tensor, "B T"]  # per token (outcome advantages broadcast over T)
     old_logprobs: Float[Tensor, "B T"] | None  # None: on-policy single iteration (ratio = 1)
     ref_logprobs: Float[Tensor, "B T"] | None
     is_weights: Float[Tensor, "B T"] | None = None
@@ -258,7 +258,7 @@ class Learner:
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl, :w]
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl, :w]
             isw = None if batch.is_weights is None else batch.is_weights[sl, :w]
-            out = policy_loss(LossInputs(logprobs, old, batch.advantages[sl], batch.loss_mask[sl, :w], ref, isw),
+            out = policy_loss(LossInputs(logprobs, old, batch.advantages[sl, :w], batch.loss_mask[sl, :w], ref, isw),
                               self.loss_cfg, denominator, n_micro)
             out.loss.backward()
             totals["loss"] += float(out.loss.detach())

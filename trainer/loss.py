@@ -2,10 +2,15 @@
 
 Per completion token t of sequence i, with rho = exp(logprobs - old_logprobs):
 
-    objective_t = min(rho * A_i, clip(rho, 1 - epsilon, 1 + epsilon_high) * A_i) - beta * KL_t
+    objective_t = min(rho * A_it, clip(rho, 1 - epsilon, 1 + epsilon_high) * A_it) - beta * KL_t
     KL_t        = exp(ref - logprobs) - (ref - logprobs) - 1          (Schulman's k3 estimator)
 
-and the loss is minus the aggregated objective. Deviations and choices, declared:
+The advantage A_it is per token, (B, T): outcome supervision gives every token of a sequence its
+sequence's advantage (``advantages.token_advantages`` broadcasts it), process supervision adds a sum
+over the steps that end at or after the token (``advantages.process_advantages``); the loss does not
+tell them apart.
+
+The loss is minus the aggregated objective. Deviations and choices, declared:
 
 1. The KL term is the k3 estimator against a frozen copy of the initial policy; without bias
    correction (TRL's ``use_bias_correction_kl=False``). With beta = 0 no reference is needed.
@@ -51,7 +56,7 @@ class LossConfig:
 class LossInputs:
     logprobs: Float[Tensor, "B T"]  # current policy, with grad
     old_logprobs: Float[Tensor, "B T"]  # policy that sampled (no grad)
-    advantages: Float[Tensor, "B"]
+    advantages: Float[Tensor, "B T"]  # per token (outcome advantages broadcast over T)
     loss_mask: Bool[Tensor, "B T"]  # completion tokens of included rows
     ref_logprobs: Float[Tensor, "B T"] | None = None  # needed when beta > 0
     is_weights: Float[Tensor, "B T"] | None = None  # optional rollout importance weights
@@ -99,7 +104,7 @@ def token_weights(loss_mask: Bool[Tensor, "B T"], loss_type: LossType, denominat
     return mask / denominator
 
 
-def clipped_objective(ratio: Float[Tensor, "B T"], advantages: Float[Tensor, "B 1"], epsilon: float,
+def clipped_objective(ratio: Float[Tensor, "B T"], advantages: Float[Tensor, "B T"], epsilon: float,
                       epsilon_high: float) -> Float[Tensor, "B T"]:
     """min(rho A, clip(rho, 1 - eps, 1 + eps_high) A), per token."""
     clipped_ratio = ratio.clamp(1.0 - epsilon, 1.0 + epsilon_high)
@@ -113,7 +118,7 @@ def k3_kl(logprobs: Float[Tensor, "B T"], ref_logprobs: Float[Tensor, "B T"]) ->
 
 
 def policy_loss(inputs: LossInputs, cfg: LossConfig, denominator: float, micro_batches: int = 1) -> LossOutputs:
-    adv = inputs.advantages[:, None]  # (B, 1)
+    adv = inputs.advantages  # (B, T)
     ratio = torch.exp(inputs.logprobs - inputs.old_logprobs)  # (B, T)
     pg = clipped_objective(ratio, adv, cfg.epsilon, cfg.epsilon_high)  # (B, T)
     if inputs.is_weights is not None:

@@ -29,11 +29,16 @@ class Scores:
     valid: Bool[Tensor, "P G"]  # status OK
     components: dict[str, Float[Tensor, "P G"]]  # per verifier (and sub-component), NaN where absent
     latency_s: float  # submit -> scores ready
+    steps: list[tuple] | None = None
+    """Process supervision: per row (B = P*G, prompt-major) the ``StepReward``s of the ``kind: process``
+    verifier, () where it sent none or the row is not valid; None without a process verifier."""
 
     def select(self, groups: list[int]) -> Scores:
         idx = torch.tensor(groups, dtype=torch.long)
+        g = self.rewards.shape[1]
+        steps = None if self.steps is None else [self.steps[k * g + j] for k in groups for j in range(g)]
         return Scores(self.rewards[idx], self.valid[idx], {k: v[idx] for k, v in self.components.items()},
-                      self.latency_s)
+                      self.latency_s, steps)
 
 
 def client_tls(cfg: ScoringSection) -> dict:
@@ -50,8 +55,10 @@ class Scorer:
 
         self.cfg = cfg
         tls = client_tls(cfg)
-        verifiers = [WeightedVerifier(v.name, v.weight, tuple(endpoints[v.name]), dict(v.options), tls[v.name])
-                     for v in cfg.verifiers]
+        # a process verifier's scalar reward stays out of the outcome sum (weight 0); its steps travel apart
+        verifiers = [WeightedVerifier(v.name, v.weight if v.kind == "outcome" else 0.0, tuple(endpoints[v.name]),
+                                      dict(v.options), tls[v.name]) for v in cfg.verifiers]
+        self.process = next((v.name for v in cfg.verifiers if v.kind == "process"), None)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cohort-scorer", daemon=True)
         self._thread.start()
@@ -84,7 +91,10 @@ class Scorer:
 
         async def run() -> Scores:
             scored = await self.client.score(requests)
-            return _to_tensors(scored, time.perf_counter() - started)  # latency includes the conversion
+            scores = _to_tensors(scored, time.perf_counter() - started)  # latency includes the conversion
+            if self.process is not None:
+                scores.steps = [r.steps.get(self.process, ()) for group in scored for r in group]
+            return scores
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop)
 
@@ -121,5 +131,6 @@ def merge_scores(parts: list[Scores]) -> Scores:
     comps = {
         k: torch.cat([s.components.get(k, torch.full_like(s.rewards, float("nan"))) for s in parts]) for k in names
     }
+    steps = None if any(s.steps is None for s in parts) else [x for s in parts for x in s.steps]
     return Scores(torch.cat([s.rewards for s in parts]), torch.cat([s.valid for s in parts]), comps,
-                  max(s.latency_s for s in parts))
+                  max(s.latency_s for s in parts), steps)

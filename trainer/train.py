@@ -32,6 +32,7 @@ from cohort.trainer.is_correction import rollout_correction
 from cohort.trainer.learner import Learner, UpdateBatch, batched_logprobs
 from cohort.trainer.metrics import MetricsLog, plot_rewards
 from cohort.trainer.models import build_policy, frozen_reference
+from cohort.trainer.process import round_advantages
 from cohort.trainer.rollout import RolloutBatch, build_engine, concat_batches
 from cohort.trainer.scoring import Scorer, Scores, client_tls, merge_scores
 
@@ -159,7 +160,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                     old_logprobs = old_logprobs_of(input_ids, attention_mask, t)
             # 4. group advantages over valid rollouts; groups without signal drop out
             everything, scores = distributed.gather_round(batch, scores, comm, pad_id)  # all B rows, every rank
-            adv, rows = loss_rows(everything, scores, cfg)
+            adv, token_adv, rows, step_stats = loss_rows(everything, scores, cfg, tokenizer)  # token_adv: (B, T)
             rows = comm.local_rows(rows, cfg.batch_size)  # this rank's included rows
             # 5. num_iterations optimizer steps on the included rows only
             t_update = time.perf_counter()
@@ -167,7 +168,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                 update = learner.skip()
             else:
                 update_batch = UpdateBatch(input_ids[rows], attention_mask[rows], batch.completion_mask[rows].bool(),
-                                           adv.advantages.flatten()[comm.row_slice(cfg.batch_size)][rows],
+                                           token_adv[comm.row_slice(cfg.batch_size)][rows, :t],
                                            None if old_logprobs is None else old_logprobs[rows],
                                            None if ref_logprobs is None else ref_logprobs[rows],
                                            None if is_weights is None else is_weights[rows])
@@ -180,7 +181,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             update_s = time.perf_counter() - t_update
             # 6. log and checkpoint
             step_s = time.perf_counter() - t_step
-            record = round_metrics(everything, scores, adv, comm.sum_int(len(rows))) | update | is_metrics | {
+            record = round_metrics(everything, scores, adv, comm.sum_int(len(rows))) | step_stats | update | is_metrics | {
                 "time/step_s": step_s, "time/elapsed_s": time.perf_counter() - t_start,
                 "time/generate_s": gen_s, "time/update_s": update_s,
                 "verify/idle_s": idle_s, "verify/idle_frac": idle_s / step_s, "verify/latency_s": scores.latency_s,
@@ -254,13 +255,14 @@ def say(message: str, comm) -> None:
         print(message, flush=True)
 
 
-def loss_rows(batch: RolloutBatch, scores: Scores, cfg: TrainConfig) -> tuple[Advantages, Tensor]:
-    """Group advantages, and the rows (B indices) that enter the loss: valid rollouts of groups with signal."""
-    adv = group_advantages(scores.rewards, scores.valid, cfg.grpo.scale_rewards, cfg.grpo.adv_eps)
-    included = adv.included.flatten()  # (B,)
+def loss_rows(batch: RolloutBatch, scores: Scores, cfg: TrainConfig,
+              tokenizer=None) -> tuple[Advantages, Tensor, Tensor, dict[str, float]]:
+    """Group advantages, per-token advantages (B, T) (outcome, plus process ones from step rewards), the
+    rows (B indices) that enter the loss: valid rollouts of groups with signal, and step metrics."""
+    adv, token_adv, included, step_stats = round_advantages(batch, scores, cfg, tokenizer)  # (B, T), (B,)
     if cfg.grpo.mask_truncated_completions:
         included = included & ~batch.truncated
-    return adv, included.nonzero().squeeze(-1)
+    return adv, token_adv, included.nonzero().squeeze(-1), step_stats
 
 
 def reached_target(records: list[dict], cfg: TrainConfig) -> bool:

@@ -22,6 +22,7 @@ group ``cohort.verifiers``.
 from __future__ import annotations
 
 import enum
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -116,6 +117,18 @@ class GroupRequest:
     options: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(slots=True, frozen=True)
+class StepReward:
+    """The reward of one step of a completion (process supervision, DeepSeekMath 4.1.3).
+
+    ``end``: where the step ends, an exclusive offset into the completion in code points (a ``str``
+    index); a step begins where the previous one ended (the first at 0).
+    """
+
+    end: int
+    reward: float
+
+
 @dataclass(slots=True)
 class RolloutResult:
     index: int
@@ -126,6 +139,8 @@ class RolloutResult:
     detail: str = ""
     duration_s: float = 0.0
     flags: tuple[str, ...] = ()
+    steps: tuple[StepReward, ...] = ()
+    """Optional step rewards (only with status OK): ends strictly increasing within the completion."""
 
     @property
     def usable(self) -> bool:
@@ -140,11 +155,13 @@ class RolloutResult:
         components: Mapping[str, float] | None = None,
         detail: str = "",
         flags: Sequence[str] = (),
+        steps: Sequence[StepReward] = (),
     ) -> RolloutResult:
         """A real verdict. The default verdict is CORRECT for reward >= 1, INCORRECT for 0, else PARTIAL."""
         if verdict is None:
             verdict = Verdict.CORRECT if reward >= 1.0 else Verdict.INCORRECT if reward <= 0.0 else Verdict.PARTIAL
-        return cls(index, RolloutStatus.OK, verdict, float(reward), dict(components or {}), detail, 0.0, tuple(flags))
+        return cls(index, RolloutStatus.OK, verdict, float(reward), dict(components or {}), detail, 0.0, tuple(flags),
+                   tuple(steps))
 
     @classmethod
     def unusable(cls, index: int, status: RolloutStatus, detail: str) -> RolloutResult:
@@ -199,6 +216,28 @@ class Verifier(Protocol):
     # Optional: ``max_concurrency = 1`` tells the server that threads cannot speed this verifier up
     # (pure Python, no waiting); leave it out when the work waits on processes or the network.
     # Optional: ``close()`` releases worker pools when the server stops.
+
+
+def step_problem(steps: Sequence[StepReward], completion: str) -> str | None:
+    """Why ``steps`` are not well formed for ``completion`` (None when they are).
+
+    The contract: ends strictly increasing, each within ``1..len(completion)``, rewards finite.
+
+    >>> step_problem([StepReward(3, 1.0), StepReward(5, 0.0)], "2+2=4")
+    >>> step_problem([StepReward(3, 1.0), StepReward(3, 0.0)], "2+2=4")
+    'step 1 ends at 3, not after the previous end 3'
+    """
+    previous = 0
+    n = len(completion)
+    for j, s in enumerate(steps):
+        if not previous < s.end <= n:
+            if s.end > n:
+                return f"step {j} ends at {s.end}, past the completion's {n} characters"
+            return f"step {j} ends at {s.end}, not after the previous end {previous}"
+        if not math.isfinite(s.reward):
+            return f"step {j} has reward {s.reward}"
+        previous = s.end
+    return None
 
 
 class InvalidRequest(ValueError):

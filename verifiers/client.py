@@ -30,7 +30,16 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.tls import ClientTls, aio_channel
 from cohort.verifiers import convert
-from cohort.verifiers.base import GroupRequest, GroupResult, Reference, Rollout, RolloutResult, RolloutStatus
+from cohort.verifiers.base import (
+    GroupRequest,
+    GroupResult,
+    Reference,
+    Rollout,
+    RolloutResult,
+    RolloutStatus,
+    StepReward,
+    step_problem,
+)
 
 log = logging.getLogger("cohort.verifiers.client")
 
@@ -89,6 +98,8 @@ class ScoredRollout:
     status: RolloutStatus
     components: Mapping[str, float]
     detail: str = ""
+    steps: Mapping[str, tuple[StepReward, ...]] = field(default_factory=dict)
+    """Step rewards per verifier that sent any (process supervision), only when usable."""
 
     @property
     def usable(self) -> bool:
@@ -305,7 +316,7 @@ def combine(rollouts: Sequence[Rollout], results: Mapping[str, GroupResult], wei
     """Weighted sum per rollout; components ``name`` and ``name/component``; unusable if any verifier is."""
     scored = []
     for pos, rollout in enumerate(rollouts):
-        reward, components, details = 0.0, {}, []
+        reward, components, details, steps = 0.0, {}, [], {}
         status = RolloutStatus.OK
         for name, group in results.items():
             r = group.results[pos]
@@ -316,7 +327,11 @@ def combine(rollouts: Sequence[Rollout], results: Mapping[str, GroupResult], wei
             components.update({f"{name}/{k}": v for k, v in r.components.items()})
             if r.detail:
                 details.append(f"{name}: {r.detail}")
-        scored.append(ScoredRollout(rollout.index, reward if status is RolloutStatus.OK else 0.0, status, components, " | ".join(details)))
+            if r.steps:
+                steps[name] = r.steps
+        ok = status is RolloutStatus.OK
+        scored.append(ScoredRollout(rollout.index, reward if ok else 0.0, status, components, " | ".join(details),
+                                    steps if ok else {}))
     return scored
 
 
@@ -344,8 +359,22 @@ def _checked(name: str, groups: list[GroupRequest], response: pb.BatchVerifyGrou
             log.error("verifier %s: %s", name, detail)
             out.append(_unusable(g, name, RolloutStatus.VERIFIER_ERROR, detail))
             continue
-        out.append(result)
+        out.append(_checked_steps(name, g, result, address) if any(r.steps for r in result.results) else result)
     return out
+
+
+def _checked_steps(name: str, group: GroupRequest, result: GroupResult, address: str) -> GroupResult:
+    """Step rewards checked against the completions they describe (the server should have): a malformed
+    set makes that rollout VERIFIER_ERROR; steps of a result that is not OK are dropped."""
+    rows = []
+    for rollout, r in zip(group.rollouts, result.results):
+        if r.steps and r.status is not RolloutStatus.OK:
+            r = RolloutResult(r.index, r.status, r.verdict, r.reward, r.components, r.detail, r.duration_s, r.flags)
+        elif r.steps and (problem := step_problem(r.steps, rollout.completion)) is not None:
+            log.error("verifier %s @ %s, group %r rollout %d: %s", name, address, group.group_id, r.index, problem)
+            r = RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"{address} sent malformed step rewards: {problem}")
+        rows.append(r)
+    return GroupResult(result.group_id, result.verifier, result.verifier_version, tuple(rows), result.duration_s)
 
 
 def _unusable(group: GroupRequest, name: str, status: RolloutStatus, detail: str) -> GroupResult:

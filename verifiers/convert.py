@@ -19,6 +19,7 @@ from cohort.verifiers.base import (
     Rollout,
     RolloutResult,
     RolloutStatus,
+    StepReward,
     Verdict,
 )
 
@@ -159,6 +160,10 @@ def _fill_result(msg: pb.RolloutResult, result: RolloutResult) -> None:
             components[key] = value
     if result.flags:
         msg.flags.extend(result.flags)
+    if result.steps:
+        add = msg.steps.add
+        for step in result.steps:
+            add(end=step.end, reward=step.reward)
 
 
 def result_to_pb(result: RolloutResult) -> pb.RolloutResult:
@@ -228,6 +233,12 @@ def _fill_columns(msg: pb.ResultColumns, groups: Sequence[GroupResult], first_gr
     flags = [r.flags for r in results]
     msg.flag_counts.extend([len(f) for f in flags])
     msg.flags.extend([f for fs in flags for f in fs])
+    steps = [r.steps for r in results]
+    # counts always (a byte a row), so that chunk replies joined as bytes line up whichever chunks have steps
+    msg.step_counts.extend([len(s) for s in steps])
+    if any(steps):
+        msg.step_ends.extend([x.end for s in steps for x in s])
+        msg.step_rewards.extend([x.reward for s in steps for x in s])
 
 
 def _results_from_columns(msg: pb.ResultColumns, shares: Sequence[float]) -> list[RolloutResult]:
@@ -251,6 +262,7 @@ def _results_from_columns(msg: pb.ResultColumns, shares: Sequence[float]) -> lis
         raise MalformedMessage(f"component_counts sum to {sum(counts)} for {len(names)} names and {len(values)} values")
     if sum(flag_counts) != len(flag_names):
         raise MalformedMessage(f"flag_counts sum to {sum(flag_counts)} for {len(flag_names)} flags")
+    steps = _steps_from_columns(msg, n)
     k = counts[0] if counts else 0
     # the usual case: every row has the same names in the same order (counts checked first: then the
     # comparison list is exactly as long as `names`)
@@ -263,14 +275,27 @@ def _results_from_columns(msg: pb.ResultColumns, shares: Sequence[float]) -> lis
     flag_it = iter(flag_names)
     flags = [tuple(islice(flag_it, c)) if c else () for c in flag_counts] if flag_names else [()] * n
     statuses, verdicts, unspecified = _STATUS_FROM_PB, _VERDICT_FROM_PB, Verdict.UNSPECIFIED
-    rows = zip(index, status, verdict, reward, components, detail, seconds, flags)
+    rows = zip(index, status, verdict, reward, components, detail, seconds, flags, steps)
     if statuses.keys() >= set(status):
-        return [RolloutResult(i, statuses[s], verdicts.get(v, unspecified), w, c, d, t, f) for i, s, v, w, c, d, t, f in rows]
+        return [RolloutResult(i, statuses[s], verdicts.get(v, unspecified), w, c, d, t, f, p) for i, s, v, w, c, d, t, f, p in rows]
     return [  # UNSPECIFIED or a value from a newer server: not a usable verdict
-        RolloutResult(i, statuses[s], verdicts.get(v, unspecified), w, c, d, t, f) if s in statuses
+        RolloutResult(i, statuses[s], verdicts.get(v, unspecified), w, c, d, t, f, p) if s in statuses
         else RolloutResult.unusable(i, RolloutStatus.VERIFIER_ERROR, f"server sent status {s}")
-        for i, s, v, w, c, d, t, f in rows
+        for i, s, v, w, c, d, t, f, p in rows
     ]
+
+
+def _steps_from_columns(msg: pb.ResultColumns, n: int) -> list[tuple[StepReward, ...]]:
+    """Each row's step rewards; all rows empty when the server sent no step columns (it predates them)."""
+    counts, ends, rewards = list(msg.step_counts), list(msg.step_ends), list(msg.step_rewards)
+    if not counts and not ends and not rewards:
+        return [()] * n
+    if len(counts) != n:
+        raise MalformedMessage(f"result columns do not line up: {n} indexes, {len(counts)} step_counts")
+    if not sum(counts) == len(ends) == len(rewards):
+        raise MalformedMessage(f"step_counts sum to {sum(counts)} for {len(ends)} ends and {len(rewards)} rewards")
+    pairs = iter(list(map(StepReward, ends, rewards)))
+    return [tuple(islice(pairs, c)) if c else () for c in counts]
 
 
 def batch_result_from_pb(msg: pb.BatchVerifyGroupsResponse) -> list[GroupResult]:
@@ -326,6 +351,7 @@ def group_result_from_pb(msg: pb.VerifyGroupResponse) -> GroupResult:
         total += seconds
         rc = r.reward_components
         flags = r.flags
+        steps = r.steps
         results.append(RolloutResult(
             r.index,
             status,
@@ -335,6 +361,7 @@ def group_result_from_pb(msg: pb.VerifyGroupResponse) -> GroupResult:
             r.detail,
             seconds,
             tuple(flags) if flags else (),
+            tuple([StepReward(x.end, x.reward) for x in steps]) if steps else (),
         ))
     return GroupResult(msg.group_id, msg.verifier, msg.verifier_version, tuple(results), group_s or total)
 

@@ -38,7 +38,16 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 from cohort import __version__
 from cohort.grpc_runtime import GrpcRuntime, RuntimeOptions, abort_draining, bind_error
 from cohort.verifiers import convert
-from cohort.verifiers.base import GroupRequest, GroupResult, InvalidRequest, RolloutResult, RolloutStatus, Verifier, VerifyContext
+from cohort.verifiers.base import (
+    GroupRequest,
+    GroupResult,
+    InvalidRequest,
+    RolloutResult,
+    RolloutStatus,
+    Verifier,
+    VerifyContext,
+    step_problem,
+)
 from cohort.verifiers.metrics import ServerMetrics
 from cohort.verifiers.procs import ScoringProcesses, gil_bound
 
@@ -144,6 +153,8 @@ class Scorer:
                 log.exception("verifier %s failed on group %r", group.verifier, group.group_id)
                 results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"verifier raised {exc!r}") for r in group.rollouts]
         results = _match_results(group, results)
+        if any(r.steps for r in results):
+            results = _checked_steps(group, results)
         if self.metrics is not None:
             self.metrics.observe_results(group.verifier, results)
         return GroupResult(group.group_id, group.verifier, verifier.version, tuple(results), time.perf_counter() - start)
@@ -203,6 +214,21 @@ def _match_results(group: GroupRequest, results: list[RolloutResult]) -> list[Ro
             for ro in group.rollouts
         ]
     return matched
+
+
+def _checked_steps(group: GroupRequest, results: list[RolloutResult]) -> list[RolloutResult]:
+    """Step rewards as the contract has them: malformed ones make the rollout VERIFIER_ERROR (a verifier
+    bug, never a reward); the steps of a result that is not OK are dropped (they mean nothing there)."""
+    out = []
+    for rollout, r in zip(group.rollouts, results):
+        if r.steps and r.status is not RolloutStatus.OK:
+            r = replace(r, steps=())
+        elif r.steps and (problem := step_problem(r.steps, rollout.completion)) is not None:
+            log.error("verifier %s, group %r rollout %d: malformed step rewards: %s", group.verifier, group.group_id,
+                      r.index, problem)
+            r = RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"verifier sent malformed step rewards: {problem}")
+        out.append(r)
+    return out
 
 
 class VerifierServicer(pb_grpc.VerifierServiceServicer):

@@ -14,7 +14,8 @@ Each line is a JSON object::
   name it was given (a different name is an error). ``group_id`` defaults to ``name``.
 - ``expect`` has one entry per rollout, matched by ``index``. ``status`` defaults to ``OK``;
   ``verdict``, ``reward`` (compared within 1e-6) and ``components`` (a subset of the returned
-  components, same tolerance) are checked when present. Enum names may be short (``CORRECT``)
+  components, same tolerance) and ``steps`` (``[[end, reward], ...]``, the step rewards exactly, ends
+  equal and rewards within the tolerance) are checked when present. Enum names may be short (``CORRECT``)
   or full (``VERDICT_CORRECT``). A non-OK status takes no reward: it is not a judgement.
 - Blank lines and lines starting with ``#`` are ignored.
 """
@@ -42,6 +43,7 @@ class Expectation:
     verdict: str | None = None  # full enum name, e.g. VERDICT_CORRECT
     reward: float | None = None
     components: tuple[tuple[str, float], ...] = ()
+    steps: tuple[tuple[int, float], ...] | None = None  # (end, reward) per step, when the case says
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def _enum_name(value: object, enum: str, prefix: str, where: str) -> str:
 def _expectation(raw: object, where: str) -> Expectation:
     if not isinstance(raw, dict) or "index" not in raw:
         raise CasesError(f"{where}: each expectation is an object with an 'index'")
-    unknown = set(raw) - {"index", "status", "verdict", "reward", "components"}
+    unknown = set(raw) - {"index", "status", "verdict", "reward", "components", "steps"}
     if unknown:
         raise CasesError(f"{where}: unknown keys {sorted(unknown)}")
     status = _enum_name(raw.get("status", "OK"), "RolloutStatus", "ROLLOUT_STATUS_", where)
@@ -80,12 +82,17 @@ def _expectation(raw: object, where: str) -> Expectation:
     components = raw.get("components") or {}
     if not isinstance(components, dict) or not all(isinstance(v, (int, float)) for v in components.values()):
         raise CasesError(f"{where}: components must map names to numbers")
+    steps = raw.get("steps")
+    if steps is not None and not (isinstance(steps, list) and all(
+            isinstance(s, list) and len(s) == 2 and isinstance(s[0], int) and isinstance(s[1], (int, float)) for s in steps)):
+        raise CasesError(f"{where}: steps must be a list of [end, reward] pairs")
     return Expectation(
         index=int(raw["index"]),
         status=status,
         verdict=verdict,
         reward=None if reward is None else float(reward),
         components=tuple(sorted((str(k), float(v)) for k, v in components.items())),
+        steps=None if steps is None else tuple((int(e), float(r)) for e, r in steps),
     )
 
 

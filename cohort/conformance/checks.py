@@ -147,6 +147,11 @@ def _expectation_problems(t: Target, results_by_case: dict[str, dict[int, pb.Rol
                 have = r.reward_components.get(name)
                 if have is None or abs(have - value) > REWARD_TOLERANCE:
                     problems.append(f"{where}: component {name}={have}, expected {value:g}")
+            if e.steps is not None:
+                have_steps = [(s.end, s.reward) for s in r.steps]
+                if [x[0] for x in have_steps] != [x[0] for x in e.steps] or any(
+                        abs(a[1] - b[1]) > REWARD_TOLERANCE for a, b in zip(have_steps, e.steps)):
+                    problems.append(f"{where}: steps {have_steps}, expected {list(e.steps)}")
     return problems
 
 
@@ -165,6 +170,32 @@ def check_known_answers(t: Target) -> str:
         raise CheckFailed(f"{len(problems)} wrong: " + "; ".join(problems[:3]))
     n = sum(len(c.expect) for c in t.cases)
     return f"{len(t.cases)} cases, {n} rollouts, through BatchVerifyGroups and VerifyGroup"
+
+
+@rule("steps", "step rewards (optional) only on OK results, ends increasing within the completion, rewards finite")
+def check_steps(t: Target) -> str:
+    from cohort.verifiers.base import StepReward, step_problem
+
+    batch = t.batch()
+    response = call(lambda: t.call_batch(batch), "BatchVerifyGroups of all cases")
+    problems, rollouts, steps = [], 0, 0
+    for req, resp in zip(batch.requests, response.responses):
+        completions = {r.index: r.completion for r in req.rollouts}
+        for r in resp.results:
+            if not r.steps:
+                continue
+            rollouts += 1
+            steps += len(r.steps)
+            where = f"group {req.group_id!r} rollout {r.index}"
+            if r.status != pb.ROLLOUT_STATUS_OK:
+                problems.append(f"{where}: step rewards on a {pb.RolloutStatus.Name(r.status)} result")
+            elif (problem := step_problem([StepReward(s.end, s.reward) for s in r.steps], completions.get(r.index, ""))):
+                problems.append(f"{where}: {problem} (completion of {len(completions.get(r.index, ''))} characters)")
+    if problems:
+        raise CheckFailed(f"{len(problems)} malformed: " + "; ".join(problems[:3]))
+    if not rollouts:
+        return "no step rewards (they are optional)"
+    return f"{steps} step rewards on {rollouts} rollouts, all well formed"
 
 
 def _scrambled(t: Target) -> pb.BatchVerifyGroupsRequest:

@@ -58,6 +58,10 @@ Replace :func:`score` with your own judgement; keep the contract:
   server answers INVALID_ARGUMENT.
 - Be pure: the same group gives the same results, in any thread, at any concurrency.
   Hard time limits come from killable worker processes, never ``signal.alarm``.
+- Optional process supervision: ``RolloutResult.ok(..., steps=[StepReward(end, reward), ...])``
+  rewards steps of the completion, each ending at a character offset (a ``str`` index; increasing,
+  within the completion). A trainer with this verifier as ``kind: process`` turns them into
+  per-token advantages. :func:`score` shows one step: the last answer block.
 
 >>> v = $cls()
 >>> g = GroupRequest("$name", (Rollout(0, "<answer>4</answer>"), Rollout(1, "five")), Reference(answer="4"))
@@ -75,6 +79,7 @@ from cohort.verifiers.base import (
     Rollout,
     RolloutResult,
     RolloutStatus,
+    StepReward,
     Verdict,
     VerifyContext,
     option,
@@ -99,7 +104,11 @@ def score(rollout: Rollout, gold: str, case_sensitive: bool) -> RolloutResult:
     if not answer:
         return RolloutResult.ok(rollout.index, 0.0, Verdict.NO_ANSWER, {"match": 0.0}, "no answer")
     match = answer == normalise(gold, case_sensitive)
-    return RolloutResult.ok(rollout.index, float(match), None, {"match": float(match)}, f"answer {answer[:60]!r}")
+    # optional step rewards: here one step, ending where the last answer block ends
+    blocks = list(ANSWER_RE.finditer(rollout.completion))
+    steps = [StepReward(blocks[-1].end(), float(match))] if blocks else []
+    return RolloutResult.ok(rollout.index, float(match), None, {"match": float(match)}, f"answer {answer[:60]!r}",
+                            steps=steps)
 
 
 class $cls:
@@ -117,7 +126,7 @@ class $cls:
 '''
 
 CASES = """\
-{"name": "basics", "request": {"reference": {"answer": "42"}, "rollouts": [{"index": 0, "completion": "<think>6*7</think><answer>42</answer>"}, {"index": 1, "completion": "<answer>41</answer>"}, {"index": 2, "completion": "<answer> </answer>"}]}, "expect": [{"index": 0, "verdict": "CORRECT", "reward": 1.0, "components": {"match": 1}}, {"index": 1, "verdict": "INCORRECT", "reward": 0.0}, {"index": 2, "verdict": "NO_ANSWER", "reward": 0.0}]}
+{"name": "basics", "request": {"reference": {"answer": "42"}, "rollouts": [{"index": 0, "completion": "<think>6*7</think><answer>42</answer>"}, {"index": 1, "completion": "<answer>41</answer>"}, {"index": 2, "completion": "<answer> </answer>"}]}, "expect": [{"index": 0, "verdict": "CORRECT", "reward": 1.0, "components": {"match": 1}, "steps": [[37, 1.0]]}, {"index": 1, "verdict": "INCORRECT", "reward": 0.0, "steps": [[19, 0.0]]}, {"index": 2, "verdict": "NO_ANSWER", "reward": 0.0}]}
 {"name": "case", "request": {"reference": {"answer": "Paris"}, "options": {"case_sensitive": "true"}, "rollouts": [{"index": 3, "completion": "<answer>paris</answer>"}, {"index": 8, "completion": "<answer>Paris</answer>"}]}, "expect": [{"index": 3, "verdict": "INCORRECT", "reward": 0.0}, {"index": 8, "verdict": "CORRECT", "reward": 1.0}]}
 {"name": "bad-gold", "request": {"reference": {"answer": " "}, "rollouts": [{"index": 0, "completion": "<answer>1</answer>"}]}, "expect": [{"index": 0, "status": "INVALID_REFERENCE"}]}
 """

@@ -16,7 +16,7 @@ from cohort.tls import ClientTls, channel
 CLIENT_MESSAGE_BYTES = 256 * 1024 * 1024
 
 # (index, status, verdict, reward, components): what must not change between two identical calls.
-Outcome = tuple[int, str, str, float, tuple[tuple[str, float], ...]]
+Outcome = tuple[int, str, str, float, tuple[tuple[str, float], ...], tuple[tuple[int, float], ...]]  # ..., components, steps
 
 
 class CheckFailed(Exception):
@@ -59,16 +59,18 @@ def outcome(result: pb.RolloutResult) -> Outcome:
         pb.Verdict.Name(result.verdict),
         result.reward,
         tuple(sorted(result.reward_components.items())),
+        tuple((s.end, s.reward) for s in result.steps),
     )
 
 
 def describe(o: Outcome) -> str:
-    _, status, verdict, reward, components = o
+    _, status, verdict, reward, components, steps = o
     status = status.removeprefix("ROLLOUT_STATUS_")
     if status != "OK":
         return status
     comps = ", ".join(f"{k}={v:g}" for k, v in components)
-    return f"{verdict.removeprefix('VERDICT_')} reward={reward!r}" + (f" ({comps})" if comps else "")
+    return (f"{verdict.removeprefix('VERDICT_')} reward={reward!r}" + (f" ({comps})" if comps else "")
+            + (f" steps={list(steps)}" if steps else ""))
 
 
 @dataclass

@@ -44,6 +44,7 @@ DEFECTS = {
     "reflection_hangs": "server reflection accepts the stream and never answers",
     "no_sigterm": "no SIGTERM handler: dies at once, dropping in-flight calls",
     "bad_columns": "answers RESULT_LAYOUT_COLUMNS with a reward column one entry short",
+    "bad_steps": "step rewards that end past the completion",
 }
 
 
@@ -62,9 +63,10 @@ def score(rollout: pb.Rollout, gold: str, case_sensitive: bool, defect: str) -> 
                                 reward=0.0, reward_components={"match": 0.0})
     match = answer == normalise(gold, case_sensitive) or defect == "wrong_answer"
     reward = float(match) + (random.random() * 1e-9 if defect == "nondeterministic" else 0.0)
+    steps = [pb.StepReward(end=len(rollout.completion) + 1, reward=reward)] if defect == "bad_steps" else []
     return pb.RolloutResult(index=rollout.index, status=pb.ROLLOUT_STATUS_OK,
                             verdict=pb.VERDICT_CORRECT if match else pb.VERDICT_INCORRECT,
-                            reward=reward, reward_components={"match": float(match)})
+                            reward=reward, reward_components={"match": float(match)}, steps=steps)
 
 
 class Servicer(pb_grpc.VerifierServiceServicer):

@@ -47,7 +47,7 @@ def test_format_verifier_passes_every_rule_through_the_cli():
     assert f"{len(RULES)} passed, 0 failed, 0 skipped" in proc.stdout
 
 
-@pytest.mark.parametrize("name", ["math", "code"])
+@pytest.mark.parametrize("name", ["math", "code", "steps"])
 def test_builtin_verifier_passes_every_rule(name):
     cases = load_cases(ROOT / "tests" / "conformance" / "cases" / f"{name}.jsonl", name)
     results = run_kit("127.0.0.1:0", name, cases, server_cmd=f"{sys.executable} -m cohort.cli serve {name} --port {{port}}")
@@ -74,6 +74,7 @@ DEFECTS = {
     "hang": ("deadline", "keeps working on (or hangs in)"),
     "no_sigterm": ("sigterm", "exited with code -15"),
     "bad_columns": ("columns", "do not line up"),
+    "bad_steps": ("steps", "past the completion"),
 }
 
 

@@ -59,7 +59,7 @@ def global_batch(cfg) -> tuple[UpdateBatch, torch.Tensor]:
     lengths = torch.tensor([6, 5, 6, 4, 1, 2, 1, 1])
     loss_mask = torch.arange(t)[None, :] < lengths[:, None]  # (B, T)
     attention[:, tp:] = loss_mask.long()
-    advantages = torch.randn(b, generator=g)
+    advantages = torch.randn(b, generator=g)[:, None].expand(b, t)  # (B, T)
     old = batched_logprobs(policy, ids, attention, t, 1.0, 8) + 0.05 * torch.randn(b, t, generator=g)
     included = torch.tensor([True, True, False, True, True, False, False, False])
     return UpdateBatch(ids, attention, loss_mask, advantages, old, None), included
@@ -171,7 +171,7 @@ class MiniRun:
             adv, included = local_advantages(rewards, valid, gsize, self.comm)
             rows = included.nonzero().squeeze(-1)
             update = UpdateBatch(batch.input_ids[rows], batch.attention_mask[rows], batch.completion_mask[rows].bool(),
-                                 adv[rows], None, None)
+                                 adv[rows][:, None].expand(-1, batch.completion_mask.shape[1]), None, None)
             records.append(self.learner.step(update))
             self.engine.sync_weights(unwrap(self.policy))
         return records

@@ -144,7 +144,7 @@ def _batch(rows: int) -> UpdateBatch:
     ids = torch.randint(4, 19, (rows, 7), generator=g)
     mask = torch.ones(rows, 3, dtype=torch.bool)
     mask[0, 2] = False
-    return UpdateBatch(ids, torch.ones_like(ids), mask, torch.tensor([1.0, -0.5])[:rows], None, None)
+    return UpdateBatch(ids, torch.ones_like(ids), mask, torch.tensor([1.0, -0.5])[:rows, None].expand(-1, 3), None, None)
 
 
 def test_zero_loss_padding_changes_no_weight():
@@ -161,7 +161,7 @@ def test_padding_an_empty_rank_gives_a_zero_gradient():
     policy, learner = _tiny_learner(micro=2)
     before = {k: v.clone() for k, v in policy.state_dict().items()}
     empty = UpdateBatch(torch.zeros(0, 7, dtype=torch.long), torch.zeros(0, 7, dtype=torch.long),
-                        torch.zeros(0, 3, dtype=torch.bool), torch.zeros(0), None, None)
+                        torch.zeros(0, 3, dtype=torch.bool), torch.zeros(0, 3), None, None)
     stats = learner.step(empty)  # padded to one all-attending row with no loss token
     assert stats["policy/grad_norm"] == 0.0
     assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())

@@ -29,7 +29,7 @@ def group_batch(tok, completions: list[str], rewards: list[float]):
     am = torch.ones_like(ids)
     loss_mask = torch.ones(len(comp), len(comp[0]), dtype=torch.bool)
     adv = group_advantages(torch.tensor([rewards]), torch.ones(1, len(rewards), dtype=torch.bool)).advantages[0]
-    return ids, am, loss_mask, adv
+    return ids, am, loss_mask, adv[:, None].expand_as(loss_mask)  # (G, T): the outcome advantage on every token
 
 
 def padded_batch(tok, completions: list[str]):
@@ -77,7 +77,7 @@ def test_gradient_matches_the_analytic_policy_gradient():
     ids, am, mask, adv = group_batch(tok, ["5", "7"], [1.0, 0.0])
     learner = Learner(model, cfg)
     lp, _ = token_logprobs(model, ids, am, 2)
-    surrogate = -(adv[:, None] * lp).sum() / mask.sum()
+    surrogate = -(adv * lp).sum() / mask.sum()
     want = torch.autograd.grad(surrogate, [model.lm_head.weight])[0]
     model.zero_grad()
     from cohort.trainer.loss import LossInputs, loss_denominator, policy_loss
@@ -103,7 +103,7 @@ def test_kl_pulls_towards_the_reference(seed):
     learner = Learner(model, cfg)
     gap_before = (seq_logprob(model, ids, am, 2) - ref_lp).abs().sum()
     for _ in range(5):
-        learner.step(UpdateBatch(ids, am, mask, torch.zeros(2), None, ref_tok))
+        learner.step(UpdateBatch(ids, am, mask, torch.zeros(mask.shape), None, ref_tok))
     gap_after = (seq_logprob(model, ids, am, 2) - ref_lp).abs().sum()
     assert gap_after < gap_before
 
@@ -119,7 +119,7 @@ def test_length_bucketed_micro_batches_give_the_full_batch_gradient(cost):
         cfg = cfg.model_copy(update={"optim": cfg.optim.model_copy(
             update={"micro_batch_size": 2, "max_grad_norm": 1e9, "micro_batch_cost_tokens": cost})})
         ids, am, mask, width = padded_batch(tok, ["5", "1234567", "7", "45"])
-        adv = torch.tensor([1.0, -0.5, 0.7, -1.2])
+        adv = torch.tensor([1.0, -0.5, 0.7, -1.2])[:, None] + 0.1 * torch.arange(width)  # (B, T) per token
         lp, _ = token_logprobs(model, ids, am, width)
         full = policy_loss(LossInputs(lp, lp.detach(), adv, mask), Learner(model, cfg).loss_cfg,
                            loss_denominator(mask, loss_type, cfg.rollout.max_completion_length))
@@ -202,7 +202,7 @@ def test_first_pass_logprobs_serve_as_pi_old_for_the_next_passes():
     reference = copy.deepcopy(model)
     other = copy.deepcopy(model)
     ref_lp = batched_logprobs(reference, ids, am, width, 1.0, 4)
-    batch = UpdateBatch(ids, am, mask, torch.tensor([1.0, -0.5, 0.7, -1.2]), None, ref_lp)
+    batch = UpdateBatch(ids, am, mask, torch.tensor([1.0, -0.5, 0.7, -1.2])[:, None].expand_as(mask), None, ref_lp)
     old = batched_logprobs(other, ids, am, width, 1.0, 4)  # the extra forward TRL runs
     with_forward = Learner(other, cfg)
     for _ in range(2):

@@ -47,7 +47,7 @@ def two_by_three():
     old = torch.log(torch.tensor([[0.5, 0.4, 0.3], [0.5, 0.9, 0.2]]))
     ref = torch.log(torch.tensor([[0.25, 0.6, 0.3], [0.4, 0.45, 0.1]]))
     mask = torch.tensor([[True, True, True], [True, True, False]])
-    adv = torch.tensor([1.0, -1.0])
+    adv = torch.tensor([[1.0] * 3, [-1.0] * 3])  # (B, T): one advantage per sequence, on each token
     return logprobs, old, ref, mask, adv
 
 
@@ -100,7 +100,7 @@ def reference_loss(logprobs, old, ref, mask, adv, cfg: LossConfig):
             if not mask[i, t]:
                 continue
             rho = math.exp(logprobs[i, t] - old[i, t])
-            a = float(adv[i])
+            a = float(adv[i, t])
             obj = min(rho * a, min(max(rho, 1 - cfg.epsilon), 1 + cfg.epsilon_high) * a)
             d = float(ref[i, t] - logprobs[i, t])
             obj -= cfg.beta * (math.exp(d) - d - 1)
@@ -124,7 +124,7 @@ def test_equals_reference_formula_on_random_batches(loss_type):
         ref = logprobs + (torch.rand(b, t, generator=gen, dtype=torch.float64) - 0.5)
         lengths = torch.randint(1, t + 1, (b,), generator=gen)
         mask = torch.arange(t)[None] < lengths[:, None]
-        adv = torch.randn(b, generator=gen, dtype=torch.float64)
+        adv = torch.randn(b, t, generator=gen, dtype=torch.float64)  # per token (process supervision)
         cfg = LossConfig(loss_type, 0.2, 0.28, 0.04, max_completion_length=t)
         got = policy_loss(LossInputs(logprobs, old, adv, mask, ref), cfg, loss_denominator(mask, loss_type, t))
         assert got.loss.item() == pytest.approx(reference_loss(logprobs, old, ref, mask, adv, cfg), abs=1e-6)
@@ -136,7 +136,7 @@ def test_micro_batches_sum_to_the_full_batch_loss_and_gradient():
     base = -torch.rand(b, t, generator=gen, dtype=torch.float64)
     old = base + 0.1 * torch.randn(b, t, generator=gen, dtype=torch.float64)
     mask = torch.arange(t)[None] < torch.randint(1, t + 1, (b,), generator=gen)[:, None]
-    adv = torch.randn(b, generator=gen, dtype=torch.float64)
+    adv = torch.randn(b, t, generator=gen, dtype=torch.float64)
     for loss_type in ("grpo", "dapo", "dr_grpo"):
         cfg = LossConfig(loss_type, max_completion_length=t)
         den = loss_denominator(mask, loss_type, t)
@@ -154,7 +154,7 @@ def test_micro_batches_sum_to_the_full_batch_loss_and_gradient():
 def test_gradient_is_zero_where_the_clip_is_active():
     lp = torch.log(torch.tensor([[0.6, 0.6]], dtype=torch.float64)).requires_grad_(True)
     old = torch.log(torch.tensor([[0.4, 0.59]], dtype=torch.float64))  # rho = 1.5 (clipped), ~1.017 (inside)
-    out = policy_loss(LossInputs(lp, old, torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 2, dtype=torch.bool)),
+    out = policy_loss(LossInputs(lp, old, torch.tensor([[1.0, 1.0]], dtype=torch.float64), torch.ones(1, 2, dtype=torch.bool)),
                       LossConfig("dapo"), 2.0)
     out.loss.backward()
     assert lp.grad[0, 0].item() == 0.0

@@ -96,7 +96,7 @@ def test_unreachable_verifier_masks_its_rollouts_and_the_update_ignores_them(tmp
     assert scores1.valid.all() and not scores2.valid.any()
     assert scores1.rewards.flatten().tolist() == pytest.approx([1.0, 0.2, 1.0, 0.2, 1.0, 1.0, 0.2, 0.2])
     batch, scores = concat_batches([part1, part2], tok.pad_token_id), merge_scores([scores1, scores2])
-    adv, rows = loss_rows(batch, scores, cfg)
+    adv, token_adv, rows, _ = loss_rows(batch, scores, cfg)
     assert rows.max() < 8  # no row of chunk 2 enters the loss
     assert round_metrics(batch, scores, adv, len(rows))["verify/unusable_frac"] == 0.5
 
@@ -109,9 +109,9 @@ def test_unreachable_verifier_masks_its_rollouts_and_the_update_ignores_them(tmp
                                  advantages[rows_], None, ref))
         return model.state_dict()
 
-    with_failures = update(batch, rows, adv.advantages.flatten())
-    adv1, rows1 = loss_rows(part1, scores1, cfg)  # the round without the failed rollouts
-    without = update(concat_batches([part1], tok.pad_token_id), rows1, adv1.advantages.flatten())
+    with_failures = update(batch, rows, token_adv)
+    _, token_adv1, rows1, _ = loss_rows(part1, scores1, cfg)  # the round without the failed rollouts
+    without = update(concat_batches([part1], tok.pad_token_id), rows1, token_adv1)
     # batch pads completions to the longer chunk; the extra padded positions carry no loss
     for k in without:
         assert torch.allclose(with_failures[k], without[k], atol=1e-6), k

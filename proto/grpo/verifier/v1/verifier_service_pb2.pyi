@@ -146,7 +146,7 @@ class VerifyGroupRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., verifier: _Optional[str] = ..., prompt: _Optional[str] = ..., reference: _Optional[_Union[Reference, _Mapping]] = ..., rollouts: _Optional[_Iterable[_Union[Rollout, _Mapping]]] = ..., rollout_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., options: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RolloutResult(_message.Message):
-    __slots__ = ("index", "status", "verdict", "reward", "reward_components", "detail", "verify_duration", "flags")
+    __slots__ = ("index", "status", "verdict", "reward", "reward_components", "detail", "verify_duration", "flags", "steps")
     class RewardComponentsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +162,7 @@ class RolloutResult(_message.Message):
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     VERIFY_DURATION_FIELD_NUMBER: _ClassVar[int]
     FLAGS_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
     index: int
     status: RolloutStatus
     verdict: Verdict
@@ -170,7 +171,16 @@ class RolloutResult(_message.Message):
     detail: str
     verify_duration: _duration_pb2.Duration
     flags: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, index: _Optional[int] = ..., status: _Optional[_Union[RolloutStatus, str]] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., reward: _Optional[float] = ..., reward_components: _Optional[_Mapping[str, float]] = ..., detail: _Optional[str] = ..., verify_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., flags: _Optional[_Iterable[str]] = ...) -> None: ...
+    steps: _containers.RepeatedCompositeFieldContainer[StepReward]
+    def __init__(self, index: _Optional[int] = ..., status: _Optional[_Union[RolloutStatus, str]] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., reward: _Optional[float] = ..., reward_components: _Optional[_Mapping[str, float]] = ..., detail: _Optional[str] = ..., verify_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., flags: _Optional[_Iterable[str]] = ..., steps: _Optional[_Iterable[_Union[StepReward, _Mapping]]] = ...) -> None: ...
+
+class StepReward(_message.Message):
+    __slots__ = ("end", "reward")
+    END_FIELD_NUMBER: _ClassVar[int]
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    end: int
+    reward: float
+    def __init__(self, end: _Optional[int] = ..., reward: _Optional[float] = ...) -> None: ...
 
 class VerifyGroupResponse(_message.Message):
     __slots__ = ("group_id", "verifier", "verifier_version", "results", "verify_duration", "column_rows")
@@ -189,7 +199,7 @@ class VerifyGroupResponse(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., verifier: _Optional[str] = ..., verifier_version: _Optional[str] = ..., results: _Optional[_Iterable[_Union[RolloutResult, _Mapping]]] = ..., verify_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., column_rows: _Optional[int] = ...) -> None: ...
 
 class ResultColumns(_message.Message):
-    __slots__ = ("index", "status", "verdict", "reward", "detail", "verify_nanos", "component_counts", "component_names", "component_values", "flag_counts", "flags", "group")
+    __slots__ = ("index", "status", "verdict", "reward", "detail", "verify_nanos", "component_counts", "component_names", "component_values", "flag_counts", "flags", "group", "step_counts", "step_ends", "step_rewards")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     VERDICT_FIELD_NUMBER: _ClassVar[int]
@@ -202,6 +212,9 @@ class ResultColumns(_message.Message):
     FLAG_COUNTS_FIELD_NUMBER: _ClassVar[int]
     FLAGS_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
+    STEP_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    STEP_ENDS_FIELD_NUMBER: _ClassVar[int]
+    STEP_REWARDS_FIELD_NUMBER: _ClassVar[int]
     index: _containers.RepeatedScalarFieldContainer[int]
     status: _containers.RepeatedScalarFieldContainer[RolloutStatus]
     verdict: _containers.RepeatedScalarFieldContainer[Verdict]
@@ -214,7 +227,10 @@ class ResultColumns(_message.Message):
     flag_counts: _containers.RepeatedScalarFieldContainer[int]
     flags: _containers.RepeatedScalarFieldContainer[str]
     group: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, index: _Optional[_Iterable[int]] = ..., status: _Optional[_Iterable[_Union[RolloutStatus, str]]] = ..., verdict: _Optional[_Iterable[_Union[Verdict, str]]] = ..., reward: _Optional[_Iterable[float]] = ..., detail: _Optional[_Iterable[str]] = ..., verify_nanos: _Optional[_Iterable[int]] = ..., component_counts: _Optional[_Iterable[int]] = ..., component_names: _Optional[_Iterable[str]] = ..., component_values: _Optional[_Iterable[float]] = ..., flag_counts: _Optional[_Iterable[int]] = ..., flags: _Optional[_Iterable[str]] = ..., group: _Optional[_Iterable[int]] = ...) -> None: ...
+    step_counts: _containers.RepeatedScalarFieldContainer[int]
+    step_ends: _containers.RepeatedScalarFieldContainer[int]
+    step_rewards: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, index: _Optional[_Iterable[int]] = ..., status: _Optional[_Iterable[_Union[RolloutStatus, str]]] = ..., verdict: _Optional[_Iterable[_Union[Verdict, str]]] = ..., reward: _Optional[_Iterable[float]] = ..., detail: _Optional[_Iterable[str]] = ..., verify_nanos: _Optional[_Iterable[int]] = ..., component_counts: _Optional[_Iterable[int]] = ..., component_names: _Optional[_Iterable[str]] = ..., component_values: _Optional[_Iterable[float]] = ..., flag_counts: _Optional[_Iterable[int]] = ..., flags: _Optional[_Iterable[str]] = ..., group: _Optional[_Iterable[int]] = ..., step_counts: _Optional[_Iterable[int]] = ..., step_ends: _Optional[_Iterable[int]] = ..., step_rewards: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class BatchVerifyGroupsRequest(_message.Message):
     __slots__ = ("requests", "result_layout")

@@ -1,0 +1,259 @@
+"""Step rewards in the contract (rows, columns, server and client validation) and the `steps` verifier:
+phrasings, commas and currency, text without arithmetic, and hostile inputs that must stay bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent import futures
+
+import grpc
+import pytest
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
+from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
+
+from cohort.verifiers import convert
+from cohort.verifiers.base import (
+    GroupRequest,
+    GroupResult,
+    Reference,
+    Rollout,
+    RolloutResult,
+    RolloutStatus,
+    StepReward,
+    Verdict,
+    VerifyContext,
+    step_problem,
+)
+from cohort.verifiers.steps import StepsVerifier
+
+
+def score(*completions: str, gold: str | None = None) -> list[RolloutResult]:
+    group = GroupRequest("steps", tuple(Rollout(i, c) for i, c in enumerate(completions)), Reference(answer=gold))
+    return StepsVerifier().verify_group(group, VerifyContext())
+
+
+def steps_of(text: str, gold: str | None = None) -> list[tuple[str, float]]:
+    """Each step as (the text up to its end, reward): readable expectations."""
+    (r,) = score(text, gold=gold)
+    assert r.status is RolloutStatus.OK, r.detail
+    return [(text[: s.end], s.reward) for s in r.steps]
+
+
+# ---- the verifier ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("16 - 3 - 4 = 9", [("16 - 3 - 4 = 9", 1.0)]),
+    ("16 - 3 - 4 = 10", [("16 - 3 - 4 = 10", 0.0)]),
+    ("She eats 3 and bakes 4, so 16 - 3 - 4 = 9 eggs are left.", [("She eats 3 and bakes 4, so 16 - 3 - 4 = 9", 1.0)]),
+    ("Each sells for $2: 9 * 2 = $18 a day", [("Each sells for $2: 9 * 2 = $18", 1.0)]),
+    ("9*2=18\n18/4=4.5\n", [("9*2=18", 1.0), ("9*2=18\n18/4=4.5", 1.0)]),
+    ("2 × (3 + 4) = 14, and 14 ÷ 7 = 3", [("2 × (3 + 4) = 14", 1.0), ("2 × (3 + 4) = 14, and 14 ÷ 7 = 3", 0.0)]),
+    ("3 - 5 = -2 and -2 * -2 = 4", [("3 - 5 = -2", 1.0), ("3 - 5 = -2 and -2 * -2 = 4", 1.0)]),
+    ("2^10 = 1024 and 2**3 = 9", [("2^10 = 1024", 1.0), ("2^10 = 1024 and 2**3 = 9", 0.0)]),
+    ("10 / 3 = 3.33 but 10 / 3 = 3.34", [("10 / 3 = 3.33", 1.0), ("10 / 3 = 3.33 but 10 / 3 = 3.34", 0.0)]),
+    ("1/0 = 5", [("1/0 = 5", 0.0)]),  # a division by zero is a wrong step, not a crash
+])
+def test_steps_in_several_phrasings(text, expected):
+    assert steps_of(text) == expected
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("$1,200 / 4 = $300", [("$1,200 / 4 = $300", 1.0)]),
+    ("1,000 + 2,500 = 3,500", [("1,000 + 2,500 = 3,500", 1.0)]),
+    ("€1,234.50 + €0.50 = €1,235", [("€1,234.50 + €0.50 = €1,235", 1.0)]),
+    ("£3 * 4 = £13", [("£3 * 4 = £13", 0.0)]),
+    ("She had 3, 16 - 3 = 13", [("She had 3, 16 - 3 = 13", 1.0)]),  # "3, 16" is not a number: the step is 16 - 3
+])
+def test_commas_and_currency(text, expected):
+    assert steps_of(text) == expected
+
+
+@pytest.mark.parametrize("text", ["no arithmetic here", "x = 5", "Total = 18", "18 = 18", "a == b", "2 < 3 and 3 <= 4", ""])
+def test_text_without_an_arithmetic_step_has_no_steps(text):
+    (r,) = score(text)
+    assert r.status is RolloutStatus.OK and r.steps == () and r.verdict is Verdict.NO_ANSWER and r.reward == 0.0
+
+
+def test_final_answer_step_with_a_reference():
+    text = "16 - 3 - 4 = 9 eggs, 9 * 2 = 18. The answer is $18"
+    assert steps_of(text, gold="18") == [("16 - 3 - 4 = 9", 1.0), ("16 - 3 - 4 = 9 eggs, 9 * 2 = 18", 1.0), (text, 1.0)]
+    assert steps_of(text, gold="$20")[-1] == (text, 0.0)
+    # the last number is the last equation's result: one step, right only if both hold
+    assert steps_of("9 * 2 = 18", gold="18") == [("9 * 2 = 18", 1.0)]
+    assert steps_of("9 * 2 = 20", gold="20") == [("9 * 2 = 20", 0.0)]
+    assert steps_of("#### 1,800", gold="1800") == [("#### 1,800", 1.0)]
+    (r,) = score("9 * 2 = 18 #### 18", gold="18")
+    assert r.components == {"answer": 1.0, "steps": 2.0, "step_frac": 1.0} and r.verdict is Verdict.CORRECT
+
+
+def test_a_reference_that_is_not_a_number_is_masked():
+    results = score("2 + 2 = 4", "5", gold="four")
+    assert [r.status for r in results] == [RolloutStatus.INVALID_REFERENCE] * 2
+
+
+@pytest.mark.parametrize("text", [
+    "9**9**9 = 1",
+    "10^100000 = 1",
+    "99999999999999999999999999999999999999 ^ 64 = 1",
+    "2 ^ 64 ^ 64 = 1",
+    "1" * 100 + " = 1",
+    "(" * 5000 + "1" + ")" * 5000 + " = 1",
+    "1+" * 50_000 + "1 = 50001",
+    "2=" * 50_000,
+    "1 + 1 = 2, " * 2_000,
+    ("1 1 1 1 1 1 1 1 1 1 " * 10 + "= 1 ") * 2_000,
+    "9" * 100_000 + " * 9 = 1",
+    "= 1" * 30_000,
+])
+def test_hostile_inputs_are_bounded(text):
+    start = time.perf_counter()
+    results = score(text, text, gold="1")
+    assert time.perf_counter() - start < 5.0
+    for r in results:
+        assert r.status in (RolloutStatus.OK, RolloutStatus.VERIFIER_TIMEOUT), r
+        if r.status is RolloutStatus.VERIFIER_TIMEOUT:
+            assert r.detail.startswith("refused") and r.steps == ()
+        else:
+            assert step_problem(r.steps, text) is None
+
+
+def test_a_huge_final_answer_is_wrong_not_masked():
+    (r,) = score("the answer is " + "9" * 200, gold="18")
+    assert r.status is RolloutStatus.OK and r.components["answer"] == 0.0
+
+
+# ---- the contract ------------------------------------------------------------------------------
+
+
+def test_step_problem_names_each_rule():
+    assert step_problem([StepReward(1, 0.0), StepReward(5, 1.0)], "abcde") is None
+    assert "past the completion" in step_problem([StepReward(6, 1.0)], "abcde")
+    assert "not after the previous end 0" in step_problem([StepReward(0, 1.0)], "abcde")
+    assert "not after the previous end 3" in step_problem([StepReward(3, 1.0), StepReward(2, 1.0)], "abcde")
+    assert "reward nan" in step_problem([StepReward(3, float("nan"))], "abcde")
+
+
+def results_with_steps() -> list[GroupResult]:
+    return [
+        GroupResult("a", "steps", "1", (
+            RolloutResult.ok(0, 1.0, steps=[StepReward(3, 1.0), StepReward(7, 0.0)]),
+            RolloutResult.ok(1, 0.0),
+            RolloutResult.unusable(2, RolloutStatus.VERIFIER_TIMEOUT, "slow"),
+        ), 0.5),
+        GroupResult("b", "steps", "1", (RolloutResult.ok(5, 0.5, steps=[StepReward(2, 0.5)]),), 0.1),
+    ]
+
+
+@pytest.mark.parametrize("columns", [False, True])
+def test_steps_round_trip_as_rows_and_columns(columns):
+    wire = convert.batch_result_to_pb(results_with_steps(), columns=columns).SerializeToString()
+    back = convert.batch_result_from_pb(pb.BatchVerifyGroupsResponse.FromString(wire))
+    assert [[r.steps for r in g.results] for g in back] == [[r.steps for r in g.results] for g in results_with_steps()]
+
+
+def test_groups_without_steps_send_zero_counts_and_old_servers_none():
+    plain = [GroupResult("a", "arith", "1", (RolloutResult.ok(0, 1.0),))]
+    msg = convert.batch_result_to_pb(plain, columns=True)
+    assert list(msg.columns.step_counts) == [0] and not msg.columns.step_ends
+    assert convert.batch_result_from_pb(msg)[0].results[0].steps == ()
+    del msg.columns.step_counts[:]  # a server from before step rewards
+    assert convert.batch_result_from_pb(msg)[0].results[0].steps == ()
+
+
+def test_chunk_replies_joined_as_bytes_line_up_with_and_without_steps():
+    """The scoring processes join the column replies of consecutive chunks as bytes."""
+    groups = results_with_steps()
+    plain = GroupResult("c", "steps", "1", (RolloutResult.ok(0, 0.0), RolloutResult.ok(1, 1.0)))
+    parts = [[plain], groups[:1], [plain], groups[1:]]
+    wire, first = b"", 0
+    for part in parts:
+        wire += convert.batch_result_to_pb(part, columns=True, first_group=first).SerializeToString()
+        first += len(part)
+    back = convert.batch_result_from_pb(pb.BatchVerifyGroupsResponse.FromString(wire))
+    assert [[r.steps for r in g.results] for g in back] == [[r.steps for r in g.results] for p in parts for g in p]
+
+
+@pytest.mark.parametrize("damage,words", [
+    (lambda c: c.step_ends.pop(), "step_counts sum to"),
+    (lambda c: c.step_counts.pop(), "step_counts"),
+    (lambda c: c.step_rewards.append(1.0), "step_counts sum to"),
+])
+def test_step_columns_that_do_not_line_up_are_malformed(damage, words):
+    msg = convert.batch_result_to_pb(results_with_steps(), columns=True)
+    damage(msg.columns)
+    with pytest.raises(convert.MalformedMessage, match=words):
+        convert.batch_result_from_pb(msg)
+
+
+class _Stepper:
+    """A verifier with bugs in its step rewards (rollout i: the case named by its completion)."""
+
+    name, version, description, reference_kinds = "stepper", "1", "test", ()
+
+    def verify_group(self, group, ctx):
+        out = []
+        for r in group.rollouts:
+            if r.completion == "past":
+                out.append(RolloutResult.ok(r.index, 1.0, steps=[StepReward(len(r.completion) + 1, 1.0)]))
+            elif r.completion == "unordered":
+                out.append(RolloutResult.ok(r.index, 1.0, steps=[StepReward(5, 1.0), StepReward(2, 0.0)]))
+            elif r.completion == "unusable":
+                bad = RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_TIMEOUT, "slow")
+                bad.steps = (StepReward(1, 1.0),)
+                out.append(bad)
+            else:
+                out.append(RolloutResult.ok(r.index, 1.0, steps=[StepReward(len(r.completion), 1.0)]))
+        return out
+
+
+def test_server_turns_malformed_steps_into_verifier_error():
+    from cohort.verifiers.server import Limits, Scorer
+
+    scorer = Scorer({"stepper": _Stepper()}, Limits())
+    try:
+        group = GroupRequest("stepper", tuple(Rollout(i, c) for i, c in enumerate(["fine", "past", "unordered", "unusable"])))
+        (result,) = scorer.score_now([group], VerifyContext())
+    finally:
+        scorer.close()
+    fine, past, unordered, unusable = result.results
+    assert fine.usable and fine.steps == (StepReward(4, 1.0),)
+    assert past.status is RolloutStatus.VERIFIER_ERROR and "past the completion" in past.detail
+    assert unordered.status is RolloutStatus.VERIFIER_ERROR and "not after the previous end 5" in unordered.detail
+    assert unusable.status is RolloutStatus.VERIFIER_TIMEOUT and unusable.steps == ()
+
+
+class _LyingSteps(pb_grpc.VerifierServiceServicer):
+    """Sends step rewards as it likes (bypassing any server-side check): rollout 1's end past its completion."""
+
+    def BatchVerifyGroups(self, request, context):
+        groups = []
+        for req in request.requests:
+            rows = []
+            for r in req.rollouts:
+                end = len(r.completion) + (1 if r.index == 1 else 0)
+                rows.append(RolloutResult.ok(r.index, 1.0, steps=[StepReward(end, 1.0)]))
+            groups.append(GroupResult(req.group_id, req.verifier, "1", tuple(rows)))
+        return convert.batch_result_to_pb(groups, columns=request.result_layout == pb.RESULT_LAYOUT_COLUMNS)
+
+
+@pytest.mark.parametrize("columns", [False, True])
+def test_client_checks_steps_against_the_completions(columns):
+    from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
+
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    pb_grpc.add_VerifierServiceServicer_to_server(_LyingSteps(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        async def run():
+            verifiers = [WeightedVerifier("liar", 1.0, (f"127.0.0.1:{port}",))]
+            async with VerifierClient(verifiers, columns=columns) as client:
+                return await client.score([ScoreRequest("g", (Rollout(0, "2+2=4"), Rollout(1, "abc"), Rollout(2, "x")))])
+
+        (scored,) = asyncio.run(run())
+    finally:
+        server.stop(0)
+    assert [r.status for r in scored] == [RolloutStatus.OK, RolloutStatus.VERIFIER_ERROR, RolloutStatus.OK]
+    assert scored[0].steps == {"liar": (StepReward(5, 1.0),)} and scored[1].steps == {}

@@ -1,0 +1,353 @@
+"""The ``steps`` verifier: one reward per arithmetic step of a chain of thought (process supervision).
+
+A *step* is a statement ``<expression> = <number>`` anywhere in the completion, with words around it
+(``She has 16 - 3 - 4 = 9 eggs``, ``9 * 2 = 18``, ``$1,200 / 4 = $300``). Each step ends right after
+its result and scores 1 when the result is right, else 0. When the request carries a reference
+answer, a *final step* ends after the last number of the completion (GSM8K's ``#### 18`` or
+``The answer is $18``) and scores 1 when that number equals the reference; when the last number is
+the result of the last equation, the two are one step and score 1 only if both hold.
+
+Arithmetic is exact (``fractions.Fraction``, a small recursive-descent parser: ``+ - * / × ÷ ·``,
+``^`` / ``**`` powers, parentheses, unary minus; never ``eval``). Numbers may carry thousands commas
+and a currency sign (``$ € £``). A result written with d decimals is right when the exact value rounds
+to it (``10 / 3 = 3.33``). A division by zero is a wrong step. The left side must hold an operator:
+``x = 5`` or ``18 = 18`` are not steps.
+
+Bounds (the parser is linear in its input and every number is size-checked, so no input can hang it):
+literals of more than 40 digits, exponents above 64, intermediate values above 4096 bits and
+expressions longer than 200 characters are *refused*: the rollout is VERIFIER_TIMEOUT (the verifier would exceed its budget; masked by the
+learner, never a reward). So is a completion with more than 256 steps, and any rollout reached after
+the call's deadline. A reference that is not a number is INVALID_REFERENCE.
+
+Reward (the outcome view of the same judgement): the mean of the step rewards (0 without steps).
+Components: ``steps`` (how many), ``step_frac`` (share right) and, with a reference, ``answer``.
+
+>>> v = StepsVerifier()
+>>> g = GroupRequest("steps", (Rollout(0, "16 - 3 - 4 = 9 eggs, 9 * 2 = 18. #### 18"),
+...                            Rollout(1, "16 - 3 - 4 = 10, so 10 * 2 = 20")), Reference(answer="18"))
+>>> [[(s.end, s.reward) for s in r.steps] for r in v.verify_group(g, VerifyContext())]
+[[(14, 1.0), (31, 1.0), (40, 1.0)], [(15, 0.0), (31, 0.0)]]
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from cohort.verifiers.base import (
+    GroupRequest,
+    InvalidRequest,
+    Reference,  # noqa: F401  (doctest)
+    Rollout,
+    RolloutResult,
+    RolloutStatus,
+    StepReward,
+    Verdict,
+    VerifyContext,
+)
+
+MAX_DIGITS = 40  # digits of one literal
+MAX_EXPONENT = 64
+MAX_BITS = 4096  # numerator or denominator of any intermediate value
+MAX_STEPS = 256  # per rollout
+MAX_LHS_CHARS = 200  # an expression is looked for this far before its '='
+MAX_PARSED_CHARS = 200_000  # characters tokenised per rollout, over all candidate expressions
+
+# a number: thousands groups or plain digits, optional decimals (no sign: signs are operators)
+NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_NUMBER_RE = re.compile(NUMBER)
+_RESULT_RE = re.compile(r"[ \t]*[$€£]?[ \t]*(-?)[ \t]*[$€£]?(" + NUMBER + ")")
+_TOKEN_RE = re.compile(r"\s*(?:(" + NUMBER + r")|(\*\*|[-+*/×÷·^()]|[$€£]))")
+_EXPR_CHARS = frozenset("0123456789 \t.,+-*/×÷·^()$€£")
+_MUL = frozenset("*×·")
+_DIV = frozenset("/÷")
+
+
+class Refused(Exception):
+    """A number beyond the bounds: the verifier will not spend the time (VERIFIER_TIMEOUT)."""
+
+
+class _NotArithmetic(Exception):
+    """Text that does not parse as an expression (the candidate is not a step)."""
+
+
+def number(text: str) -> Fraction:
+    """A literal such as ``1,234.50`` as an exact fraction; Refused above MAX_DIGITS digits."""
+    digits = text.replace(",", "")
+    if sum(c.isdigit() for c in digits) > MAX_DIGITS:
+        raise Refused(f"a number of more than {MAX_DIGITS} digits")
+    return Fraction(digits)
+
+
+def _literal(text: str) -> Fraction | None:
+    try:
+        return number(text)
+    except Refused:
+        return None
+
+
+def _check(x: Fraction) -> Fraction:
+    if x.numerator.bit_length() > MAX_BITS or x.denominator.bit_length() > MAX_BITS:
+        raise Refused(f"an intermediate value above {MAX_BITS} bits")
+    return x
+
+
+class _Parser:
+    """expr := term (('+'|'-') term)*; term := unary (('*'|'/') unary)*; unary := ('-'|'+') unary | power;
+    power := atom (('^'|'**') unary)?; atom := number | '(' expr ')'. Currency signs are skipped."""
+
+    def __init__(self, text: str) -> None:
+        self.tokens: list[tuple[str, str]] = []  # (kind, text): ("num", "1,000") or ("op", "*")
+        pos = 0
+        text = text.rstrip()
+        while pos < len(text):
+            m = _TOKEN_RE.match(text, pos)
+            if m is None:
+                raise _NotArithmetic(text[pos:pos + 10])
+            if m.group(1) is not None:
+                self.tokens.append(("num", m.group(1)))
+            elif m.group(2) not in "$€£":
+                self.tokens.append(("op", m.group(2)))
+            pos = m.end()
+        self.i = 0
+        self.depth = 0
+        self.operators = sum(k == "op" and t not in "()" for k, t in self.tokens)
+
+    def peek(self) -> str | None:
+        return self.tokens[self.i][1] if self.i < len(self.tokens) and self.tokens[self.i][0] == "op" else None
+
+    def parse(self) -> Fraction:
+        value = self.expr()
+        if self.i != len(self.tokens):
+            raise _NotArithmetic("trailing tokens")
+        return value
+
+    def expr(self) -> Fraction:
+        value = self.term()
+        while (op := self.peek()) in ("+", "-"):
+            self.i += 1
+            value = _check(value + self.term() if op == "+" else value - self.term())
+        return value
+
+    def term(self) -> Fraction:
+        value = self.unary()
+        while (op := self.peek()) is not None and (op in _MUL or op in _DIV):
+            self.i += 1
+            right = self.unary()
+            if op in _DIV:
+                if right == 0:
+                    raise ZeroDivisionError
+                value = _check(value / right)
+            else:
+                value = _check(value * right)
+        return value
+
+    def unary(self) -> Fraction:
+        op = self.peek()
+        if op in ("-", "+"):
+            self.i += 1
+            self._enter()
+            value = self.unary()
+            self.depth -= 1
+            return -value if op == "-" else value
+        return self.power()
+
+    def power(self) -> Fraction:
+        base = self.atom()
+        if self.peek() in ("^", "**"):
+            self.i += 1
+            self._enter()
+            exponent = self.unary()
+            self.depth -= 1
+            if exponent.denominator != 1 or abs(exponent) > MAX_EXPONENT:
+                raise Refused(f"an exponent {exponent} (integers up to {MAX_EXPONENT} only)")
+            bits = max(base.numerator.bit_length(), base.denominator.bit_length())
+            if bits * abs(int(exponent)) > MAX_BITS:
+                raise Refused(f"a power above {MAX_BITS} bits")
+            if base == 0 and exponent < 0:
+                raise ZeroDivisionError
+            return _check(base ** int(exponent))
+        return base
+
+    def atom(self) -> Fraction:
+        if self.i >= len(self.tokens):
+            raise _NotArithmetic("expression ends early")
+        kind, text = self.tokens[self.i]
+        self.i += 1
+        if kind == "num":
+            return number(text)
+        if text == "(":
+            self._enter()
+            value = self.expr()
+            self.depth -= 1
+            if self.peek() != ")":
+                raise _NotArithmetic("unclosed parenthesis")
+            self.i += 1
+            return value
+        raise _NotArithmetic(f"unexpected {text!r}")
+
+    def _enter(self) -> None:
+        self.depth += 1
+        if self.depth > 32:
+            raise _NotArithmetic("nested too deep")
+
+
+def evaluate(expression: str) -> tuple[Fraction, int]:
+    """The exact value of an expression and its number of operators (raises _NotArithmetic, Refused,
+    ZeroDivisionError)."""
+    parser = _Parser(expression)
+    return parser.parse(), parser.operators
+
+
+_START_RE = re.compile(r"(?:^|(?<=[^\d.,]))(?:[\d$€£(]|-(?=\s*[\d$€£(]))")
+
+
+def _left_sides(text: str, eq: int, floor: int) -> list[str]:
+    """Candidate expressions ending just before the '=' at ``eq`` (not before ``floor``), longest first:
+    the run of arithmetic characters before it, then that run cut at each later token start
+    ("has 3, 16 - 3 = 13" -> "3, 16 - 3", "16 - 3", "3")."""
+    start = eq
+    lo = max(floor, eq - MAX_LHS_CHARS)
+    while start > lo and text[start - 1] in _EXPR_CHARS:
+        start -= 1
+    if start == lo > floor and text[lo - 1] in _EXPR_CHARS:  # cut by the limit: its true start is unknown
+        raise Refused(f"an expression of more than {MAX_LHS_CHARS} characters")
+    run = text[start:eq]
+    return [run[m.start():] for m in _START_RE.finditer(run)]
+
+
+def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int]]:
+    """Candidate steps: (end offset, claimed result, computed value or None when wrong arithmetic, decimals).
+
+    ``computed`` is None for a division by zero. Refused propagates.
+    """
+    out = []
+    floor = 0
+    parsed = 0
+    for m in re.finditer(r"=", text):
+        eq = m.start()
+        if (eq and text[eq - 1] in "<>!=") or text[eq + 1 : eq + 2] == "=":
+            floor = eq + 1
+            continue
+        result = _RESULT_RE.match(text, eq + 1)
+        lhs_options = _left_sides(text, eq, floor)
+        floor = eq + 1
+        if result is None:
+            continue
+        found, value = False, None
+        for lhs in lhs_options:
+            parsed += len(lhs)
+            if parsed > MAX_PARSED_CHARS:
+                raise Refused(f"more than {MAX_PARSED_CHARS} characters of candidate expressions")
+            try:
+                value, operators = evaluate(lhs)
+            except ZeroDivisionError:
+                found, value = True, None
+                break
+            except _NotArithmetic:
+                continue
+            found = operators > 0  # "x = 5", "18 = 18": not a step
+            break
+        if not found:
+            continue
+        claimed = number(result.group(2))
+        if result.group(1):
+            claimed = -claimed
+        decimals = len(result.group(2).partition(".")[2])
+        out.append((result.end(), claimed, value, decimals))
+        if len(out) > MAX_STEPS:
+            raise Refused(f"more than {MAX_STEPS} steps")
+    return out
+
+
+def _right(claimed: Fraction, value: Fraction | None, decimals: int) -> bool:
+    if value is None:
+        return False
+    if decimals == 0:
+        return value == claimed
+    return abs(value - claimed) * 2 * 10**decimals <= 1  # the exact value rounds to what was written
+
+
+def final_number(text: str) -> tuple[int, Fraction | None] | None:
+    """(end offset, value) of the completion's final answer: the number after the last ``####``, else the
+    last number (a leading minus sign counts). The value is None for a literal too long to be any
+    reference (a wrong answer, not a refusal: writing huge numbers must not escape the gradient)."""
+    at = text.rfind("####")
+    if at >= 0:
+        m = _RESULT_RE.match(text, at + 4)
+        if m is not None:
+            value = _literal(m.group(2))
+            return m.end(), None if value is None else -value if m.group(1) else value
+    last = None
+    for last in _NUMBER_RE.finditer(text):
+        pass
+    if last is None:
+        return None
+    value = _literal(last.group())
+    if value is None:
+        return last.end(), None
+    # a minus right before it is a sign unless it follows a number or ")" (then it is an operator)
+    negative = re.search(r"(?:^|[^\d\s)])\s*-\s*[$€£]?\s*$", text[max(0, last.start() - 12) : last.start()])
+    return last.end(), -value if negative else value
+
+
+def score_rollout(rollout: Rollout, gold: Fraction | None) -> RolloutResult:
+    text = rollout.completion
+    try:
+        candidates = _steps_of(text)
+        final = final_number(text) if gold is not None else None
+    except Refused as exc:
+        return RolloutResult.unusable(rollout.index, RolloutStatus.VERIFIER_TIMEOUT, f"refused: {exc}")
+    steps = [StepReward(end, float(_right(claimed, value, d))) for end, claimed, value, d in candidates]
+    components: dict[str, float] = {}
+    if gold is not None:
+        answer = float(final is not None and final[1] == gold)
+        components["answer"] = answer
+        if final is not None:
+            if steps and steps[-1].end == final[0]:
+                steps[-1] = StepReward(final[0], steps[-1].reward * answer)
+            elif not steps or final[0] > steps[-1].end:
+                steps.append(StepReward(final[0], answer))
+    n = len(steps)
+    right = sum(s.reward for s in steps)
+    components["steps"] = float(n)
+    components["step_frac"] = right / n if n else 0.0
+    if n == 0:
+        verdict = Verdict.NO_ANSWER
+    else:
+        verdict = Verdict.CORRECT if right == n else Verdict.INCORRECT if right == 0 else Verdict.PARTIAL
+    detail = f"{int(right)}/{n} steps right" + (f"; final answer {final[1]}" if final is not None else "")
+    return RolloutResult.ok(rollout.index, right / n if n else 0.0, verdict, components, detail, steps=steps)
+
+
+def parse_reference(raw: str) -> Fraction:
+    m = re.fullmatch(r"\s*(-?)\s*[$€£]?\s*(" + NUMBER + r")\s*", raw)
+    if m is None:
+        raise ValueError(f"reference {raw[:40]!r} is not a number")
+    value = number(m.group(2))
+    return -value if m.group(1) else value
+
+
+class StepsVerifier:
+    name = "steps"
+    version = "1.0.0"
+    description = "process rewards: each arithmetic step of a chain of thought (and the final answer) right or wrong"
+    reference_kinds = ()  # an answer is optional (it adds the final step)
+    max_concurrency = 1  # pure Python
+
+    def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:
+        if group.reference.code_tests is not None:
+            raise InvalidRequest("verifier 'steps' takes an optional reference.answer, not code_tests")
+        gold = None
+        if group.reference.answer is not None:
+            try:
+                gold = parse_reference(group.reference.answer)
+            except (ValueError, Refused) as exc:
+                return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(exc)) for r in group.rollouts]
+        out = []
+        for r in group.rollouts:
+            if ctx.expired():
+                out.append(RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_TIMEOUT, "call deadline passed"))
+                continue
+            out.append(score_rollout(r, gold))
+        return out

@@ -50,7 +50,7 @@ add(cat, "100\\pi", R + "The volume is $\\boxed{314}$.", False, "integer for a h
 add(cat, "\\frac{\\pi}{4}", R + "The probability is $\\boxed{0.785}$.", True, prompt="Express the probability as a decimal rounded to the nearest thousandth.")
 add(cat, "\\frac{\\pi}{4}", R + "The probability is $\\boxed{\\frac{\\pi}{4}}$.", True, "exact answer to a rounding prompt", prompt="Express the probability as a decimal rounded to the nearest thousandth.")
 add(cat, "3.14", R + "The answer is $\\boxed{3.14}$.", True, "the gold is a decimal at that precision")
-add(cat, "1.41", R + "The answer is $\\boxed{\\sqrt{2}}$.", True, "gold decimal, exact answer")
+add(cat, "1.414", R + "The answer is $\\boxed{\\sqrt{2}}$.", True, "gold decimal, exact answer")
 add(cat, "\\sqrt{2}", R + "The answer is $\\boxed{\\frac{2}{\\sqrt{2}}}$.", True, "exact form")
 add(cat, "\\sqrt{2}", R + "The answer is $\\boxed{1.41}$.", False, prompt="Find the side length of the square with diagonal 2.")
 

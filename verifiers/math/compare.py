@@ -112,13 +112,13 @@ def current_policy() -> Policy:
 
 _WORD_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
 _NEAREST = {
-    "whole number": 0, "whole": 0, "integer": 0, "dollar": 0, "degree": 0, "cent": 2,
+    "whole number": 0, "whole": 0, "integer": 0, "dollar": 0, "degree": 0, "percent": 0, "cent": 2,
     "tenth": 1, "hundredth": 2, "thousandth": 3, "ten-thousandth": 4, "ten thousandth": 4, "hundred-thousandth": 5,
     "ten": -1, "hundred": -2, "thousand": -3,
 }
 _R_NEAREST = re.compile(r"\bnearest\s+(?:the\s+)?(" + "|".join(sorted(map(re.escape, _NEAREST), key=len, reverse=True)) + r")s?\b", re.I)
 _R_COUNT = r"(\d{1,2}|" + "|".join(_WORD_NUMBERS) + r")"
-_R_DECIMALS = re.compile(_R_COUNT + r"\s*(?:-\s*)?(?:decimal\s+(?:places?|digits?|points?)|d\.\s*p\.?|dp\b|digits?\s+after\s+the\s+decimal)", re.I)
+_R_DECIMALS = re.compile(_R_COUNT + r"\s*(?:-\s*)?(?:decimal\s+(?:places?|digits?|points?)|decimals\b|d\.\s*p\.?|dp\b|digits?\s+after\s+the\s+decimal)", re.I)
 _R_SIGNIFICANT = re.compile(_R_COUNT + r"\s*(?:-\s*)?(?:significant\s+(?:figures?|digits?)|sig\.?\s*figs?\b|s\.\s*f\.?)", re.I)
 _R_ANY = re.compile(r"\b(?:round(?:ed|ing)?\s+(?:[\w,]+\s+){0,4}?(?:to|off)\b|round(?:ed)?\s+(?:your|the)\s+answer|as\s+a\s+decimal|in\s+decimal\s+form|decimal\s+(?:approximation|form|value)|approximat(?:e|ely|ion)|estimate|numerical(?:ly)?\s+(?:value|approximation))\b", re.I)
 
@@ -136,6 +136,7 @@ def rounding_request(prompt: str) -> Rounding | None:
     text = prompt[-4000:]
     found = [(m.start(), Rounding(decimals=_NEAREST[_nearest_key(m.group(1))])) for m in _R_NEAREST.finditer(text)]
     found += [(m.start(), Rounding(decimals=_count(m.group(1)))) for m in _R_DECIMALS.finditer(text)]
+    found += [(m.start(), Rounding(decimals=len(m.group(1)) - 1)) for m in re.finditer(r"\bnearest\s+(?:the\s+)?0?(\.0*1)(?!\d)", text)]
     found += [(m.start(), Rounding(significant=_count(m.group(1)))) for m in _R_SIGNIFICANT.finditer(text)]
     if found:
         return max(found, key=lambda f: f[0])[1]  # the last request in the prompt is the one that applies
@@ -405,7 +406,7 @@ def close_decimal(x: Fraction, y: Fraction, decimals: int) -> Outcome:
 
 _CHOICE = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-E]))\s*\)?$")  # bare 'e' is Euler's number
 _CHOICE_ANSWER = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-Ea-e]))\s*\)?(?:\s*[.:)]\s.*|\s*[.:)])?$", re.S)
-_CHOICE_WITH_TEXT = re.compile(r"^(?:\\text\{\s*\(([A-E])\)\s*\}|\(([A-E])\)|([A-E])[.:)])\s*(?:\S.*)?$", re.S)
+_CHOICE_WITH_TEXT = re.compile(r"^(?:\\text\{\s*\(([A-E])\)\s*\}|\\text\{\s*([A-E])\s*[.:)]\s*\}|\(([A-E])\)|([A-E])[.:)])\s*(?:\S.*)?$", re.S)
 _TEXT = re.compile(r"^(?:\\text\{[^{}\\]*\}|\s)+$")
 _MATRIX = re.compile(r"^\\begin\{([pbvBV]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}$", re.S)
 _BRACKETED = re.compile(r"^([(\[])(.*)([)\]])$", re.S)
@@ -601,18 +602,21 @@ _ADDEND = re.compile(r"\s*([-+])\s*")
 
 
 def _cheap_structure(s: str) -> str:
-    """An expression over the caps that is cheap to decide: top-level terms that cancel
-    ('2^{100000} - 2^{100000}') or repeat ('1+1+...+1'), added as exact rationals when every term left is
-    a number. Returns the value, or ``s`` unchanged (the caps then apply as before)."""
-    if over_limits(s) is None or len(s) > MAX_INPUT_CHARS or ("+" not in s and "-" not in s):
+    """An expression that looks expensive but is cheap to decide: top-level terms that cancel
+    ('2^{100000} - 2^{100000}', '1000! - 1000!') or repeat ('1+1+...+1'), added as exact rationals when every
+    term left is a number. Returns the value, or ``s`` unchanged (the caps then apply as before)."""
+    if len(s) > MAX_INPUT_CHARS or ("+" not in s and "-" not in s):
         return s
     counts: dict[str, int] = {}
-    for term in _signed_terms(s.strip()):
+    terms = _signed_terms(s.strip())
+    for term in terms:
         m = re.match(r"^([-+])\s*(.+)$", term, re.S)
         if m is None:
             return s
         body = _unwrap_parens(re.sub(r"\s+", "", m.group(2)))
         counts[body] = counts.get(body, 0) + (1 if m.group(1) == "+" else -1)
+    if len(counts) == len(terms) and over_limits(s) is None:
+        return s  # nothing cancels or repeats, and the caps allow it: the usual route
     total = Fraction(0)
     for body, count in counts.items():
         if count == 0:
@@ -733,7 +737,9 @@ def _relations_equal(gold, answer, g_terms, g_ops, a_terms, a_ops, leaf: Leaf) -
         if a_label is not None:
             return leaf_equal(gold, a_label, leaf)
         if not re.search(r"[a-zA-Z]", re.sub(r"\\(?:frac|sqrt|cdot|times|pi)", "", a_terms[0])):
-            return leaf_equal(gold, a_terms[-1], leaf)  # '1/2 + 1/3 = 5/6': a computation
+            # '1/2 + 1/3 = 5/6': a computation, whose value is its last exact term ('\\sqrt2 \\approx 1.414' is '\\sqrt2')
+            exact = [t for t, op in zip(a_terms[1:], a_ops) if op == "="]
+            return leaf_equal(gold, exact[-1] if exact else a_terms[0], leaf)
         return Outcome(False, "answer is an equation, the gold is not")
     g_int = _as_interval(g_terms, g_ops) if g_ops else (None, gold)
     a_int = _as_interval(a_terms, a_ops) if a_ops else (None, answer)
@@ -910,7 +916,7 @@ def _decimal_comma_auto(answer: str) -> str:
     return f"{sign}{whole}.{frac}"
 
 
-_JOINER = re.compile(r"(?:(?<=[\d})\]\s])|(?<=[=+\-*/^][a-zA-Z]))(or|and)(?=\s*[a-zA-Z](?:_\{?\w+\}?)?\s*=)")
+_JOINER = re.compile(r"(?:(?<=[\d})\],\s])|(?<=[=+\-*/^][a-zA-Z]))(or|and)(?=\s*[a-zA-Z](?:_\{?\w+\}?)?\s*=)")
 
 
 def _space_joiners(s: str) -> str:

@@ -289,8 +289,8 @@ def split_quantity(s: str) -> Quantity:
             unit, degrees = None, True
         return Quantity(s, unit, percent, degrees, currency)
     m = _TEXT_TAIL.match(s)
-    if m and _QUALIFIER.search(m.group(2)):
-        return Quantity(s)  # '5 \\text{ or more}' qualifies the number: it is not a unit
+    if m and (_QUALIFIER.search(m.group(2)) or _NOT_UNITS.search(m.group(2))):
+        return Quantity(s)  # '5 \\text{ or more}' qualifies the number, '3 \\text{ million}' scales it: not a unit
     m = _PLAIN_TAIL.match(s) if m is None else m
     if m and m.re is _PLAIN_TAIL and _QUALIFIER.search(m.group(2)):
         return Quantity(s)
@@ -321,13 +321,25 @@ _UNIT_PIECE = re.compile(
 _UNIT_SEP = re.compile(r"(?:/|\\cdot|\*)\s*$")
 
 
+_NOT_UNITS = re.compile(r"\b(?:million|billion|trillion|thousand|hundred|dozen|times|squared|cubed|percent|pct)\b", re.I)
+
+
 def _unit_words(text: str) -> str | None:
-    """'km/h' -> 'km per h', 'square units' -> 'square unit', 'cm^2' -> 'cm^2'; None when ``text`` is not a unit."""
+    """'km/h' -> 'km per h', 'square units' -> 'unit^2', 'cm^2' -> 'cm^2'; None when ``text`` is not a unit
+    (words that change the value, 'million', 'squared', are not units)."""
     m = _UNIT_TEXT.match(text)
-    if m is None or _QUALIFIER.search(text):
+    if m is None or _QUALIFIER.search(text) or _NOT_UNITS.search(text):
         return None
-    unit = canonical_unit(m.group(1)) + (" per " + canonical_unit(m.group(3)) if m.group(2) else "")
+    unit = _powered(m.group(1)) + (" per " + _powered(m.group(3)) if m.group(2) else "")
     return unit + (f"^{m.group(4)}" if m.group(4) else "")
+
+
+def _powered(words: str) -> str:
+    """'square feet' / 'sq. ft' -> 'ft^2', 'cubic meters' -> 'm^3' (the same unit as ``\\text{ft}^2``)."""
+    m = re.match(r"^(square|sq\.?|cubic|cu\.?)\s+(.+)$", words.strip(), re.I)
+    if m is None:
+        return canonical_unit(words)
+    return canonical_unit(m.group(2)) + ("^3" if m.group(1).lower().startswith("cu") else "^2")
 
 
 def _peel_text_units(s: str) -> tuple[str, str] | None:

@@ -138,6 +138,7 @@ def _exact_decimals(obj):
         return obj
 
 
+_IRRATIONAL = re.compile(r"\\(?:pi|sqrt|ln|log|sin|cos|tan|exp)(?![a-zA-Z])|(?<![a-zA-Z\\])e\^|\\mathrm\{e\}")
 _PLAIN_NUMBER = re.compile(r"^\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)\s*$")
 
 
@@ -150,7 +151,7 @@ def _plain_decimals(s: str) -> int | None:
 
 def sympy_leaf_equal(gold: str, answer: str) -> Outcome:
     decimals = [d for d in (_decimals(gold), _decimals(answer)) if d is not None]
-    plain = _Plain(_plain_decimals(gold), _plain_decimals(answer))
+    plain = _Plain(_plain_decimals(gold), _plain_decimals(answer), _decimals(gold) is None or bool(_IRRATIONAL.search(gold)))
     fast = parse_pair(gold, answer)
     if fast is not None:
         return objects_equal(_exact_decimals(fast[0]), _exact_decimals(fast[1]), min(decimals) if decimals else None, plain)
@@ -172,10 +173,13 @@ class GoldUnparseable(Exception):
 @dataclass(frozen=True)
 class _Plain:
     """How the two sides of a constant comparison are written: the digits after the point of a side
-    that is one plain number (0: an integer), None for an expression (``2.5\\pi`` is exact, not a decimal)."""
+    that is one plain number (0: an integer), None for an expression."""
 
     gold: int | None = None
     answer: int | None = None
+    gold_exact: bool = False
+    """The gold is an exact value: no decimal literal (``2\\sqrt2``, ``\\frac{1+i}{2}``), or decimals that only
+    scale a constant (``2.5\\pi``). A decimal gold without one (``0.71+0.71i``) keeps the decimal policy."""
 
 
 def objects_equal(g, a, decimals: int | None, plain: _Plain = _Plain()) -> Outcome:
@@ -232,8 +236,8 @@ def _constants(g: sympy.Expr, a: sympy.Expr, decimals: int | None, plain: _Plain
     scale = max(abs(gv), abs(av), 1)
     if abs(gv - av) <= scale * sympy.Float("1e-45", 60):
         return Outcome(True, "equal to 45 significant digits")
-    if plain is not None and decimals is not None and not plain.gold and g_im == 0 and a_im == 0:
-        if plain.answer is None:  # '0.33\\pi' for '\\pi/3': a rounded coefficient is not the exact value
+    if plain is not None and decimals is not None and plain.gold_exact:
+        if plain.answer is None or g_im != 0 or a_im != 0:  # '0.33\\pi' for '\\pi/3', '0.71+0.71i': rounded, not the value
             return Outcome(False, f"values differ: {sympy.N(g, 8)} vs {sympy.N(a, 8)}")
         gold_value, answer_value = Fraction(str(sympy.Float(g_re, 40))), Fraction(str(sympy.Float(a_re, 40)))
         rounding = current_policy().rounding

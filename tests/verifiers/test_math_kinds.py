@@ -97,6 +97,9 @@ ROUNDING_PROMPTS = [
     ("\\pi", R + "\\boxed{3.14}", False, "What is the ratio of the circumference of a circle to its diameter?"),
     ("\\sqrt{2}", R + "\\boxed{1.41}", False, "A square has diagonal 2 cm. Find its side; simplify your answer."),
     ("\\sqrt{2}", R + "\\boxed{1.414}", False, "Express your answer in simplest radical form."),
+    ("5\\sqrt{2}", R + "\\boxed{7.07}", False, "A rope of approximately 10 m is cut in two. How long is the diagonal?"),  # data, no request
+    ("5\\sqrt{2}", R + "\\boxed{7.07}", False, "Let P be the lattice point nearest the origin on the circle; find its distance to Q."),
+    ("2\\pi", R + "\\boxed{6.28}", False, "A round table has radius 1. What is its circumference?"),
 ]
 
 
@@ -242,6 +245,8 @@ def test_decimal_comma_auto(verifier):
         ("(2, 74)", R + "$\\boxed{(2,74)}$", True),
         ("2740", R + "$\\boxed{2,740}$", True),  # three digits: a thousands separator
         ("2.74", R + "$\\boxed{2, 74}$", False),  # a space after the comma: a list
+        ("2", R + "$\\boxed{2,0}$", False),  # an integer gold gives no decimal context: the pair 2, 0
+        ("0.5", R + "$\\boxed{0,5}$", True),
     ])
 
 

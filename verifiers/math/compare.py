@@ -33,8 +33,9 @@ it shows (half a unit of its last digit, no relative test: "nearest whole number
 Request policy (:class:`Policy`): built once per request from the prompt and the options, passed to
 :func:`compare` (and through the worker pipe to the SymPy leaf), and part of the verdict cache key.
 ``decimal_comma`` (``auto`` | ``never`` | ``always``): ``auto`` (the default) reads ``2,74`` / ``2{,}74`` / ``0,125``
-as a decimal only when the whole answer is that one number, the gold is a single number, and the comma
-cannot be a thousands separator (the group after it is not three digits, or the part before it is 0);
+as a decimal only when the whole answer is that one number, the gold is one decimal number (``2.74``: an
+integer or a list gold gives no such context), and the comma cannot be a thousands separator (the group
+after it is not three digits, or the part before it is 0);
 ``never`` keeps commas as list/thousands separators; ``always`` reads every comma between digits as a
 decimal comma (lists then need a space or a semicolon).
 """
@@ -116,11 +117,15 @@ _NEAREST = {
     "tenth": 1, "hundredth": 2, "thousandth": 3, "ten-thousandth": 4, "ten thousandth": 4, "hundred-thousandth": 5,
     "ten": -1, "hundred": -2, "thousand": -3,
 }
-_R_NEAREST = re.compile(r"\bnearest\s+(?:the\s+)?(" + "|".join(sorted(map(re.escape, _NEAREST), key=len, reverse=True)) + r")s?\b", re.I)
+_R_NEAREST = re.compile(r"\b(?:to|round(?:ed|ing)?)\s+(?:the\s+)?nearest\s+(?:the\s+)?(" + "|".join(sorted(map(re.escape, _NEAREST), key=len, reverse=True)) + r")s?\b", re.I)
 _R_COUNT = r"(\d{1,2}|" + "|".join(_WORD_NUMBERS) + r")"
 _R_DECIMALS = re.compile(_R_COUNT + r"\s*(?:-\s*)?(?:decimal\s+(?:places?|digits?|points?)|decimals\b|d\.\s*p\.?|dp\b|digits?\s+after\s+the\s+decimal)", re.I)
 _R_SIGNIFICANT = re.compile(_R_COUNT + r"\s*(?:-\s*)?(?:significant\s+(?:figures?|digits?)|sig\.?\s*figs?\b|s\.\s*f\.?)", re.I)
-_R_ANY = re.compile(r"\b(?:round(?:ed|ing)?\s+(?:[\w,]+\s+){0,4}?(?:to|off)\b|round(?:ed)?\s+(?:your|the)\s+answer|as\s+a\s+decimal|in\s+decimal\s+form|decimal\s+(?:approximation|form|value)|approximat(?:e|ely|ion)|estimate|numerical(?:ly)?\s+(?:value|approximation))\b", re.I)
+_R_ANY = re.compile(
+    r"\b(?:round(?:ed|ing)?\s+(?:[\w,]+\s+){0,4}?(?:to|off)\b|round(?:ed)?\s+(?:your|the)\s+answer|as\s+a\s+decimal|in\s+decimal\s+form|"
+    r"decimal\s+(?:approximation|form|value)|(?:numerical|approximate)\s+(?:value|answer|approximation)|approximate\s+(?:your|the)\s+answer)\b",
+    re.I,
+)  # not a bare 'approximately': '... weighs approximately 5 kg' states data, it asks for nothing
 
 
 def rounding_request(prompt: str) -> Rounding | None:
@@ -136,7 +141,7 @@ def rounding_request(prompt: str) -> Rounding | None:
     text = prompt[-4000:]
     found = [(m.start(), Rounding(decimals=_NEAREST[_nearest_key(m.group(1))])) for m in _R_NEAREST.finditer(text)]
     found += [(m.start(), Rounding(decimals=_count(m.group(1)))) for m in _R_DECIMALS.finditer(text)]
-    found += [(m.start(), Rounding(decimals=len(m.group(1)) - 1)) for m in re.finditer(r"\bnearest\s+(?:the\s+)?0?(\.0*1)(?!\d)", text)]
+    found += [(m.start(), Rounding(decimals=len(m.group(1)) - 1)) for m in re.finditer(r"\b(?:to|round(?:ed|ing)?)\s+(?:the\s+)?nearest\s+0?(\.0*1)(?!\d)", text)]
     found += [(m.start(), Rounding(significant=_count(m.group(1)))) for m in _R_SIGNIFICANT.finditer(text)]
     if found:
         return max(found, key=lambda f: f[0])[1]  # the last request in the prompt is the one that applies
@@ -853,7 +858,7 @@ def _compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy
     if policy.decimal_comma == "always":
         gold_raw, answers = _decimal_commas(gold_raw), tuple(_decimal_commas(a) for a in answers)
     gold = _set_builder(normalize(gold_raw))
-    if policy.decimal_comma == "auto" and len(answers) == 1 and parse_number(gold) is not None:
+    if policy.decimal_comma == "auto" and len(answers) == 1 and _is_decimal(gold):
         answers = (_decimal_comma_auto(answers[0]),)
     parts = [_set_builder(_space_joiners(normalize(a))) for a in answers]
     if len(parts) == 1 and parts[0] == gold:
@@ -899,6 +904,11 @@ _DIGIT_COMMA = re.compile(r"(?<=\d)(?:\{,\}|,)(?=\d)")
 _ONE_COMMA_NUMBER = re.compile(r"^[\s$]*([-+−]?)(\d+)(?:\{,\}|,)(\d+)[\s$]*\.?\s*$")
 
 
+def _is_decimal(s: str) -> bool:
+    number = parse_number(s)
+    return number is not None and number.decimals is not None
+
+
 def _decimal_commas(s: str) -> str:
     """``decimal_comma=always``: every comma between two digits is a decimal point."""
     return _DIGIT_COMMA.sub(".", s)
@@ -906,7 +916,7 @@ def _decimal_commas(s: str) -> str:
 
 def _decimal_comma_auto(answer: str) -> str:
     """``decimal_comma=auto``: '2,74' / '0,125' / '2{,}74' is a decimal when it is the whole answer and the
-    comma cannot be a thousands separator (called only when the gold is one number)."""
+    comma cannot be a thousands separator (called only when the gold is one decimal number)."""
     m = _ONE_COMMA_NUMBER.match(answer)
     if m is None:
         return answer

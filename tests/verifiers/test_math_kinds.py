@@ -143,6 +143,16 @@ def test_boxes_joined_as_a_list_are_a_multi_part_answer(verifier):
     ])
 
 
+def test_a_box_the_response_rules_out_is_not_an_answer(verifier):
+    _check(verifier, [
+        ("2", R + "So $x=\\boxed{2}$ (not $\\boxed{-2}$, since $x>0$).", True),
+        ("2, -2", R + "So $x=\\boxed{2}$ (not $\\boxed{-2}$, since $x>0$).", False),
+        ("5", R + "The answer is \\boxed{5} rather than \\boxed{7}.", True),
+        ("5, 7", R + "The answer is \\boxed{5} rather than \\boxed{7}.", False),
+        ("6", R + "\\boxed{5} is not right; \\boxed{6}", True),
+    ])
+
+
 def test_a_self_correction_is_judged_on_its_final_answer(verifier):
     _check(verifier, [
         ("6", R + "So the answer is $\\boxed{5}$. Wait, that's wrong. The answer is $\\boxed{6}$.", True),
@@ -185,6 +195,11 @@ def test_units_in_text_after_the_number_when_the_gold_has_none(verifier):
         ("36", R + "The speed is $\\boxed{36\\text{ km}\\cdot\\text{h}^{-1}}$.", True),
         ("36", R + "The speed is $\\boxed{36 \\text{ miles per hour}}$.", True),
         ("12", R + "The speed is $\\boxed{12\\,\\frac{\\text{m}}{\\text{s}}}$.", True),
+        ("12", R + "The speed is $\\boxed{12\\;\\text{km}\\,\\text{h}^{-1}}$.", True),
+        ("12", R + "The area is $\\boxed{12\\text{ sq ft}}$.", True),
+        ("12\\text{ ft}^2", R + "The area is $\\boxed{12\\text{ square feet}}$.", True),
+        ("12", R + "$\\boxed{12\\text{ million}}$", False),  # a word that scales the number is no unit
+        ("12", R + "$\\boxed{12\\text{ dozen}}$", False),
         ("24", R + "The area is $\\boxed{25\\text{ cm}^2}$.", False),
         ("4\\pi", R + "The area is $\\boxed{4\\text{ cm}^2}$.", False),
         ("36", R + "The speed is $\\boxed{3.6 \\text{ km/h}}$.", False),
@@ -208,6 +223,10 @@ def test_multiple_choice_with_letter_and_value(verifier):
         ("C", R + "The answer is $\\boxed{B: 12}$.", False),
         ("(D)", R + "Answer: A. $\\sqrt{2}$", False),
         ("C", R + "The answer is $\\boxed{12}$.", False),  # a value alone cannot be checked against a letter
+        ("A", R + "$\\boxed{4 \\text{ (A)}}$", True),
+        ("A", R + "$\\boxed{4 \\text{ (B)}}$", False),
+        ("\\text{(A)}", "The correct choice is (A) $x=4$.", True),
+        ("\\text{(A)}", "The correct choice is (C) $x=4$.", False),
         ("12", R + "The answer is $\\boxed{(C)\\ 12}$.", True),
         ("12", R + "The answer is $\\boxed{(C)\\ 15}$.", False),
     ])
@@ -228,6 +247,9 @@ def test_set_difference_against_a_union_of_intervals(verifier):
         ("(-\\infty, 2) \\cup (5, \\infty)", R + "$\\boxed{\\mathbb{R} \\setminus [2, 6]}$", False),
         ("(-\\infty,3)\\cup(3,\\infty)", R + "$\\boxed{\\mathbb{R}\\setminus\\{-3\\}}$", False),
         ("\\mathbb{R}\\setminus\\{0\\}", R + "$\\boxed{(-\\infty,0]\\cup(0,\\infty)}$", False),
+        ("\\{x \\mid x \\neq 3\\}", R + "$\\boxed{\\mathbb{R}\\setminus\\{3\\}}$", True),
+        ("(-\\infty,3)\\cup(3,\\infty)", R + "$\\boxed{x \\neq 3}$", True),
+        ("(-\\infty,3)\\cup(3,\\infty)", R + "$\\boxed{x \\neq -3}$", False),
     ])
 
 
@@ -286,6 +308,9 @@ def test_or_and_without_spaces(verifier):
         ("2, 3", R + "$\\boxed{x=2orx=4}$", False),
         ("x=1, y=-2", R + "$\\boxed{x=-2andy=1}$", False),
         ("2", R + "$\\boxed{x=2orx=3}$", False),
+        ("-3, 3", R + "$\\boxed{x=-3 \\lor x=3}$", True),
+        ("-3, 3", R + "$\\boxed{x=-3 \\vee x=4}$", False),
+        ("x=2, y=3", R + "$\\boxed{x=2,andy=3}$", True),
     ])
 
 
@@ -299,6 +324,9 @@ def test_expensive_looking_but_cheap_answers(verifier):
         ("7", R + "$\\boxed{5^{12345} + 7 - 5^{12345}}$", True),
         ("0", R + "$\\boxed{(2^{100000}) - (2^{100000})}$", True),
         ("0", R + "$\\boxed{2^{100000} - 2^{100001}}$", False),
+        ("0", R + "$\\boxed{3^{20000}\\cdot 2 - 2\\cdot 3^{20000}}$", True),
+        ("0", R + "$\\boxed{3^{20000}\\cdot 2 - 3\\cdot 3^{20000}}$", False),
+        ("0", R + "$\\boxed{1000! - 1000!}$", True),
         ("1", R + "$\\boxed{2^{100000} - 2^{100000}}$", False),
         ("500", R + "$\\boxed{" + ones(500) + "}$", True),
         ("499", R + "$\\boxed{" + ones(500) + "}$", False),

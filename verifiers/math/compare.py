@@ -462,6 +462,9 @@ def _leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
         if letter is None:  # '(B) 12', '\\text{(C)} 24', 'D. 7': an upper-case option label with its value
             m = _CHOICE_WITH_TEXT.match(answer.strip())
             letter = next(g for g in m.groups() if g) if m else None
+        if letter is None:  # '4 \\text{ (A)}', 'A (4)': the letter written after or before a bracketed value
+            m = re.match(r"^(?:.+?)\s*(?:\\text\{\s*\(([A-E])\)\s*\}|\(([A-E])\))$|^([A-E])\s*\(.+\)$", answer.strip(), re.S)
+            letter = next(g for g in m.groups() if g) if m else None
         return Outcome(letter == gold_choice, f"choice {gold_choice} vs {letter}")
     if _TEXT.match(gold) or _TEXT.match(answer):
         if _plain_text(gold) == _plain_text(answer):
@@ -618,7 +621,8 @@ def _cheap_structure(s: str) -> str:
         m = re.match(r"^([-+])\s*(.+)$", term, re.S)
         if m is None:
             return s
-        body = _unwrap_parens(re.sub(r"\s+", "", m.group(2)))
+        factors = _top_level_split(re.sub(r"\s+", "", m.group(2)), _PRODUCT)
+        body = "\\cdot".join(sorted(_unwrap_parens(f) for f in factors))  # '2\\cdot 3^{n}' is '3^{n}\\cdot 2'
         counts[body] = counts.get(body, 0) + (1 if m.group(1) == "+" else -1)
     if len(counts) == len(terms) and over_limits(s) is None:
         return s  # nothing cancels or repeats, and the caps allow it: the usual route
@@ -631,6 +635,9 @@ def _cheap_structure(s: str) -> str:
             return s
         total += count * value.value
     return str(total.numerator) if total.denominator == 1 else f"{total.numerator}/{total.denominator}"
+
+
+_PRODUCT = re.compile(r"\\cdot|\\times|\*")
 
 
 def _signed_terms(s: str) -> list[str]:
@@ -705,6 +712,8 @@ def _as_interval(terms: list[str], ops: list[str]) -> tuple[str, str] | None:
     """'a < x \\le b' / 'x > a' / 'x \\in S' -> (variable, interval string)."""
     if ops == ["\\in"]:
         return terms[0], terms[1]
+    if ops == ["\\ne"] and _LABEL.match(terms[0]) and not _LABEL.match(terms[1]):  # 'x \\ne 3': everything but 3
+        return terms[0], f"(-\\infty, {terms[1]}) \\cup ({terms[1]}, \\infty)"
     if not ops or any(op not in _FLIP for op in ops):
         return None
     if len(ops) == 1:

@@ -160,6 +160,8 @@ def answer_from_phrase(phrase: str, after_marker: bool = False) -> str:
     cut = max(lowered.rfind(" is "), lowered.rfind(" are "), lowered.rfind(" be "))
     if cut >= 0:
         tail = _cut_explanation(phrase[cut:].split(" ", 2)[-1].strip().strip('"“”').strip())
+        if _CHOICE_LABEL.match(tail):
+            return tail  # 'The correct choice is (A) $x=4$'
         tail_spans = _math_spans(tail)
         if tail_spans:
             return _join_spans(tail, tail_spans)
@@ -211,7 +213,7 @@ def _numbers_in(words: str) -> str:
 
 
 _WORDS = re.compile(r"[A-Za-z]{3,}")
-_CHOICE_LABEL = re.compile(r"^(?:\([A-E]\)|[A-E][.:)])\s*\$[^$]+\$\s*$|^\\text(?:bf)?\{\s*\(?[A-E]\)\s*\}\s*\$?[^$]+\$?\s*$")
+_CHOICE_LABEL = re.compile(r"^(?:\([A-E]\)|[A-E][.:)])\s*\$[^$]+\$\s*\.?\s*$|^\\text(?:bf)?\{\s*\(?[A-E]\)\s*\}\s*\$?[^$]+\$?\s*\.?\s*$")
 _PLAIN_MATH = re.compile(r"^(?:\d+(?:\.\d+)?|[-+*/^().,=\s]|(?:sqrt|pi|ln|sin|cos|tan)(?![A-Za-z])|[A-Za-z](?![A-Za-z]))+$")
 
 
@@ -314,9 +316,10 @@ def extract_answer(response: str) -> Extraction:
 
 _CORRECTION = re.compile(
     r"\b(?:wait|actually|oops|mistakes?|mistaken|wrong|incorrect|errors?|erred|correct(?:ion|ing|ed)|re-?(?:check|compute|calculate|consider|do|evaluate)|"
-    r"let me (?:re)?check|on second thought|scratch that|no,|i mis[a-z]*|should (?:be|have been))",
+    r"let me (?:re)?check|on second thought|scratch that|no,|i mis[a-z]*|should (?:be|have been)|not (?:right|correct))",
     re.I,
 )
+_NEGATION_BEFORE = re.compile(r"\b(?:not|rather than|instead of|excluding|except|never)\s*[$(\\(\s]*$", re.I)
 _HEDGE = re.compile(
     r"\?|\b(?:maybe|perhaps|possibly|probably|alternatively|not (?:sure|certain)|unsure|uncertain|might|could|guess|either|hmm+|"
     r"or is it|i think|i believe)\b",
@@ -326,8 +329,11 @@ _CHAIN_GAP = re.compile(r"^(?:=|\\approx|≈)$")
 
 
 def _gap_kind(gap: str) -> str:
-    """What the text between two boxes says: ``correction`` (the later box replaces the earlier one),
+    """What the text between two boxes says: ``negation`` (the later box is ruled out: 'not \\boxed{-2}'),
+    ``correction`` (the later box replaces the earlier one),
     ``hedge`` (candidates), ``=`` / ``approx`` (equal forms of one answer), or ``list`` (parts)."""
+    if _NEGATION_BEFORE.search(gap):
+        return "negation"
     if _CORRECTION.search(gap):
         return "correction"
     if _HEDGE.search(_strip_math_text(gap)):
@@ -353,6 +359,10 @@ def _from_boxes(text: str, boxes: list[tuple[int, int, str]], flags: list[str]) 
         if len(_strip_connectors(gap)) > BOX_CLUSTER_GAP or (concluded and "\n\n" in gap):
             break  # far apart, or an intermediate result in an earlier paragraph ('... so the total is \boxed{24}')
         kind = _gap_kind(gap)
+        if kind == "negation":  # '\\boxed{2} (not \\boxed{-2})': the later box is what the response rules out
+            flags.append("negated_box")
+            cluster[0] = box
+            continue
         if kind == "correction":
             flags.append("self_corrected")
             break  # '\boxed{5}. Wait, that is wrong: \boxed{6}': the answer is the one after the correction

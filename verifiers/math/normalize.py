@@ -54,6 +54,7 @@ _NOISE = [
     (re.compile(r"\\text\{\s*(?:all real numbers|all reals)\s*\}|^(?:all real numbers|all reals)$", re.I), r"\\mathbb{R}"),
     (re.compile(r"\\(?:bm|boldsymbol)\s*\{"), "{"),  # bold maths is the same maths
     (re.compile(r"\\varnothing(?![a-zA-Z])|\\\{\s*\\\}"), r"\\emptyset "),  # one spelling of the empty set
+    (re.compile(r"\\(?:lor|vee)(?![a-zA-Z])|∨"), " or "),  # 'x = 1 \\lor x = 2'
     (re.compile(r"\\langle(?![a-zA-Z])|⟨"), "("),  # a vector <1, 2> is the tuple (1, 2)
     (re.compile(r"\\rangle(?![a-zA-Z])|⟩"), ")"),
 ]
@@ -364,10 +365,11 @@ def _peel_text_units(s: str) -> tuple[str, str] | None:
         pieces.insert(0, unit)
         rest = rest[: m.start()].rstrip()
         sep = _UNIT_SEP.search(rest)
-        if sep is None or not _UNIT_PIECE.search(rest[: sep.start()].rstrip()):
-            break
-        pieces[0] = ("per " if "/" in sep.group(0) else "") + pieces[0]
-        rest = rest[: sep.start()].rstrip()
+        if sep is not None and _UNIT_PIECE.search(rest[: sep.start()].rstrip()):
+            pieces[0] = ("per " if "/" in sep.group(0) else "") + pieces[0]
+            rest = rest[: sep.start()].rstrip()
+        elif not _UNIT_PIECE.search(rest):
+            break  # otherwise 'km h^{-1}': units side by side multiply
     if not pieces or not rest or not re.search(r"\d|\\pi|\\sqrt|\\frac", rest) or re.search(r"(?:[-+=<>,(\[{^_]|\\[a-zA-Z]+\s*)$", rest.replace("\\pi", "")):
         return None
     return rest, " ".join(pieces)

@@ -149,6 +149,16 @@ def _plain_decimals(s: str) -> int | None:
     return len(s.strip().split(".")[1]) if "." in s else 0
 
 
+def _decimal_literals_exact(obj):
+    floats = obj.atoms(sympy.Float) if isinstance(obj, sympy.Basic) else ()
+    if not floats:
+        return obj
+    try:
+        return obj.xreplace({f: sympy.Rational(str(f)) for f in floats})
+    except (TypeError, ValueError):
+        return obj
+
+
 def sympy_leaf_equal(gold: str, answer: str) -> Outcome:
     decimals = [d for d in (_decimals(gold), _decimals(answer)) if d is not None]
     plain = _Plain(_plain_decimals(gold), _plain_decimals(answer), _decimals(gold) is None or bool(_IRRATIONAL.search(gold)))
@@ -224,6 +234,7 @@ def _constants(g: sympy.Expr, a: sympy.Expr, decimals: int | None, plain: _Plain
     """Two numbers. Exact to 45 digits, else the rounding rules of :mod:`verifiers.math.compare`: a decimal
     gold keeps its precision; a plain decimal answer for an exact gold is judged by the prompt's rounding
     request, else by the decimal policy when the gold is rational, else (an irrational gold) INCORRECT."""
+    g, a = _decimal_literals_exact(g), _decimal_literals_exact(a)  # '0.6 - 0.8i' is exactly 3/5 - 4/5 i
     gv, av = sympy.N(g, 60), sympy.N(a, 60)
     if not (gv.is_number and av.is_number):
         return Outcome(False, "not numbers")

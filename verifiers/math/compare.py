@@ -19,7 +19,16 @@ Policies that decide verdicts:
   other side is a bare value; two equations are equal when ``lhs - rhs`` are proportional.
 - an inequality in one variable equals the matching interval (``-2 \\le x \\le 7`` = ``[-2, 7]``).
 - units: both sides with different units are different (``5 cm`` vs ``5 m``); a unit on one side only
-  is ignored (``10\\text{ units}`` = ``10``). ``28\\%`` matches ``28`` and ``0.28``. ``90^\\circ`` = ``90``.
+  is ignored (``10\\text{ units}`` = ``10``), also compound units in ``\\text{}``/``\\mathrm{}`` after any
+  value (``9\\pi\\text{ cm}^2``, ``15\\text{ m/s}``, ``36\\,\\mathrm{km}\\,\\mathrm{h}^{-1}``,
+  ``\\frac{\\text{m}}{\\text{s}}``; ``square feet`` = ``ft^2``); words that scale or qualify the number are
+  no unit (``3\\text{ million}``, ``5\\text{ or more}``). ``28\\%`` matches ``28`` and ``0.28``.
+  ``90^\\circ`` = ``90``.
+- sets: ``\\mathbb{R} \\setminus [a, b]`` (also ``\\backslash``, ``-``, a finite set of numbers) is the union
+  of intervals it denotes; ``x \\ne a`` is ``(-\\infty, a) \\cup (a, \\infty)``.
+- cheap structure first: top-level terms that cancel or repeat (``2^{100000} - 2^{100000}``, ``1+1+...+1``,
+  ``1000! - 1000!``) are added as exact rationals before the caps of
+  :func:`verifiers.math.normalize.over_limits` apply; ``\\underbrace{x}_{note}`` is ``x``.
 - a multiple-choice gold (a single letter A-E) needs exactly that letter (``(C)``, ``\\text{C}``,
   ``C. x = 42``, ``(C) 12``); a value gold accepts a labelled choice with that value (``(C) 12`` for ``12``).
 

@@ -8,11 +8,21 @@ Order of precedence (the first that applies wins):
 3. An answer marker ("Final Answer:", "the answer is", "Answer:", GSM8K ``####``) that comes after the
    last ``\\boxed{}``: the text after the last such marker.
 4. ``\\boxed{}`` / ``\\fbox{}`` (nested braces): the last *cluster* of boxes (boxes separated by short
-   connecting text such as ``\\quad\\text{and}\\quad``). Several different boxes in that cluster are
-   returned as several answers (flag ``multiple_answers``); the comparison decides whether the gold
-   answer has that many parts, otherwise the response is hedging and incorrect.
+   connecting text such as ``\\quad\\text{and}\\quad``). The text between two boxes decides how they
+   relate (:func:`_gap_kind`): a self-correction ("wait", "that's wrong", "actually", "mistake") starts the
+   cluster afresh, so the corrected final answer is judged (flag ``self_corrected``); a negation right
+   before a box ("not \\boxed{-2}", "rather than") drops that box; a hedge ("or maybe", "perhaps", "I'm
+   not sure", "could", a question mark), also in the sentence around the boxes, makes the boxes
+   candidates (``kind="hedge"``, flag ``hedged``: INCORRECT whatever the gold, never a multi-part answer);
+   boxes joined only by ``=`` are equal forms of one answer (``kind="forms"``: every form must match;
+   a form after ``\\approx`` is not a claim and is dropped); anything else is a list, returned as several
+   answers (flag ``multiple_answers``) that the comparison matches against a gold with that many parts.
 5. A short response (a bare answer) is its own answer; a long one without any marker is scored from its
    last concluding sentence ("Therefore ... is 12.") and flagged ``bare_answer``; if there is none, NO_ANSWER.
+
+A bare, marker or ``<answer>`` text that only says there is no answer ("I am not sure.", "I don't know",
+"cannot determine") is flagged ``no_answer_phrase``: the verdict is NO_ANSWER, not INCORRECT. A response
+escaped once more (every backslash doubled, as in JSON-escaped data) is read with single backslashes.
 
 >>> extract_answer("so $x=2$ and the answer is $\\\\boxed{\\\\frac{1}{2}}$.").answers
 ('\\\\frac{1}{2}',)

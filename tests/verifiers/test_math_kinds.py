@@ -164,6 +164,9 @@ def test_a_self_correction_is_judged_on_its_final_answer(verifier):
         ("6", R + "\\boxed{6}. Actually, I made an error: \\boxed{7}", False),
         ("2, 3", R + "$\\boxed{2}$. Wait, that is wrong: $\\boxed{3}$.", False),  # one part of two
         ("2, 3", R + "$\\boxed{2}$. Wait, I missed a root: $\\boxed{2, 3}$.", True),
+        ("6", R + "\\boxed{5}. Hold on, I dropped a sign. \\boxed{6}", True),
+        ("6", R + "\\boxed{5}. Hmm, that can't be right. \\boxed{6}", True),
+        ("5", R + "\\boxed{5} -- I miscalculated. \\boxed{6}", False),
     ])
 
 
@@ -200,6 +203,8 @@ def test_units_in_text_after_the_number_when_the_gold_has_none(verifier):
         ("12\\text{ ft}^2", R + "The area is $\\boxed{12\\text{ square feet}}$.", True),
         ("12", R + "$\\boxed{12\\text{ million}}$", False),  # a word that scales the number is no unit
         ("12", R + "$\\boxed{12\\text{ dozen}}$", False),
+        ("12", R + "$\\boxed{12\\text{ units squared}}$", True),
+        ("12", R + "$\\boxed{12\\text{ squared}}$", False),
         ("24", R + "The area is $\\boxed{25\\text{ cm}^2}$.", False),
         ("4\\pi", R + "The area is $\\boxed{4\\text{ cm}^2}$.", False),
         ("36", R + "The speed is $\\boxed{3.6 \\text{ km/h}}$.", False),
@@ -249,6 +254,7 @@ def test_set_difference_against_a_union_of_intervals(verifier):
         ("\\mathbb{R}\\setminus\\{0\\}", R + "$\\boxed{(-\\infty,0]\\cup(0,\\infty)}$", False),
         ("\\{x \\mid x \\neq 3\\}", R + "$\\boxed{\\mathbb{R}\\setminus\\{3\\}}$", True),
         ("(-\\infty,3)\\cup(3,\\infty)", R + "$\\boxed{x \\neq 3}$", True),
+        ("(-\\infty,3)\\cup(3,\\infty)", R + "$\\boxed{\\{x\\in\\mathbb{R} : x\\neq 3\\}}$", True),
         ("(-\\infty,3)\\cup(3,\\infty)", R + "$\\boxed{x \\neq -3}$", False),
     ])
 
@@ -269,6 +275,8 @@ def test_decimal_comma_auto(verifier):
         ("2.74", R + "$\\boxed{2, 74}$", False),  # a space after the comma: a list
         ("2", R + "$\\boxed{2,0}$", False),  # an integer gold gives no decimal context: the pair 2, 0
         ("0.5", R + "$\\boxed{0,5}$", True),
+        ("2.74", R + "$\\boxed{2,74\\text{ m}}$", True),
+        ("2.74", R + "$\\boxed{2,75\\text{ m}}$", False),
     ])
 
 
@@ -349,7 +357,7 @@ def test_still_over_the_caps_is_flagged_not_evaluated(verifier):
     "I am not sure.", "I'm not sure.", "I don't know.", "I do not know the answer.", "Cannot determine.",
     "I cannot determine the answer from the information given.", "It is impossible to determine.",
     "Sorry, I am unable to solve this.", R + "In the end I am not sure what the answer is.",
-    "The answer cannot be determined with certainty; I don't know.",
+    "The answer cannot be determined with certainty; I don't know.", "The answer is: not enough information.",
 ])
 def test_a_completion_without_an_answer_is_no_answer(verifier, text):
     result = _result(verifier, "12", text)

@@ -919,7 +919,7 @@ def _compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy
 
 
 _DIGIT_COMMA = re.compile(r"(?<=\d)(?:\{,\}|,)(?=\d)")
-_ONE_COMMA_NUMBER = re.compile(r"^[\s$]*([-+−]?)(\d+)(?:\{,\}|,)(\d+)[\s$]*\.?\s*$")
+_ONE_COMMA_NUMBER = re.compile(r"^[\s$]*([-+−]?)(\d+)(?:\{,\}|,)(\d+)((?:\s|\\[,;: ]|~)*(?:\\(?:text|mathrm)\s*\{[^{}]*\}(?:\^\{?\d\}?)?|[a-zA-Z]{1,6}(?:\^\{?\d\}?)?)?)[\s$]*\.?\s*$")
 
 
 def _is_decimal(s: str) -> bool:
@@ -938,10 +938,10 @@ def _decimal_comma_auto(answer: str) -> str:
     m = _ONE_COMMA_NUMBER.match(answer)
     if m is None:
         return answer
-    sign, whole, frac = m.groups()
+    sign, whole, frac, unit = m.groups()
     if len(frac) == 3 and whole.lstrip("0"):
         return answer  # '2,740': a thousands separator
-    return f"{sign}{whole}.{frac}"
+    return f"{sign}{whole}.{frac}{unit or ''}"
 
 
 _JOINER = re.compile(r"(?:(?<=[\d})\],\s])|(?<=[=+\-*/^][a-zA-Z]))(or|and)(?=\s*[a-zA-Z](?:_\{?\w+\}?)?\s*=)")
@@ -967,7 +967,7 @@ def _named_values(items: list[str]) -> dict[str, str] | None:
     return named if len(named) == len(items) > 1 else None
 
 
-_SET_BUILDER = re.compile(r"^\\\{\s*([a-zA-Z])\s*(?:\\mid|\||:)\s*(.+?)\s*\\\}$")
+_SET_BUILDER = re.compile(r"^\\\{\s*([a-zA-Z])\s*(?:\\in\s*\\mathbb\s*\{?R\}?\s*)?(?:\\mid|\||:)\s*(.+?)\s*\\\}$")
 _CHOICE_WITH_VALUE = re.compile(r"^(?:\\text\{\s*\(([A-E])\)\s*\}|\(([A-E])\))\s*(\S.*)$", re.S)
 
 

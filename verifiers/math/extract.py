@@ -260,7 +260,7 @@ def _strip_reasoning(text: str) -> str | None:
 _NO_ANSWER = re.compile(
     r"\b(?:i\s*(?:am|'m)\s+(?:still\s+)?(?:not|un)\s*(?:sure|certain)|not\s+sure|i\s+(?:do\s+not|don'?t)\s+know|no\s+idea|"
     r"(?:can\s*not|can'?t|could\s+not|couldn'?t|unable\s+to|impossible\s+to|not\s+able\s+to)\s+(?:be\s+)?(?:determine|determined|solve|solved|answer|answered|find|found|compute|computed|say)"
-    r"|(?:cannot|can'?t)\s+be\s+(?:determined|solved|found))",
+    r"|(?:cannot|can'?t)\s+be\s+(?:determined|solved|found)|(?:not\s+enough|insufficient)\s+information)",
     re.I,
 )
 
@@ -326,7 +326,9 @@ def extract_answer(response: str) -> Extraction:
 
 _CORRECTION = re.compile(
     r"\b(?:wait|actually|oops|mistakes?|mistaken|wrong|incorrect|errors?|erred|correct(?:ion|ing|ed)|re-?(?:check|compute|calculate|consider|do|evaluate)|"
-    r"let me (?:re)?check|on second thought|scratch that|no,|i mis[a-z]*|should (?:be|have been)|not (?:right|correct))",
+    r"let me (?:re)?check|on second thought|scratch that|no,|i mis[a-z]*|should (?:be|have been)|not (?:right|correct)|hold on|"
+    r"revis(?:e|ed|ing|ion)|upon (?:further )?reflection|on (?:closer|further) (?:inspection|thought)|can(?:not|'t) be right|"
+    r"does(?:n't| not) (?:work|satisfy|check out)|mis(?:calculat|read|count|typ|took)\w*|slip|typo)",
     re.I,
 )
 _NEGATION_BEFORE = re.compile(r"\b(?:not|rather than|instead of|excluding|except|never)\s*[$(\\(\s]*$", re.I)

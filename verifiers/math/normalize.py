@@ -328,6 +328,10 @@ _NOT_UNITS = re.compile(r"\b(?:million|billion|trillion|thousand|hundred|dozen|t
 def _unit_words(text: str) -> str | None:
     """'km/h' -> 'km per h', 'square units' -> 'unit^2', 'cm^2' -> 'cm^2'; None when ``text`` is not a unit
     (words that change the value, 'million', 'squared', are not units)."""
+    power = re.match(r"^\s*([A-Za-z].*?)\s+(squared|cubed)\s*$", text)
+    if power:  # 'units squared': a power of the unit (a bare 'squared' scales the number: no unit)
+        base = _unit_words(power.group(1))
+        return f"{base}^{2 if power.group(2) == 'squared' else 3}" if base else None
     m = _UNIT_TEXT.match(text)
     if m is None or _QUALIFIER.search(text) or _NOT_UNITS.search(text):
         return None

@@ -129,6 +129,11 @@ def test_boxes_joined_by_a_hedge_are_not_a_multi_part_answer(verifier):
         ("-1, 1", R + "$\\boxed{-1}$? Or is it $\\boxed{1}$?", False),
         ("7, 8", R + "My guess is \\boxed{7}, alternatively \\boxed{8}.", False),
         ("4", R + "Probably $\\boxed{4}$, or maybe $\\boxed{5}$.", False),
+        # a bare 'or' between two boxes offers candidates, unless the sentence says there are several or labels each
+        ("2, 3", R + "The answer is $\\boxed{2}$ or $\\boxed{3}$.", False),
+        ("2, 3", R + "$\\boxed{2} \\text{ or } \\boxed{3}$", False),
+        ("2, 3", R + "The roots are $\\boxed{2}$ or $\\boxed{3}$.", True),
+        ("2, 3", R + "$x = \\boxed{2} \\text{ or } x = \\boxed{3}$", True),
     ])
 
 

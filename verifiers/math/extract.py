@@ -13,7 +13,9 @@ Order of precedence (the first that applies wins):
    cluster afresh, so the corrected final answer is judged (flag ``self_corrected``); a negation right
    before a box ("not \\boxed{-2}", "rather than") drops that box; a hedge ("or maybe", "perhaps", "I'm
    not sure", "could", a question mark), also in the sentence around the boxes, makes the boxes
-   candidates (``kind="hedge"``, flag ``hedged``: INCORRECT whatever the gold, never a multi-part answer);
+   candidates (``kind="hedge"``, flag ``hedged``: INCORRECT whatever the gold, never a multi-part answer),
+   and so does a bare "or" (``\\boxed{2} or \\boxed{3}``) unless the sentence says there are several
+   ("the roots are ...") or each box is labelled (``x = \\boxed{2} or x = \\boxed{3}``);
    boxes joined only by ``=`` are equal forms of one answer (``kind="forms"``: every form must match;
    a form after ``\\approx`` is not a claim and is dropped); anything else is a list, returned as several
    answers (flag ``multiple_answers``) that the comparison matches against a gold with that many parts.
@@ -338,6 +340,8 @@ _HEDGE = re.compile(
     re.I,
 )
 _CHAIN_GAP = re.compile(r"^(?:=|\\approx|≈)$")
+_BARE_OR = re.compile(r"\bor\b", re.I)
+_PLURAL = re.compile(r"\b(?:are|solutions|roots|values|zeros|zeroes|answers|both|all|pairs?|x-intercepts|numbers)\b", re.I)
 
 
 def _gap_kind(gap: str) -> str:
@@ -379,7 +383,7 @@ def _from_boxes(text: str, boxes: list[tuple[int, int, str]], flags: list[str]) 
             flags.append("self_corrected")
             break  # '\boxed{5}. Wait, that is wrong: \boxed{6}': the answer is the one after the correction
         cluster.insert(0, box)
-        gaps.insert(0, kind)
+        gaps.insert(0, "or" if kind == "list" and _BARE_OR.search(_strip_math_text(gap)) and "=" not in gap else kind)
     contents = [_unbox(b[2].strip()) for b in cluster]
     keep = [c for c, after in zip(contents, ["="] + gaps) if c and after != "approx"]  # '\approx 0.707' is no claim
     if not keep:
@@ -394,7 +398,10 @@ def _from_boxes(text: str, boxes: list[tuple[int, int, str]], flags: list[str]) 
     start = max(text.rfind(sep, 0, cluster[0][0]) + len(sep) for sep in ("\n", ". ", "? ", "! "))
     after = re.split(r"[.\n]", text[cluster[-1][1] : cluster[-1][1] + BOX_CLUSTER_GAP], maxsplit=1)[0]
     around = text[max(start, 0) : cluster[0][0]] + " " + after
-    if "hedge" in gaps or _HEDGE.search(_strip_math_text(around)):
+    plural = _PLURAL.search(_strip_math_text(text[max(start, 0) : cluster[0][0]]))
+    if "hedge" in gaps or _HEDGE.search(_strip_math_text(around)) or ("or" in gaps and not plural):
+        # '\\boxed{2} or \\boxed{3}' offers two candidates unless it says there are several ('the roots are
+        # \\boxed{2} or \\boxed{3}') or labels each ('x = \\boxed{2} or x = \\boxed{3}')
         return Extraction(answers, "boxed", (*flags, "hedged"), "hedge")
     if gaps and all(g in ("=", "approx") for g in gaps):
         return Extraction(answers, "boxed", tuple(flags), "forms")

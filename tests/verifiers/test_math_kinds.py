@@ -100,6 +100,9 @@ ROUNDING_PROMPTS = [
     ("5\\sqrt{2}", R + "\\boxed{7.07}", False, "A rope of approximately 10 m is cut in two. How long is the diagonal?"),  # data, no request
     ("5\\sqrt{2}", R + "\\boxed{7.07}", False, "Let P be the lattice point nearest the origin on the circle; find its distance to Q."),
     ("2\\pi", R + "\\boxed{6.28}", False, "A round table has radius 1. What is its circumference?"),
+    ("2\\pi", R + "\\boxed{6.28}", False, "In each round the token moves to a new vertex of the unit circle. How far does it travel in total?"),
+    ("2\\sqrt{2}", R + "\\boxed{3}", False, "A frog jumps to the nearest integer point. Then it jumps along a diagonal of the unit square twice. "
+     "Find the length of the second part of its path. Simplify your answer. Put the final answer in a box."),
 ]
 
 

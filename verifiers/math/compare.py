@@ -131,7 +131,7 @@ _R_COUNT = r"(\d{1,2}|" + "|".join(_WORD_NUMBERS) + r")"
 _R_DECIMALS = re.compile(_R_COUNT + r"\s*(?:-\s*)?(?:decimal\s+(?:places?|digits?|points?)|decimals\b|d\.\s*p\.?|dp\b|digits?\s+after\s+the\s+decimal)", re.I)
 _R_SIGNIFICANT = re.compile(_R_COUNT + r"\s*(?:-\s*)?(?:significant\s+(?:figures?|digits?)|sig\.?\s*figs?\b|s\.\s*f\.?)", re.I)
 _R_ANY = re.compile(
-    r"\b(?:round(?:ed|ing)?\s+(?:[\w,]+\s+){0,4}?(?:to|off)\b|round(?:ed)?\s+(?:your|the)\s+answer|as\s+a\s+decimal|in\s+decimal\s+form|"
+    r"\b(?:round(?:ed|ing)?\s+(?:(?:your|the|final|answers?|results?|it|this|that|values?|them|all|each|numbers?|up|down)\s+){0,4}(?:to|off)\b|round(?:ed)?\s+(?:your|the)\s+answer|as\s+a\s+decimal|in\s+decimal\s+form|"
     r"decimal\s+(?:approximation|form|value)|(?:numerical|approximate)\s+(?:value|answer|approximation)|approximate\s+(?:your|the)\s+answer)\b",
     re.I,
 )  # not a bare 'approximately': '... weighs approximately 5 kg' states data, it asks for nothing
@@ -147,7 +147,9 @@ def rounding_request(prompt: str) -> Rounding | None:
     """
     if not prompt:
         return None
-    text = prompt[-4000:]
+    # The instruction is at the end ('... Express your answer to the nearest tenth.'); 'a frog jumps to the
+    # nearest integer' earlier in the problem is no request.
+    text = " ".join([c for c in re.split(r"(?<=[.?!])\s+|\n+", prompt[-4000:]) if c.strip()][-4:])
     found = [(m.start(), Rounding(decimals=_NEAREST[_nearest_key(m.group(1))])) for m in _R_NEAREST.finditer(text)]
     found += [(m.start(), Rounding(decimals=_count(m.group(1)))) for m in _R_DECIMALS.finditer(text)]
     found += [(m.start(), Rounding(decimals=len(m.group(1)) - 1)) for m in re.finditer(r"\b(?:to|round(?:ed|ing)?)\s+(?:the\s+)?nearest\s+0?(\.0*1)(?!\d)", text)]

@@ -16,7 +16,7 @@ Options (the request's ``options`` map):
 - ``timeout_s``: per-rollout SymPy budget in seconds (default: the rollout timeout, else 5; clamped to
   [0.05, 30]).
 - ``decimal_comma``: ``auto`` (default) | ``never`` | ``always``. ``auto`` reads ``2,74`` as 2.74 only when it
-  is the whole answer, the gold is one number and the comma cannot be a thousands separator (not three
+  is the whole answer, the gold is one decimal number and the comma cannot be a thousands separator (not three
   digits after it, unless the part before is 0); ``never`` never does; ``always`` reads every comma between
   digits as a decimal comma.
 

@@ -93,6 +93,9 @@ ROUNDING_PROMPTS = [
     ("1000\\pi", R + "\\boxed{3141.59}", True, "Give your answer to 2 d.p."),
     ("e^{3}", R + "\\boxed{20.1}", True, "Round to three significant figures."),
     ("e^{3}", R + "\\boxed{20.09}", True, "Round to the nearest hundredth."),
+    ("\\sqrt{10}", R + "The answer is $\\approx 3.162$.", True, "Express your answer as a decimal to the nearest thousandth."),
+    ("\\sqrt{10}", R + "The answer is $\\approx 3.162$.", False, "Simplify."),
+    ("\\sqrt{10}", R + "The answer is ≈ 3.16.", False, "Express your answer as a decimal to the nearest thousandth."),
     # prompts that do not ask for rounding
     ("\\pi", R + "\\boxed{3.14}", False, "What is the ratio of the circumference of a circle to its diameter?"),
     ("\\sqrt{2}", R + "\\boxed{1.41}", False, "A square has diagonal 2 cm. Find its side; simplify your answer."),
@@ -132,6 +135,7 @@ def test_boxes_joined_by_a_hedge_are_not_a_multi_part_answer(verifier):
         ("-1, 1", R + "$\\boxed{-1}$? Or is it $\\boxed{1}$?", False),
         ("7, 8", R + "My guess is \\boxed{7}, alternatively \\boxed{8}.", False),
         ("4", R + "Probably $\\boxed{4}$, or maybe $\\boxed{5}$.", False),
+        ("2, 3", R + "I am torn between \\boxed{2} and \\boxed{3}.", False),
         # a bare 'or' between two boxes offers candidates, unless the sentence says there are several or labels each
         ("2, 3", R + "The answer is $\\boxed{2}$ or $\\boxed{3}$.", False),
         ("2, 3", R + "$\\boxed{2} \\text{ or } \\boxed{3}$", False),

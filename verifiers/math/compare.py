@@ -880,7 +880,7 @@ def _compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy
     gold = _set_builder(normalize(gold_raw))
     if policy.decimal_comma == "auto" and len(answers) == 1 and _is_decimal(gold):
         answers = (_decimal_comma_auto(answers[0]),)
-    parts = [_set_builder(_space_joiners(normalize(a))) for a in answers]
+    parts = [_set_builder(_space_joiners(_APPROX_LEAD.sub("", normalize(a)))) for a in answers]
     if len(parts) == 1 and parts[0] == gold:
         return Outcome(True, "identical after normalisation")
     labelled_choice = _CHOICE_WITH_VALUE.match(gold)
@@ -920,6 +920,7 @@ def _compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy
     return _unordered(g_labels, a_labels, leaf, "list")
 
 
+_APPROX_LEAD = re.compile(r"^(?:\\approx|\\sim|~)\s*(?=\S)")  # '\\approx 3.162': an approximate value, judged as that decimal
 _DIGIT_COMMA = re.compile(r"(?<=\d)(?:\{,\}|,)(?=\d)")
 _ONE_COMMA_NUMBER = re.compile(r"^[\s$]*([-+−]?)(\d+)(?:\{,\}|,)(\d+)((?:\s|\\[,;: ]|~)*(?:\\(?:text|mathrm)\s*\{[^{}]*\}(?:\^\{?\d\}?)?|[a-zA-Z]{1,6}(?:\^\{?\d\}?)?)?)[\s$]*\.?\s*$")
 

@@ -336,7 +336,7 @@ _CORRECTION = re.compile(
 _NEGATION_BEFORE = re.compile(r"\b(?:not|rather than|instead of|excluding|except|never)\s*[$(\\(\s]*$", re.I)
 _HEDGE = re.compile(
     r"\?|\b(?:maybe|perhaps|possibly|probably|alternatively|not (?:sure|certain)|unsure|uncertain|might|could|guess|either|hmm+|"
-    r"or is it|i think|i believe)\b",
+    r"or is it|i think|i believe|torn|between|undecided|can(?:not|'t) decide)\b",
     re.I,
 )
 _CHAIN_GAP = re.compile(r"^(?:=|\\approx|≈)$")

@@ -28,7 +28,7 @@ _UNICODE = {
     "≠": "\\ne ", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "°": "^\\circ",
     "∪": "\\cup ", "∩": "\\cap ", "∈": "\\in ", "±": "\\pm ", "⁄": "/",
     "\u00a0": " ", "\u2009": " ", "\u202f": " ", "：": ":", "，": ",", "θ": "\\theta ", "α": "\\alpha ",
-    "β": "\\beta ", "∅": "\\emptyset ", "ℝ": "\\mathbb{R}",
+    "β": "\\beta ", "∅": "\\emptyset ", "ℝ": "\\mathbb{R}", "≈": "\\approx ",
 }
 _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
 

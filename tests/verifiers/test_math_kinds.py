@@ -216,6 +216,8 @@ def test_units_in_text_after_the_number_when_the_gold_has_none(verifier):
         ("12", R + "$\\boxed{12\\text{ million}}$", False),  # a word that scales the number is no unit
         ("12", R + "$\\boxed{12\\text{ dozen}}$", False),
         ("12", R + "$\\boxed{12\\text{ units squared}}$", True),
+        ("50", R + "The speed is $\\boxed{50\\,\\mathrm{m\\,s^{-1}}}$", True),
+        ("6\\sqrt{3}", R + "$\\boxed{6\\sqrt{3}\\text{ cm}^2}$", True),
         ("12", R + "$\\boxed{12\\text{ squared}}$", False),
         ("24", R + "The area is $\\boxed{25\\text{ cm}^2}$.", False),
         ("4\\pi", R + "The area is $\\boxed{4\\text{ cm}^2}$.", False),

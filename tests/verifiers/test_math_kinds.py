@@ -396,3 +396,19 @@ def test_kinds_set_accuracy_and_no_false_positives(verifier):
             wrong.append(f"{'FP' if got else 'FN'} {case['id']} [{case['category']}] gold={case['gold']!r}: {result.detail}")
     accuracy = 1 - len(wrong) / len(cases)
     assert fps == 0 and accuracy >= 0.99, f"accuracy {accuracy:.3f}, {fps} false positives\n" + "\n".join(wrong)
+
+
+def test_the_verdict_cache_keeps_requests_with_different_policies_apart():
+    """The same gold and answer under a rounding prompt and without one, and under two decimal_comma
+    settings: a cached verdict of one request must not answer the other."""
+    v = MathVerifier(workers=1)  # verdict cache on
+    try:
+        v.pool.start()
+        for _ in range(2):  # the second round is served from the cache
+            assert _result(v, "\\pi", R + "\\boxed{3.14}", "Round to the nearest hundredth.").verdict is Verdict.CORRECT
+            assert _result(v, "\\pi", R + "\\boxed{3.14}", "Find the ratio.").verdict is Verdict.INCORRECT
+            assert _result(v, "2.74", R + "\\boxed{2,74}").verdict is Verdict.CORRECT
+            assert _result(v, "2.74", R + "\\boxed{2,74}", options={"decimal_comma": "never"}).verdict is Verdict.INCORRECT
+        assert v.cache.hits > 0
+    finally:
+        v.close()

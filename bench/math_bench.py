@@ -9,6 +9,9 @@ worker on the same core, so the comparison is one core against one core):
   the response with ``[LatexExtractionConfig(), ExprExtractionConfig()]``, then ``verify(gold, answer)``.
   It runs on the main thread, where its SIGALRM timeouts work.
 
+A case may carry ``prompt`` (passed as the request's prompt, where a rounding request lives) and ``options``
+(the request's options map); Math-Verify sees neither.
+
 A case counts as correct when the verdict (CORRECT vs anything else) equals the label; a false positive
 is CORRECT on a case labelled false. VERIFIER_TIMEOUT/ERROR are reported separately and count as
 "not CORRECT" for accuracy.
@@ -49,9 +52,9 @@ class Ours:
         self.check("x^2+0", "\\boxed{x^2}")  # warm-up: the worker is up and has imported SymPy
         self.statuses.clear()
 
-    def check(self, gold: str, output: str) -> bool:
+    def check(self, gold: str, output: str, prompt: str = "", options: dict | None = None) -> bool:
         GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext = self._types
-        group = GroupRequest("math", (Rollout(0, output),), Reference(answer=gold), rollout_timeout_s=self.timeout)
+        group = GroupRequest("math", (Rollout(0, output),), Reference(answer=gold), prompt=prompt, rollout_timeout_s=self.timeout, options=dict(options or {}))
         (result,) = self.verifier.verify_group(group, VerifyContext(deadline=time.monotonic() + self.timeout + 1))
         self.statuses[result.status.value] += 1
         return result.status is RolloutStatus.OK and result.verdict is Verdict.CORRECT
@@ -70,8 +73,8 @@ class MathVerify:
         self.config = [LatexExtractionConfig(), ExprExtractionConfig()]
         self.statuses: dict[str, int] = defaultdict(int)
 
-    def check(self, gold: str, output: str) -> bool:
-        try:
+    def check(self, gold: str, output: str, prompt: str = "", options: dict | None = None) -> bool:
+        try:  # Math-Verify has no prompt or options: it gets the same gold and response
             g = self._parse("\\boxed{" + gold + "}", extraction_config=self.config)
             a = self._parse(output, extraction_config=self.config)
             return bool(self._verify(g, a))
@@ -90,7 +93,7 @@ def run_both(cases: list[dict], repeat: int, timeout: float):
             for case in cases:
                 for name, impl in (("ours", ours), ("mv", mv)):
                     t0 = time.perf_counter()
-                    ok = impl.check(case["gold"], case["output"])
+                    ok = impl.check(case["gold"], case["output"], case.get("prompt", ""), case.get("options"))
                     latencies[name].append(time.perf_counter() - t0)
                     if r == 0:
                         verdicts[name].append(ok)
@@ -119,7 +122,7 @@ def pct(values: list[float], q: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", "--data", dest="data", type=Path, default=DEFAULT_DATA,
-                        help="labelled cases (JSON lines: gold, output, expected, category); default: the development set")
+                        help="labelled cases (JSON lines: gold, output, expected, category; optional prompt, options); default: the development set")
     parser.add_argument("--core", type=int, default=0, help="CPU core to pin to")
     parser.add_argument("--repeat", type=int, default=3, help="timed passes over the cases")
     parser.add_argument("--timeout", type=float, default=5.0, help="our per-rollout timeout (s)")

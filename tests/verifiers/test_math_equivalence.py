@@ -175,7 +175,7 @@ FORMS: list[tuple[str, str, bool]] = [
     ('3', '\\boxed{x = 3}', True),
     ('(1,2)', '\\boxed{x=1, y=2}', True),
     ('(1,2)', '\\boxed{x=2, y=1}', False),
-    ('\\frac{\\sqrt{3}}{2}', '\\boxed{0.866}', True),
+    ('\\frac{\\sqrt{3}}{2}', '\\boxed{0.866}', False),  # issue 20: no rounding asked
     ('\\frac{\\sqrt{3}}{2}', '\\boxed{0.87}', False),
     ('3.14', '\\boxed{\\pi}', True),
     ('-\\frac{1}{2}', '\\boxed{\\frac{-1}{2}}', True),
@@ -253,7 +253,7 @@ TRAPS: list[tuple[str, str, bool]] = [
     ('10\\text{ cm}^2', '\\boxed{10\\text{ cm}^3}', False),
     ('\\frac{\\sqrt{2}}{2}', '\\boxed{\\sqrt{2}}', False),
     ('2\\pi', '\\boxed{\\pi}', False),
-    ('\\pi', '\\boxed{3.14}', True),
+    ('\\pi', '\\boxed{3.14}', False),  # issue 20: a rounded value of an exact irrational gold
     ('\\pi', '\\boxed{3.1}', False),
     ('1,2,3', '\\boxed{1,2}', False),
     ('1,2', '\\boxed{1,2,3}', False),
@@ -311,12 +311,12 @@ TRAPS: list[tuple[str, str, bool]] = [
     ('10', '\\boxed{10}\\boxed{10}\\boxed{10}', True),
     ('\\text{no solution}', '\\boxed{\\text{No solution}}', True),
     ('\\text{no solution}', '\\boxed{\\emptyset}', False),
-    ('\\sqrt{2}', '\\boxed{1.414}', True),
+    ('\\sqrt{2}', '\\boxed{1.414}', False),  # issue 20 (was True)
     ('\\sqrt{2}', '\\boxed{1.41}', False),
-    ('\\sqrt{2}', '\\boxed{1.4142}', True),
-    ('\\ln 2', '\\boxed{0.693}', True),
-    ('e', '\\boxed{2.718}', True),
-    ('e', '\\boxed{2.72}', True),
+    ('\\sqrt{2}', '\\boxed{1.4142}', False),  # issue 20 (was True)
+    ('\\ln 2', '\\boxed{0.693}', False),  # issue 20 (was True)
+    ('e', '\\boxed{2.718}', False),  # issue 20 (was True)
+    ('e', '\\boxed{2.72}', False),  # issue 20 (was True)
     ('\\frac{5}{2}', '\\boxed{\\frac{10}{4}}', True),
     ('\\frac{5}{2}', '\\boxed{5/2}', True),
     ('\\frac{5}{2}', '\\boxed{2.5}', True),

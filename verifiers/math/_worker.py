@@ -1,17 +1,17 @@
-"""Worker process body: receive (gold, answers) checks, answer with a tagged tuple. Main thread only."""
+"""Worker process body: receive (gold, answers[, policy, forms]) checks, answer with a tagged tuple. Main thread only."""
 
 from __future__ import annotations
 
 import resource
 
-from cohort.verifiers.math.compare import OverLimits, compare
+from cohort.verifiers.math.compare import DEFAULT_POLICY, OverLimits, Policy, compare
 from cohort.verifiers.math.symbolic import GoldUnparseable, sympy_leaf_equal
 
 
-def check(gold: str, answers: tuple[str, ...]) -> tuple:
+def check(gold: str, answers: tuple[str, ...], policy: Policy = DEFAULT_POLICY, forms: bool = False) -> tuple:
     """('equal', bool, how) | ('invalid_reference', why) | ('over_limits', side, why) | ('error', why)."""
     try:
-        outcome = compare(gold, answers, sympy_leaf_equal)
+        outcome = compare(gold, answers, sympy_leaf_equal, policy, forms)
         return ("equal", outcome.equal, outcome.how)
     except GoldUnparseable as exc:
         return ("invalid_reference", f"gold answer does not parse: {exc}"[:300])
@@ -32,7 +32,7 @@ def main(conn, memory_bytes: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     while True:
         try:
-            gold, answers = conn.recv()
+            task = conn.recv()
         except (EOFError, OSError, KeyboardInterrupt):
             return
-        conn.send(check(gold, answers))
+        conn.send(check(*task))

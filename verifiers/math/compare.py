@@ -19,18 +19,46 @@ Policies that decide verdicts:
   other side is a bare value; two equations are equal when ``lhs - rhs`` are proportional.
 - an inequality in one variable equals the matching interval (``-2 \\le x \\le 7`` = ``[-2, 7]``).
 - units: both sides with different units are different (``5 cm`` vs ``5 m``); a unit on one side only
-  is ignored (``10\\text{ units}`` = ``10``). ``28\\%`` matches ``28`` and ``0.28``. ``90^\\circ`` = ``90``.
+  is ignored (``10\\text{ units}`` = ``10``), also compound units in ``\\text{}``/``\\mathrm{}`` after any
+  value (``9\\pi\\text{ cm}^2``, ``15\\text{ m/s}``, ``36\\,\\mathrm{km}\\,\\mathrm{h}^{-1}``,
+  ``\\frac{\\text{m}}{\\text{s}}``; ``square feet`` = ``ft^2``); words that scale or qualify the number are
+  no unit (``3\\text{ million}``, ``5\\text{ or more}``). ``28\\%`` matches ``28`` and ``0.28``.
+  ``90^\\circ`` = ``90``.
+- sets: ``\\mathbb{R} \\setminus [a, b]`` (also ``\\backslash``, ``-``, a finite set of numbers) is the union
+  of intervals it denotes; ``x \\ne a`` is ``(-\\infty, a) \\cup (a, \\infty)``.
+- cheap structure first: top-level terms that cancel or repeat (``2^{100000} - 2^{100000}``, ``1+1+...+1``,
+  ``1000! - 1000!``) are added as exact rationals before the caps of
+  :func:`verifiers.math.normalize.over_limits` apply; ``\\underbrace{x}_{note}`` is ``x``.
 - a multiple-choice gold (a single letter A-E) needs exactly that letter (``(C)``, ``\\text{C}``,
-  ``C. x = 42``).
+  ``C. x = 42``, ``(C) 12``); a value gold accepts a labelled choice with that value (``(C) 12`` for ``12``).
+
+Rounding (issue 20). A decimal approximation of an *irrational* exact gold (``3.14`` for ``\\pi``, ``1.414``
+for ``\\sqrt2``) is INCORRECT unless the prompt asks for rounding (:func:`rounding_request`: "to the nearest
+hundredth", "round to two decimal places", "3 significant figures", "as a decimal", "approximately"...). When
+it does, a decimal answer must carry at least the requested digits and be correctly rounded at the digits
+it shows (half a unit of its last digit, no relative test: "nearest whole number" accepts ``9`` for
+``5\\sqrt3``). Rational golds keep the decimal policy above; a decimal gold keeps its own precision.
+
+Request policy (:class:`Policy`): built once per request from the prompt and the options, passed to
+:func:`compare` (and through the worker pipe to the SymPy leaf), and part of the verdict cache key.
+``decimal_comma`` (``auto`` | ``never`` | ``always``): ``auto`` (the default) reads ``2,74`` / ``2{,}74`` / ``0,125``
+as a decimal only when the whole answer is that one number, the gold is one decimal number (``2.74``: an
+integer or a list gold gives no such context), and the comma cannot be a thousands separator (the group
+after it is not three digits, or the part before it is 0);
+``never`` keeps commas as list/thousands separators; ``always`` reads every comma between digits as a
+decimal comma (lists then need a space or a semicolon).
 """
 
 from __future__ import annotations
 
+import contextvars
+import math
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Literal
 
 from cohort.verifiers.math.extract import find_boxes
 from cohort.verifiers.math.normalize import normalize, over_limits, split_quantity
@@ -58,6 +86,115 @@ class Outcome:
 
 
 Leaf = Callable[[str, str], Outcome]
+
+DecimalComma = Literal["auto", "never", "always"]
+DECIMAL_COMMA_CHOICES: tuple[str, ...] = ("auto", "never", "always")
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """What the prompt asks: ``decimals`` digits after the point (negative: tens, hundreds), or
+    ``significant`` figures, or neither (any precision: "as a decimal", "approximately")."""
+
+    decimals: int | None = None
+    significant: int | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How answers to this request may be written (from the prompt and the options)."""
+
+    rounding: Rounding | None = None
+    """Set when the prompt asks for a rounded or decimal answer; None: rounded decimals of exact irrational
+    golds are INCORRECT."""
+    decimal_comma: DecimalComma = "auto"
+    """Is ``2,74`` the decimal 2.74? See the module docstring."""
+
+
+DEFAULT_POLICY = Policy()
+_POLICY: contextvars.ContextVar[Policy] = contextvars.ContextVar("math_policy", default=DEFAULT_POLICY)
+
+
+def current_policy() -> Policy:
+    """The policy of the :func:`compare` call in progress (read by the SymPy leaf in the worker)."""
+    return _POLICY.get()
+
+
+_WORD_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+_NEAREST = {
+    "whole number": 0, "whole": 0, "integer": 0, "dollar": 0, "degree": 0, "percent": 0, "cent": 2,
+    "tenth": 1, "hundredth": 2, "thousandth": 3, "ten-thousandth": 4, "ten thousandth": 4, "hundred-thousandth": 5,
+    "ten": -1, "hundred": -2, "thousand": -3,
+}
+_R_NEAREST = re.compile(r"\b(?:to|round(?:ed|ing)?)\s+(?:the\s+)?nearest\s+(?:the\s+)?(" + "|".join(sorted(map(re.escape, _NEAREST), key=len, reverse=True)) + r")s?\b", re.I)
+_R_COUNT = r"(\d{1,2}|" + "|".join(_WORD_NUMBERS) + r")"
+_R_DECIMALS = re.compile(_R_COUNT + r"\s*(?:-\s*)?(?:decimal\s+(?:places?|digits?|points?)|decimals\b|d\.\s*p\.?|dp\b|digits?\s+after\s+the\s+decimal)", re.I)
+_R_SIGNIFICANT = re.compile(_R_COUNT + r"\s*(?:-\s*)?(?:significant\s+(?:figures?|digits?)|sig\.?\s*figs?\b|s\.\s*f\.?)", re.I)
+_R_ANY = re.compile(
+    r"\b(?:round(?:ed|ing)?\s+(?:(?:your|the|final|answers?|results?|it|this|that|values?|them|all|each|numbers?|up|down)\s+){0,4}(?:to|off)\b|round(?:ed)?\s+(?:your|the)\s+answer|as\s+a\s+decimal|in\s+decimal\s+form|"
+    r"decimal\s+(?:approximation|form|value)|(?:numerical|approximate)\s+(?:value|answer|approximation)|approximate\s+(?:your|the)\s+answer)\b",
+    re.I,
+)  # not a bare 'approximately': '... weighs approximately 5 kg' states data, it asks for nothing
+
+
+def rounding_request(prompt: str) -> Rounding | None:
+    """The rounding a prompt asks for, or None.
+
+    >>> rounding_request("Express your answer as a decimal to the nearest hundredth.")
+    Rounding(decimals=2, significant=None)
+    >>> rounding_request("Find the exact value.") is None
+    True
+    """
+    if not prompt:
+        return None
+    # The instruction is at the end ('... Express your answer to the nearest tenth.'); 'a frog jumps to the
+    # nearest integer' earlier in the problem is no request.
+    text = " ".join([c for c in re.split(r"(?<=[.?!])\s+|\n+", prompt[-4000:]) if c.strip()][-4:])
+    found = [(m.start(), Rounding(decimals=_NEAREST[_nearest_key(m.group(1))])) for m in _R_NEAREST.finditer(text)]
+    found += [(m.start(), Rounding(decimals=_count(m.group(1)))) for m in _R_DECIMALS.finditer(text)]
+    found += [(m.start(), Rounding(decimals=len(m.group(1)) - 1)) for m in re.finditer(r"\b(?:to|round(?:ed|ing)?)\s+(?:the\s+)?nearest\s+0?(\.0*1)(?!\d)", text)]
+    found += [(m.start(), Rounding(significant=_count(m.group(1)))) for m in _R_SIGNIFICANT.finditer(text)]
+    if found:
+        return max(found, key=lambda f: f[0])[1]  # the last request in the prompt is the one that applies
+    return Rounding() if _R_ANY.search(text) else None
+
+
+def _nearest_key(word: str) -> str:
+    word = re.sub(r"\s+", " ", word.lower())
+    return word if word in _NEAREST else word.replace(" ", "-")
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _WORD_NUMBERS[word.lower()]
+
+
+def rounded_match(gold: Fraction, answer: Fraction, answer_decimals: int | None, rounding: Rounding) -> Outcome:
+    """Is ``answer`` (written with ``answer_decimals`` digits after the point) ``gold`` rounded as asked?"""
+    wanted = rounding.decimals
+    if rounding.significant is not None:
+        if gold == 0 or rounding.significant <= 0:
+            return Outcome(gold == answer, "significant figures of 0")
+        wanted = rounding.significant - 1 - _floor_log10(abs(gold))
+    if wanted is None:  # any precision: the decimal policy, at the digits the answer shows
+        if answer_decimals is None:
+            return Outcome(gold == answer, "an integer is not a rounded decimal")
+        return close_decimal(gold, answer, answer_decimals)
+    shown = answer_decimals if answer_decimals is not None else min(wanted, 0)
+    if shown < wanted:
+        return Outcome(False, f"rounded to {shown} decimals, the prompt asks for {wanted}")
+    half = Fraction(10) ** (-shown) / 2 * (1 + Fraction(1, 10**9))
+    if abs(gold - answer) <= half:
+        return Outcome(True, f"rounded as the prompt asks ({shown} decimals)")
+    return Outcome(False, f"not {shown}-decimal rounding of the gold")
+
+
+def _floor_log10(x: Fraction) -> int:
+    guess = math.floor(math.log10(x.numerator) - math.log10(x.denominator))
+    while Fraction(10) ** guess > x:
+        guess -= 1
+    while Fraction(10) ** (guess + 1) <= x:
+        guess += 1
+    return guess
 
 
 def cheap_leaf(gold: str, answer: str) -> Outcome:
@@ -260,6 +397,9 @@ def parse_number(s: str) -> Number | None:
 def numbers_equal(gold: Number, answer: Number) -> Outcome:
     if gold.value == answer.value:
         return Outcome(True, "exact number")
+    rounding = current_policy().rounding
+    if rounding is not None and gold.decimals is None:  # the prompt asks for a rounded answer to an exact gold
+        return rounded_match(gold.value, answer.value, answer.decimals, rounding)
     # the side written with fewer decimals decides the precision
     decs = [d for d in (gold.decimals, answer.decimals) if d is not None]
     if not decs:
@@ -282,7 +422,7 @@ def close_decimal(x: Fraction, y: Fraction, decimals: int) -> Outcome:
 
 _CHOICE = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-E]))\s*\)?$")  # bare 'e' is Euler's number
 _CHOICE_ANSWER = re.compile(r"^\(?\s*(?:\\text\{\s*\(?\s*([A-Ea-e])\s*\)?\s*\}|([A-Ea-e]))\s*\)?(?:\s*[.:)]\s.*|\s*[.:)])?$", re.S)
-_CHOICE_WITH_TEXT = re.compile(r"^(?:\\text\{\s*\(([A-E])\)\s*\}|\(([A-E])\)|([A-E])[.:)])\s*(?:\S.*)?$", re.S)
+_CHOICE_WITH_TEXT = re.compile(r"^(?:\\text\{\s*\(([A-E])\)\s*\}|\\text\{\s*([A-E])\s*[.:)]\s*\}|\(([A-E])\)|([A-E])[.:)])\s*(?:\S.*)?$", re.S)
 _TEXT = re.compile(r"^(?:\\text\{[^{}\\]*\}|\s)+$")
 _MATRIX = re.compile(r"^\\begin\{([pbvBV]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}$", re.S)
 _BRACKETED = re.compile(r"^([(\[])(.*)([)\]])$", re.S)
@@ -318,6 +458,11 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
 def _leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
     if gold == answer:
         return Outcome(True, "identical")
+    gold, answer = _complement(gold), _complement(answer)
+    if _choice(gold) is None and not _CHOICE_WITH_VALUE.match(gold):
+        labelled = _LABELLED_CHOICE.match(answer.strip())
+        if labelled:  # '(C) 12' for the gold '12': the value of the chosen option is the answer
+            answer = labelled.group(1).strip()
     if re.fullmatch(r"[A-Za-z][A-Za-z ]+", gold) and _plain_text(gold) == _plain_text(answer) and len(gold) > 2:
         return Outcome(True, "same text")
     gold_choice = _choice(gold)
@@ -327,6 +472,9 @@ def _leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
         letter = (m.group(1) or m.group(2)).upper() if m else None
         if letter is None:  # '(B) 12', '\\text{(C)} 24', 'D. 7': an upper-case option label with its value
             m = _CHOICE_WITH_TEXT.match(answer.strip())
+            letter = next(g for g in m.groups() if g) if m else None
+        if letter is None:  # '4 \\text{ (A)}', 'A (4)': the letter written after or before a bracketed value
+            m = re.match(r"^(?:.+?)\s*(?:\\text\{\s*\(([A-E])\)\s*\}|\(([A-E])\))$|^([A-E])\s*\(.+\)$", answer.strip(), re.S)
             letter = next(g for g in m.groups() if g) if m else None
         return Outcome(letter == gold_choice, f"choice {gold_choice} vs {letter}")
     if _TEXT.match(gold) or _TEXT.match(answer):
@@ -412,6 +560,7 @@ def _leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
     if g_base or a_base:
         same = bool(g_base and a_base and g_base.groups() == a_base.groups())
         return Outcome(same, "base-n digits")
+    g_val, a_val = _cheap_structure(g_val), _cheap_structure(a_val)
     g_num, a_num = parse_number(g_val), parse_number(a_val)
     if g_num is not None and a_num is not None:
         result = numbers_equal(g_num, a_num)
@@ -431,6 +580,90 @@ def _leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
         if why:
             raise OverLimits(side, why)
     return leaf(g_val, a_val)
+
+
+_LABELLED_CHOICE = re.compile(r"^(?:\\text\{\s*\(?[A-E]\)\s*\}|\\text\{\s*[A-E]\s*\}\s*[.:)]|\([A-E]\)|[A-E][.:)])\s*(\S.*)$", re.S)
+_UNIVERSE = re.compile(r"^(?:\\mathbb\s*\{?\s*R\s*\}?|\\R(?![a-zA-Z])|\(\s*-\s*\\infty\s*,\s*\\infty\s*\))\s*(?:\\setminus|\\backslash|-)\s*(.+)$", re.S)
+
+
+def _complement(s: str) -> str:
+    """'\\mathbb{R} \\setminus [a, b]' -> '(-\\infty, a) \\cup (b, \\infty)'; a finite set of numbers
+    '\\mathbb{R} \\setminus \\{1, -1\\}' -> the intervals between them. Anything else is left as written."""
+    m = _UNIVERSE.match(s.strip()) if "\\" in s else None
+    if m is None:
+        return s
+    removed = m.group(1).strip()
+    interval = _BRACKETED.match(removed)
+    if interval and _balanced(interval.group(2)):
+        ends = _top_level_split(interval.group(2), _TUPLE_SEP)
+        if len(ends) != 2:
+            return s
+        lo, hi = (_infinity(e) for e in ends)
+        pieces = []
+        if lo != "-\\infty":
+            pieces.append(f"(-\\infty, {lo}" + (")" if interval.group(1) == "[" else "]"))
+        if hi != "\\infty":
+            pieces.append(("(" if interval.group(3) == "]" else "[") + f"{hi}, \\infty)")
+        return " \\cup ".join(pieces) if pieces else "\\emptyset"
+    if removed.startswith("\\{") and removed.endswith("\\}") and _balanced(removed[2:-2]):
+        items = _top_level_split(removed[2:-2], _TUPLE_SEP)
+        numbers = [parse_number(i) for i in items]
+        if not items or any(n is None for n in numbers):
+            return s
+        points = [i for _, i in sorted(zip((n.value for n in numbers), items))]
+        points = list(dict.fromkeys(points))
+        ends = ["-\\infty", *points, "\\infty"]
+        return " \\cup ".join(f"({a}, {b})" for a, b in zip(ends, ends[1:]))
+    return s
+
+
+_ADDEND = re.compile(r"\s*([-+])\s*")
+
+
+def _cheap_structure(s: str) -> str:
+    """An expression that looks expensive but is cheap to decide: top-level terms that cancel
+    ('2^{100000} - 2^{100000}', '1000! - 1000!') or repeat ('1+1+...+1'), added as exact rationals when every
+    term left is a number. Returns the value, or ``s`` unchanged (the caps then apply as before)."""
+    if len(s) > MAX_INPUT_CHARS or ("+" not in s and "-" not in s):
+        return s
+    counts: dict[str, int] = {}
+    terms = _signed_terms(s.strip())
+    for term in terms:
+        m = re.match(r"^([-+])\s*(.+)$", term, re.S)
+        if m is None:
+            return s
+        factors = _top_level_split(re.sub(r"\s+", "", m.group(2)), _PRODUCT)
+        body = "\\cdot".join(sorted(_unwrap_parens(f) for f in factors))  # '2\\cdot 3^{n}' is '3^{n}\\cdot 2'
+        counts[body] = counts.get(body, 0) + (1 if m.group(1) == "+" else -1)
+    if len(counts) == len(terms) and over_limits(s) is None:
+        return s  # nothing cancels or repeats, and the caps allow it: the usual route
+    total = Fraction(0)
+    for body, count in counts.items():
+        if count == 0:
+            continue
+        value = parse_number(body)
+        if value is None:
+            return s
+        total += count * value.value
+    return str(total.numerator) if total.denominator == 1 else f"{total.numerator}/{total.denominator}"
+
+
+_PRODUCT = re.compile(r"\\cdot|\\times|\*")
+
+
+def _signed_terms(s: str) -> list[str]:
+    """'a - b + c' -> ['+a', '-b', '+c'], splitting only where no bracket is open."""
+    terms, depth, start = [], 0, 0
+    for i, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c in "+-" and depth == 0 and i > 0 and s[i - 1] not in "^_*/":
+            terms.append(s[start:i])
+            start = i
+    terms.append(s[start:])
+    return [t if t.lstrip()[:1] in ("+", "-") else "+" + t for t in (t.strip() for t in terms) if t]
 
 
 def _is_simple_text(s: str) -> bool:
@@ -490,6 +723,8 @@ def _as_interval(terms: list[str], ops: list[str]) -> tuple[str, str] | None:
     """'a < x \\le b' / 'x > a' / 'x \\in S' -> (variable, interval string)."""
     if ops == ["\\in"]:
         return terms[0], terms[1]
+    if ops == ["\\ne"] and _LABEL.match(terms[0]) and not _LABEL.match(terms[1]):  # 'x \\ne 3': everything but 3
+        return terms[0], f"(-\\infty, {terms[1]}) \\cup ({terms[1]}, \\infty)"
     if not ops or any(op not in _FLIP for op in ops):
         return None
     if len(ops) == 1:
@@ -527,7 +762,9 @@ def _relations_equal(gold, answer, g_terms, g_ops, a_terms, a_ops, leaf: Leaf) -
         if a_label is not None:
             return leaf_equal(gold, a_label, leaf)
         if not re.search(r"[a-zA-Z]", re.sub(r"\\(?:frac|sqrt|cdot|times|pi)", "", a_terms[0])):
-            return leaf_equal(gold, a_terms[-1], leaf)  # '1/2 + 1/3 = 5/6': a computation
+            # '1/2 + 1/3 = 5/6': a computation, whose value is its last exact term ('\\sqrt2 \\approx 1.414' is '\\sqrt2')
+            exact = [t for t, op in zip(a_terms[1:], a_ops) if op == "="]
+            return leaf_equal(gold, exact[-1] if exact else a_terms[0], leaf)
         return Outcome(False, "answer is an equation, the gold is not")
     g_int = _as_interval(g_terms, g_ops) if g_ops else (None, gold)
     a_int = _as_interval(a_terms, a_ops) if a_ops else (None, answer)
@@ -612,8 +849,25 @@ def _as_intersection(items: list[str]) -> list[str]:
     return [f"{found[0][0]} \\in {lo},{hi}"]
 
 
-def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
-    """Compare gold with the extracted answer(s). Raises NeedSympy (cheap pass) or OverLimits."""
+def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy = DEFAULT_POLICY, forms: bool = False) -> Outcome:
+    """Compare gold with the extracted answer(s). Raises NeedSympy (cheap pass) or OverLimits.
+
+    ``answers`` are the parts of one answer, or with ``forms`` several equal forms of one answer
+    (``\\boxed{\\frac12} = \\boxed{0.5}``): then every form must match the gold."""
+    token = _POLICY.set(policy)
+    try:
+        if forms and len(answers) > 1:
+            for form in answers:
+                outcome = _compare(gold_raw, (form,), leaf, policy)
+                if not outcome.equal:
+                    return Outcome(False, f"equal forms: {form[:40]!r} does not match ({outcome.how})")
+            return Outcome(True, f"all {len(answers)} equal forms match")
+        return _compare(gold_raw, answers, leaf, policy)
+    finally:
+        _POLICY.reset(token)
+
+
+def _compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy) -> Outcome:
     if len(gold_raw) > MAX_INPUT_CHARS:
         raise OverLimits("gold", f"longer than {MAX_INPUT_CHARS} characters")
     if sum(len(a) for a in answers) > MAX_INPUT_CHARS or len(answers) > MAX_PARTS:
@@ -621,8 +875,12 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
     if "boxed" in gold_raw or "fbox" in gold_raw:  # a gold written as '\\boxed{...}'
         boxes = find_boxes(gold_raw)
         gold_raw = ", ".join(b[2] for b in boxes) if boxes else gold_raw
+    if policy.decimal_comma == "always":
+        gold_raw, answers = _decimal_commas(gold_raw), tuple(_decimal_commas(a) for a in answers)
     gold = _set_builder(normalize(gold_raw))
-    parts = [_set_builder(normalize(a)) for a in answers]
+    if policy.decimal_comma == "auto" and len(answers) == 1 and _is_decimal(gold):
+        answers = (_decimal_comma_auto(answers[0]),)
+    parts = [_set_builder(_space_joiners(_APPROX_LEAD.sub("", normalize(a)))) for a in answers]
     if len(parts) == 1 and parts[0] == gold:
         return Outcome(True, "identical after normalisation")
     labelled_choice = _CHOICE_WITH_VALUE.match(gold)
@@ -662,6 +920,43 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf) -> Outcome:
     return _unordered(g_labels, a_labels, leaf, "list")
 
 
+_APPROX_LEAD = re.compile(r"^(?:\\approx|\\sim|~)\s*(?=\S)")  # '\\approx 3.162': an approximate value, judged as that decimal
+_DIGIT_COMMA = re.compile(r"(?<=\d)(?:\{,\}|,)(?=\d)")
+_ONE_COMMA_NUMBER = re.compile(r"^[\s$]*([-+−]?)(\d+)(?:\{,\}|,)(\d+)((?:\s|\\[,;: ]|~)*(?:\\(?:text|mathrm)\s*\{[^{}]*\}(?:\^\{?\d\}?)?|[a-zA-Z]{1,6}(?:\^\{?\d\}?)?)?)[\s$]*\.?\s*$")
+
+
+def _is_decimal(s: str) -> bool:
+    number = parse_number(s)
+    return number is not None and number.decimals is not None
+
+
+def _decimal_commas(s: str) -> str:
+    """``decimal_comma=always``: every comma between two digits is a decimal point."""
+    return _DIGIT_COMMA.sub(".", s)
+
+
+def _decimal_comma_auto(answer: str) -> str:
+    """``decimal_comma=auto``: '2,74' / '0,125' / '2{,}74' is a decimal when it is the whole answer and the
+    comma cannot be a thousands separator (called only when the gold is one decimal number)."""
+    m = _ONE_COMMA_NUMBER.match(answer)
+    if m is None:
+        return answer
+    sign, whole, frac, unit = m.groups()
+    if len(frac) == 3 and whole.lstrip("0"):
+        return answer  # '2,740': a thousands separator
+    return f"{sign}{whole}.{frac}{unit or ''}"
+
+
+_JOINER = re.compile(r"(?:(?<=[\d})\],\s])|(?<=[=+\-*/^][a-zA-Z]))(or|and)(?=\s*[a-zA-Z](?:_\{?\w+\}?)?\s*=)")
+
+
+def _space_joiners(s: str) -> str:
+    """'x=2orx=3' / 'x=1andy=2': 'or' / 'and' written without spaces between equations."""
+    if s.count("=") < 2 or ("or" not in s and "and" not in s):
+        return s
+    return _JOINER.sub(r" \1 ", s)
+
+
 def _named_values(items: list[str]) -> dict[str, str] | None:
     """{'p': '3', 'q': '5'} when every item is 'name = value' with distinct names; None otherwise."""
     named = {}
@@ -675,7 +970,7 @@ def _named_values(items: list[str]) -> dict[str, str] | None:
     return named if len(named) == len(items) > 1 else None
 
 
-_SET_BUILDER = re.compile(r"^\\\{\s*([a-zA-Z])\s*(?:\\mid|\||:)\s*(.+?)\s*\\\}$")
+_SET_BUILDER = re.compile(r"^\\\{\s*([a-zA-Z])\s*(?:\\in\s*\\mathbb\s*\{?R\}?\s*)?(?:\\mid|\||:)\s*(.+?)\s*\\\}$")
 _CHOICE_WITH_VALUE = re.compile(r"^(?:\\text\{\s*\(([A-E])\)\s*\}|\(([A-E])\))\s*(\S.*)$", re.S)
 
 

@@ -8,11 +8,23 @@ Order of precedence (the first that applies wins):
 3. An answer marker ("Final Answer:", "the answer is", "Answer:", GSM8K ``####``) that comes after the
    last ``\\boxed{}``: the text after the last such marker.
 4. ``\\boxed{}`` / ``\\fbox{}`` (nested braces): the last *cluster* of boxes (boxes separated by short
-   connecting text such as ``\\quad\\text{and}\\quad``). Several different boxes in that cluster are
-   returned as several answers (flag ``multiple_answers``); the comparison decides whether the gold
-   answer has that many parts, otherwise the response is hedging and incorrect.
+   connecting text such as ``\\quad\\text{and}\\quad``). The text between two boxes decides how they
+   relate (:func:`_gap_kind`): a self-correction ("wait", "that's wrong", "actually", "mistake") starts the
+   cluster afresh, so the corrected final answer is judged (flag ``self_corrected``); a negation right
+   before a box ("not \\boxed{-2}", "rather than") drops that box; a hedge ("or maybe", "perhaps", "I'm
+   not sure", "could", a question mark), also in the sentence around the boxes, makes the boxes
+   candidates (``kind="hedge"``, flag ``hedged``: INCORRECT whatever the gold, never a multi-part answer),
+   and so does a bare "or" (``\\boxed{2} or \\boxed{3}``) unless the sentence says there are several
+   ("the roots are ...") or each box is labelled (``x = \\boxed{2} or x = \\boxed{3}``);
+   boxes joined only by ``=`` are equal forms of one answer (``kind="forms"``: every form must match;
+   a form after ``\\approx`` is not a claim and is dropped); anything else is a list, returned as several
+   answers (flag ``multiple_answers``) that the comparison matches against a gold with that many parts.
 5. A short response (a bare answer) is its own answer; a long one without any marker is scored from its
    last concluding sentence ("Therefore ... is 12.") and flagged ``bare_answer``; if there is none, NO_ANSWER.
+
+A bare, marker or ``<answer>`` text that only says there is no answer ("I am not sure.", "I don't know",
+"cannot determine") is flagged ``no_answer_phrase``: the verdict is NO_ANSWER, not INCORRECT. A response
+escaped once more (every backslash doubled, as in JSON-escaped data) is read with single backslashes.
 
 >>> extract_answer("so $x=2$ and the answer is $\\\\boxed{\\\\frac{1}{2}}$.").answers
 ('\\\\frac{1}{2}',)
@@ -22,6 +34,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from cohort.verifiers.math.normalize import undouble_backslashes
 
 MAX_RESPONSE_CHARS = 200_000  # the tail is kept: the answer is at the end
 MAX_ANSWER_CHARS = 2_000
@@ -34,6 +48,10 @@ class Extraction:
     answers: tuple[str, ...]  # empty: no answer found
     source: str  # answer_tag | marker | boxed | bare | none
     flags: tuple[str, ...] = ()
+    kind: str = "parts"
+    """How several answers relate: ``parts`` of one answer (``\\boxed{2}`` and ``\\boxed{3}``), equal ``forms``
+    of one answer (``\\boxed{\\frac12} = \\boxed{0.5}``: each must match), or a ``hedge`` between candidates
+    (``\\boxed{2}, or maybe \\boxed{3}``: never correct)."""
 
 
 _MARKER = re.compile(
@@ -143,6 +161,8 @@ def answer_from_phrase(phrase: str, after_marker: bool = False) -> str:
     boxes = find_boxes(phrase)
     if boxes:
         return boxes[-1][2]
+    if _CHOICE_LABEL.match(phrase):
+        return phrase  # '(B) $2\\sqrt{3}$': the letter and the value of a multiple-choice answer
     spans = _math_spans(phrase)
     if not spans and _PLAIN_MATH.match(phrase):
         return phrase  # plain-text maths: 'sqrt(3)/2', '2*pi', 'x^2 + 2*x + 1'
@@ -152,6 +172,8 @@ def answer_from_phrase(phrase: str, after_marker: bool = False) -> str:
     cut = max(lowered.rfind(" is "), lowered.rfind(" are "), lowered.rfind(" be "))
     if cut >= 0:
         tail = _cut_explanation(phrase[cut:].split(" ", 2)[-1].strip().strip('"“”').strip())
+        if _CHOICE_LABEL.match(tail):
+            return tail  # 'The correct choice is (A) $x=4$'
         tail_spans = _math_spans(tail)
         if tail_spans:
             return _join_spans(tail, tail_spans)
@@ -203,6 +225,7 @@ def _numbers_in(words: str) -> str:
 
 
 _WORDS = re.compile(r"[A-Za-z]{3,}")
+_CHOICE_LABEL = re.compile(r"^(?:\([A-E]\)|[A-E][.:)])\s*\$[^$]+\$\s*\.?\s*$|^\\text(?:bf)?\{\s*\(?[A-E]\)\s*\}\s*\$?[^$]+\$?\s*\.?\s*$")
 _PLAIN_MATH = re.compile(r"^(?:\d+(?:\.\d+)?|[-+*/^().,=\s]|(?:sqrt|pi|ln|sin|cos|tan)(?![A-Za-z])|[A-Za-z](?![A-Za-z]))+$")
 
 
@@ -236,8 +259,24 @@ def _strip_reasoning(text: str) -> str | None:
     return text
 
 
+_NO_ANSWER = re.compile(
+    r"\b(?:i\s*(?:am|'m)\s+(?:still\s+)?(?:not|un)\s*(?:sure|certain)|not\s+sure|i\s+(?:do\s+not|don'?t)\s+know|no\s+idea|"
+    r"(?:can\s*not|can'?t|could\s+not|couldn'?t|unable\s+to|impossible\s+to|not\s+able\s+to)\s+(?:be\s+)?(?:determine|determined|solve|solved|answer|answered|find|found|compute|computed|say)"
+    r"|(?:cannot|can'?t)\s+be\s+(?:determined|solved|found)|(?:not\s+enough|insufficient)\s+information)",
+    re.I,
+)
+
+
+def _no_answer(ex: Extraction, said: str) -> Extraction:
+    """A completion that only says it has no answer ('I am not sure.', 'cannot determine'): flagged, so that
+    the verdict is NO_ANSWER unless the gold itself is such a text ('\\text{cannot be determined}')."""
+    if ex.answers and _NO_ANSWER.search(said) and not re.search(r"\d|\$|\\[a-zA-Z(\[]|=", said):
+        return Extraction(ex.answers, ex.source, (*ex.flags, "no_answer_phrase"), ex.kind)
+    return ex
+
+
 def extract_answer(response: str) -> Extraction:
-    text = response[-MAX_RESPONSE_CHARS:].replace("\\\\boxed", "\\boxed")
+    text = undouble_backslashes(response[-MAX_RESPONSE_CHARS:]).replace("\\\\boxed", "\\boxed")
     flags: list[str] = []
     after = _strip_reasoning(text)
     if after is None:
@@ -257,8 +296,8 @@ def extract_answer(response: str) -> Extraction:
         if inner and inner.answers:
             return Extraction(inner.answers, "answer_tag", (*flags, *inner.flags))
         if "\n" not in content and len(content) <= SHORT_RESPONSE_CHARS:  # 'The value is 9.', 'approximately 9'
-            return Extraction((_clip(answer_from_phrase(content, after_marker=True)),), "answer_tag", tuple(flags))
-        return Extraction((_clip(content),), "answer_tag", tuple(flags))
+            return _no_answer(Extraction((_clip(answer_from_phrase(content, after_marker=True)),), "answer_tag", tuple(flags)), content)
+        return _no_answer(Extraction((_clip(content),), "answer_tag", tuple(flags)), content)
 
     boxes = find_boxes(text)
     markers = list(_MARKER.finditer(text))
@@ -266,23 +305,10 @@ def extract_answer(response: str) -> Extraction:
     if markers and markers[-1].end() > last_box_end:
         phrase = _first_sentence(text[markers[-1].end() :])
         if phrase:
-            return Extraction((_clip(answer_from_phrase(phrase, after_marker=True)),), "marker", tuple(flags))
+            return _no_answer(Extraction((_clip(answer_from_phrase(phrase, after_marker=True)),), "marker", tuple(flags)), phrase)
 
     if boxes:
-        cluster = [boxes[-1]]
-        concluded = _concludes(text[: boxes[-1][0]])
-        for box in reversed(boxes[:-1]):
-            gap = text[box[1] : cluster[0][0]]
-            if len(_strip_connectors(gap)) > BOX_CLUSTER_GAP or (concluded and "\n\n" in gap):
-                break  # far apart, or an intermediate result in an earlier paragraph ('... so the total is \boxed{24}')
-            cluster.insert(0, box)
-        contents = [_unbox(b[2].strip()) for b in cluster if _unbox(b[2].strip())]
-        if not contents:
-            return Extraction((), "boxed", (*flags, "empty_box"))
-        distinct = list(dict.fromkeys(contents))
-        if len(distinct) > 1:
-            flags.append("multiple_answers")
-        return Extraction(tuple(_clip(c) for c in distinct), "boxed", tuple(flags))
+        return _from_boxes(text, boxes, flags)
 
     if markers:  # a marker with nothing after it on the line: fall through to bare
         pass
@@ -293,11 +319,93 @@ def extract_answer(response: str) -> Extraction:
         spans = _math_spans(stripped)
         if len(spans) == 1 and stripped.startswith(("$", "\\(", "\\[")):
             return Extraction((_clip(spans[0]),), "bare", tuple(flags))
-        return Extraction((_clip(answer_from_phrase(stripped)),), "bare", tuple(flags))
+        return _no_answer(Extraction((_clip(answer_from_phrase(stripped)),), "bare", tuple(flags)), stripped)
     sentence = _last_concluding_sentence(stripped)
     if sentence is None:
         return Extraction((), "none", tuple(flags))
-    return Extraction((_clip(answer_from_phrase(sentence)),), "bare", (*flags, "bare_answer"))
+    return _no_answer(Extraction((_clip(answer_from_phrase(sentence)),), "bare", (*flags, "bare_answer")), sentence)
+
+
+_CORRECTION = re.compile(
+    r"\b(?:wait|actually|oops|mistakes?|mistaken|wrong|incorrect|errors?|erred|correct(?:ion|ing|ed)|re-?(?:check|compute|calculate|consider|do|evaluate)|"
+    r"let me (?:re)?check|on second thought|scratch that|no,|i mis[a-z]*|should (?:be|have been)|not (?:right|correct)|hold on|"
+    r"revis(?:e|ed|ing|ion)|upon (?:further )?reflection|on (?:closer|further) (?:inspection|thought)|can(?:not|'t) be right|"
+    r"does(?:n't| not) (?:work|satisfy|check out)|mis(?:calculat|read|count|typ|took)\w*|slip|typo)",
+    re.I,
+)
+_NEGATION_BEFORE = re.compile(r"\b(?:not|rather than|instead of|excluding|except|never)\s*[$(\\(\s]*$", re.I)
+_HEDGE = re.compile(
+    r"\?|\b(?:maybe|perhaps|possibly|probably|alternatively|not (?:sure|certain)|unsure|uncertain|might|could|guess|either|hmm+|"
+    r"or is it|i think|i believe|torn|between|undecided|can(?:not|'t) decide)\b",
+    re.I,
+)
+_CHAIN_GAP = re.compile(r"^(?:=|\\approx|≈)$")
+_BARE_OR = re.compile(r"\bor\b", re.I)
+_PLURAL = re.compile(r"\b(?:are|solutions|roots|values|zeros|zeroes|answers|both|all|pairs?|x-intercepts|numbers)\b", re.I)
+
+
+def _gap_kind(gap: str) -> str:
+    """What the text between two boxes says: ``negation`` (the later box is ruled out: 'not \\boxed{-2}'),
+    ``correction`` (the later box replaces the earlier one),
+    ``hedge`` (candidates), ``=`` / ``approx`` (equal forms of one answer), or ``list`` (parts)."""
+    if _NEGATION_BEFORE.search(gap):
+        return "negation"
+    if _CORRECTION.search(gap):
+        return "correction"
+    if _HEDGE.search(_strip_math_text(gap)):
+        return "hedge"
+    core = re.sub(r"[\s$]|\\[()\[\]]|\\(?:quad|qquad|,|;|!)", "", gap)
+    if _CHAIN_GAP.match(core):
+        return "=" if core == "=" else "approx"
+    return "list"
+
+
+def _strip_math_text(gap: str) -> str:
+    return re.sub(r"\\text\{([^{}]*)\}", r" \1 ", gap)
+
+
+def _from_boxes(text: str, boxes: list[tuple[int, int, str]], flags: list[str]) -> Extraction:
+    """The last cluster of boxes: a correction between two boxes starts the cluster afresh, a hedge makes
+    the candidates a hedge, boxes joined by '=' are equal forms of one answer, anything else a list."""
+    cluster = [boxes[-1]]
+    gaps: list[str] = []  # gaps[i] is the kind of text between cluster[i] and cluster[i + 1]
+    concluded = _concludes(text[: boxes[-1][0]])
+    for box in reversed(boxes[:-1]):
+        gap = text[box[1] : cluster[0][0]]
+        if len(_strip_connectors(gap)) > BOX_CLUSTER_GAP or (concluded and "\n\n" in gap):
+            break  # far apart, or an intermediate result in an earlier paragraph ('... so the total is \boxed{24}')
+        kind = _gap_kind(gap)
+        if kind == "negation":  # '\\boxed{2} (not \\boxed{-2})': the later box is what the response rules out
+            flags.append("negated_box")
+            cluster[0] = box
+            continue
+        if kind == "correction":
+            flags.append("self_corrected")
+            break  # '\boxed{5}. Wait, that is wrong: \boxed{6}': the answer is the one after the correction
+        cluster.insert(0, box)
+        gaps.insert(0, "or" if kind == "list" and _BARE_OR.search(_strip_math_text(gap)) and "=" not in gap else kind)
+    contents = [_unbox(b[2].strip()) for b in cluster]
+    keep = [c for c, after in zip(contents, ["="] + gaps) if c and after != "approx"]  # '\approx 0.707' is no claim
+    if not keep:
+        keep = [c for c in contents if c]
+    if not keep:
+        return Extraction((), "boxed", (*flags, "empty_box"))
+    distinct = list(dict.fromkeys(keep))
+    if len(distinct) == 1:
+        return Extraction((_clip(distinct[0]),), "boxed", tuple(flags))
+    flags.append("multiple_answers")
+    answers = tuple(_clip(c) for c in distinct)
+    start = max(text.rfind(sep, 0, cluster[0][0]) + len(sep) for sep in ("\n", ". ", "? ", "! "))
+    after = re.split(r"[.\n]", text[cluster[-1][1] : cluster[-1][1] + BOX_CLUSTER_GAP], maxsplit=1)[0]
+    around = text[max(start, 0) : cluster[0][0]] + " " + after
+    plural = _PLURAL.search(_strip_math_text(text[max(start, 0) : cluster[0][0]]))
+    if "hedge" in gaps or _HEDGE.search(_strip_math_text(around)) or ("or" in gaps and not plural):
+        # '\\boxed{2} or \\boxed{3}' offers two candidates unless it says there are several ('the roots are
+        # \\boxed{2} or \\boxed{3}') or labels each ('x = \\boxed{2} or x = \\boxed{3}')
+        return Extraction(answers, "boxed", (*flags, "hedged"), "hedge")
+    if gaps and all(g in ("=", "approx") for g in gaps):
+        return Extraction(answers, "boxed", tuple(flags), "forms")
+    return Extraction(answers, "boxed", tuple(flags))
 
 
 def _unbox(content: str) -> str:

@@ -28,7 +28,7 @@ _UNICODE = {
     "≠": "\\ne ", "π": "\\pi ", "∞": "\\infty ", "√": "\\sqrt", "°": "^\\circ",
     "∪": "\\cup ", "∩": "\\cap ", "∈": "\\in ", "±": "\\pm ", "⁄": "/",
     "\u00a0": " ", "\u2009": " ", "\u202f": " ", "：": ":", "，": ",", "θ": "\\theta ", "α": "\\alpha ",
-    "β": "\\beta ", "∅": "\\emptyset ", "ℝ": "\\mathbb{R}",
+    "β": "\\beta ", "∅": "\\emptyset ", "ℝ": "\\mathbb{R}", "≈": "\\approx ",
 }
 _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
 
@@ -54,6 +54,7 @@ _NOISE = [
     (re.compile(r"\\text\{\s*(?:all real numbers|all reals)\s*\}|^(?:all real numbers|all reals)$", re.I), r"\\mathbb{R}"),
     (re.compile(r"\\(?:bm|boldsymbol)\s*\{"), "{"),  # bold maths is the same maths
     (re.compile(r"\\varnothing(?![a-zA-Z])|\\\{\s*\\\}"), r"\\emptyset "),  # one spelling of the empty set
+    (re.compile(r"\\(?:lor|vee)(?![a-zA-Z])|∨"), " or "),  # 'x = 1 \\lor x = 2'
     (re.compile(r"\\langle(?![a-zA-Z])|⟨"), "("),  # a vector <1, 2> is the tuple (1, 2)
     (re.compile(r"\\rangle(?![a-zA-Z])|⟩"), ")"),
 ]
@@ -96,8 +97,11 @@ def normalize(text: str) -> str:
     if _PLAIN_FUNCTION.search(s):  # plain-text maths: '3*sqrt(2)', 'pi/2', '2pi'
         s = _PLAIN_FUNCTION.sub(lambda m: "\\" + m.group(1), s)
     s = _sqrt_parens(s) if "\\sqrt(" in s else s
-    if "\\begin" not in s and re.search(r"\\\\(?:left|right|frac|sqrt|pi|boxed|text|cdot|times|infty)", s):
+    s = undouble_backslashes(s)
+    if "\\begin" not in s and _DOUBLED_COMMAND.search(s):
         s = re.sub(r"\\\\(?=[a-zA-Z])", r"\\", s)  # doubly escaped LaTeX: '\\\\frac' -> '\\frac'
+    if "brace" in s:
+        s = _drop_brace_notes(s)
     s = re.sub(r",\\!\s*", ",", s).replace("{,}", ",")
     s = s.replace("\\$", " ").replace("$", " ")
     s = re.sub(r"\\[()\[\]]", " ", s)
@@ -112,6 +116,61 @@ def normalize(text: str) -> str:
     s = s.rstrip(".").strip()
     s = re.sub(r"^\\text\{(.*)\}$", lambda m: _unwrap_text(m.group(1)), s) if _single_group(s, "\\text{") else s
     return s
+
+
+_DOUBLED_COMMAND = re.compile(
+    r"\\\\(?:left|right|[dt]?frac|sqrt|pi|boxed|text|mathrm|mathbb|cdot|times|infty|le|ge|leq|geq|neq|ne|lt|gt|in|cup|cap|pm|mp|setminus|"
+    r"circ|theta|alpha|beta|ln|log|sin|cos|tan|emptyset|varnothing)(?![a-zA-Z])"
+)
+_BACKSLASH_RUN = re.compile(r"\\+")
+
+
+def undouble_backslashes(s: str) -> str:
+    """LaTeX escaped once more, as in JSON-escaped data (a doubled ``\\le``, ``\\frac``, a row break of four
+    backslashes): when every run of backslashes has even length and one of them starts a command or a
+    delimiter, each pair is one backslash. Mixed text (a real row break next to single commands) is left."""
+    if "\\\\" not in s:
+        return s
+    runs = _BACKSLASH_RUN.findall(s)
+    if any(len(r) % 2 for r in runs) or not re.search(r"\\\\[a-zA-Z({\[]", s):
+        return s
+    return s.replace("\\\\", "\\")
+
+
+def _drop_brace_notes(s: str) -> str:
+    """'\\underbrace{42}_{\\text{...}}' -> '42' and '\\overbrace{x}^{...}' -> 'x': the note is no part of the value."""
+    for _ in range(20):
+        m = re.search(r"\\(?:underbrace|overbrace)\s*\{", s)
+        if m is None:
+            return s
+        close = _close_brace(s, m.end() - 1)
+        if close < 0:
+            return s
+        body, rest = s[m.end() : close], s[close + 1 :]
+        note = re.match(r"\s*[_^]\s*", rest)
+        if note:
+            after = note.end()
+            if rest[after : after + 1] == "{":
+                end = _close_brace(rest, after)
+                after = end + 1 if end >= 0 else len(rest)
+            else:
+                token = re.match(r"\\[a-zA-Z]+|\S", rest[after:])
+                after += token.end() if token else 0
+            rest = rest[after:]
+        s = s[: m.start()] + "{" + body + "}" + rest
+    return s
+
+
+def _close_brace(s: str, open_pos: int) -> int:
+    depth = 0
+    for i in range(open_pos, len(s)):
+        if s[i] == "{" and (i == 0 or s[i - 1] != "\\"):
+            depth += 1
+        elif s[i] == "}" and (i == 0 or s[i - 1] != "\\"):
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
 
 
 def _single_char_args(s: str) -> str:
@@ -224,9 +283,15 @@ def split_quantity(s: str) -> Quantity:
         s, percent = s[: m.start()].strip(), True
     if s.endswith("^\\circ"):
         s, degrees = s[: -len("^\\circ")].strip(), True
+    peeled = _peel_text_units(s)
+    if peeled is not None:
+        s, unit = peeled
+        if unit == "deg":
+            unit, degrees = None, True
+        return Quantity(s, unit, percent, degrees, currency)
     m = _TEXT_TAIL.match(s)
-    if m and _QUALIFIER.search(m.group(2)):
-        return Quantity(s)  # '5 \\text{ or more}' qualifies the number: it is not a unit
+    if m and (_QUALIFIER.search(m.group(2)) or _NOT_UNITS.search(m.group(2))):
+        return Quantity(s)  # '5 \\text{ or more}' qualifies the number, '3 \\text{ million}' scales it: not a unit
     m = _PLAIN_TAIL.match(s) if m is None else m
     if m and m.re is _PLAIN_TAIL and _QUALIFIER.search(m.group(2)):
         return Quantity(s)
@@ -247,6 +312,71 @@ def split_quantity(s: str) -> Quantity:
     if unit in ("deg",):
         unit, degrees = None, True
     return Quantity(s, unit, percent, degrees, currency)
+
+
+_UNIT_WORDS = r"[A-Za-z][A-Za-z.]*(?:\s+[A-Za-z][A-Za-z.]*){0,2}"
+_UNIT_TEXT = re.compile(r"^\s*(" + _UNIT_WORDS + r")\s*(?:(/)\s*(" + _UNIT_WORDS + r"))?\s*(?:\^\s*\{?\s*(-?\d)\s*\}?)?\s*$")
+_UNIT_PIECE = re.compile(
+    r"(?:\\text\{((?:[^{}]|\{[^{}]*\})*)\}|\\frac\s*\{\s*\\text\{([^{}]*)\}\s*\}\s*\{\s*\\text\{([^{}]*)\}\s*\})\s*(?:\^\s*\{?\s*(-?\d)\s*\}?)?\s*$"
+)
+_UNIT_SEP = re.compile(r"(?:/|\\cdot|\*)\s*$")
+
+
+_NOT_UNITS = re.compile(r"\b(?:million|billion|trillion|thousand|hundred|dozen|times|squared|cubed|percent|pct)\b", re.I)
+
+
+def _unit_words(text: str) -> str | None:
+    """'km/h' -> 'km per h', 'square units' -> 'unit^2', 'cm^2' -> 'cm^2'; None when ``text`` is not a unit
+    (words that change the value, 'million', 'squared', are not units)."""
+    power = re.match(r"^\s*([A-Za-z].*?)\s+(squared|cubed)\s*$", text)
+    if power:  # 'units squared': a power of the unit (a bare 'squared' scales the number: no unit)
+        base = _unit_words(power.group(1))
+        return f"{base}^{2 if power.group(2) == 'squared' else 3}" if base else None
+    m = _UNIT_TEXT.match(text)
+    if m is None or _QUALIFIER.search(text) or _NOT_UNITS.search(text):
+        return None
+    unit = _powered(m.group(1)) + (" per " + _powered(m.group(3)) if m.group(2) else "")
+    return unit + (f"^{m.group(4)}" if m.group(4) else "")
+
+
+def _powered(words: str) -> str:
+    """'square feet' / 'sq. ft' -> 'ft^2', 'cubic meters' -> 'm^3' (the same unit as ``\\text{ft}^2``)."""
+    m = re.match(r"^(square|sq\.?|cubic|cu\.?)\s+(.+)$", words.strip(), re.I)
+    if m is None:
+        return canonical_unit(words)
+    return canonical_unit(m.group(2)) + ("^3" if m.group(1).lower().startswith("cu") else "^2")
+
+
+def _peel_text_units(s: str) -> tuple[str, str] | None:
+    """A value followed by units written in ``\\text{}`` (``\\mathrm{}`` is normalised to it), possibly several
+    joined by ``/`` or ``\\cdot`` or as ``\\frac{\\text{m}}{\\text{s}}``: (value, canonical unit), or None."""
+    if "\\text{" not in s:
+        return None
+    rest, pieces = s.rstrip(), []
+    while True:
+        m = _UNIT_PIECE.search(rest)
+        if m is None or not m.group(0).strip():
+            break
+        if m.group(1) is not None:
+            unit = _unit_words(m.group(1))
+        else:
+            top, bottom = _unit_words(m.group(2)), _unit_words(m.group(3))
+            unit = f"{top} per {bottom}" if top and bottom else None
+        if unit is None:
+            return None
+        if m.group(4):
+            unit = f"per {unit}" if m.group(4) == "-1" else f"{unit}^{m.group(4)}"
+        pieces.insert(0, unit)
+        rest = rest[: m.start()].rstrip()
+        sep = _UNIT_SEP.search(rest)
+        if sep is not None and _UNIT_PIECE.search(rest[: sep.start()].rstrip()):
+            pieces[0] = ("per " if "/" in sep.group(0) else "") + pieces[0]
+            rest = rest[: sep.start()].rstrip()
+        elif not _UNIT_PIECE.search(rest):
+            break  # otherwise 'km h^{-1}': units side by side multiply
+    if not pieces or not rest or not re.search(r"\d|\\pi|\\sqrt|\\frac", rest) or re.search(r"(?:[-+=<>,(\[{^_]|\\[a-zA-Z]+\s*)$", rest.replace("\\pi", "")):
+        return None
+    return rest, " ".join(pieces)
 
 
 # --------------------------------------------------------------------------------------------- caps

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 
 import sympy
@@ -18,7 +19,7 @@ from sympy.parsing.sympy_parser import convert_xor, implicit_multiplication_appl
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 from latex2sympy2_extended.math_normalization import NormalizationConfig
 
-from cohort.verifiers.math.compare import Outcome, close_decimal
+from cohort.verifiers.math.compare import Outcome, close_decimal, current_policy, rounded_match
 
 _NORM = NormalizationConfig(basic_latex=True, units=False, malformed_operators=False, nits=False, boxed="none", equations=False)
 _CONV = ConversionConfig(interpret_as_mixed_fractions=True, interpret_simple_eq_as_assignment=False, interpret_contains_as_eq=True, lowercase_symbols=False)
@@ -137,11 +138,33 @@ def _exact_decimals(obj):
         return obj
 
 
+_IRRATIONAL = re.compile(r"\\(?:pi|sqrt|ln|log|sin|cos|tan|exp)(?![a-zA-Z])|(?<![a-zA-Z\\])e\^|\\mathrm\{e\}")
+_PLAIN_NUMBER = re.compile(r"^\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)\s*$")
+
+
+def _plain_decimals(s: str) -> int | None:
+    """Digits after the point when ``s`` is one plain number (0 for an integer); None for anything else."""
+    if not _PLAIN_NUMBER.match(s):
+        return None
+    return len(s.strip().split(".")[1]) if "." in s else 0
+
+
+def _decimal_literals_exact(obj):
+    floats = obj.atoms(sympy.Float) if isinstance(obj, sympy.Basic) else ()
+    if not floats:
+        return obj
+    try:
+        return obj.xreplace({f: sympy.Rational(str(f)) for f in floats})
+    except (TypeError, ValueError):
+        return obj
+
+
 def sympy_leaf_equal(gold: str, answer: str) -> Outcome:
     decimals = [d for d in (_decimals(gold), _decimals(answer)) if d is not None]
+    plain = _Plain(_plain_decimals(gold), _plain_decimals(answer), _decimals(gold) is None or bool(_IRRATIONAL.search(gold)))
     fast = parse_pair(gold, answer)
     if fast is not None:
-        return objects_equal(_exact_decimals(fast[0]), _exact_decimals(fast[1]), min(decimals) if decimals else None)
+        return objects_equal(_exact_decimals(fast[0]), _exact_decimals(fast[1]), min(decimals) if decimals else None, plain)
     try:
         g = parse(gold)
     except Exception as exc:  # latex2sympy raises plain Exception on syntax errors
@@ -150,15 +173,26 @@ def sympy_leaf_equal(gold: str, answer: str) -> Outcome:
         a = parse(answer)
     except Exception as exc:
         return Outcome(False, f"answer does not parse: {str(exc).splitlines()[0][:80]}")
-    decimals = [d for d in (_decimals(gold), _decimals(answer)) if d is not None]
-    return objects_equal(_exact_decimals(g), _exact_decimals(a), min(decimals) if decimals else None)
+    return objects_equal(_exact_decimals(g), _exact_decimals(a), min(decimals) if decimals else None, plain)
 
 
 class GoldUnparseable(Exception):
     pass
 
 
-def objects_equal(g, a, decimals: int | None) -> Outcome:
+@dataclass(frozen=True)
+class _Plain:
+    """How the two sides of a constant comparison are written: the digits after the point of a side
+    that is one plain number (0: an integer), None for an expression."""
+
+    gold: int | None = None
+    answer: int | None = None
+    gold_exact: bool = False
+    """The gold is an exact value: no decimal literal (``2\\sqrt2``, ``\\frac{1+i}{2}``), or decimals that only
+    scale a constant (``2.5\\pi``). A decimal gold without one (``0.71+0.71i``) keeps the decimal policy."""
+
+
+def objects_equal(g, a, decimals: int | None, plain: _Plain = _Plain()) -> Outcome:
     if g == a:
         return Outcome(True, "sympy structural")
     if isinstance(g, sympy.MatrixBase) or isinstance(a, sympy.MatrixBase) or isinstance(g, sympy.MatrixExpr) or isinstance(a, sympy.MatrixExpr):
@@ -171,14 +205,14 @@ def objects_equal(g, a, decimals: int | None) -> Outcome:
         return Outcome(False, "tuple vs value")
     if not isinstance(g, sympy.Expr) or not isinstance(a, sympy.Expr):
         return Outcome(False, f"cannot compare {type(g).__name__} with {type(a).__name__}")
-    return expressions_equal(g, a, decimals)
+    return expressions_equal(g, a, decimals, plain)
 
 
 def _is_logical(x) -> bool:
     return isinstance(x, (sympy.core.relational.Relational, sympy.And, sympy.Or, sympy.Not, sympy.logic.boolalg.BooleanAtom))
 
 
-def expressions_equal(g: sympy.Expr, a: sympy.Expr, decimals: int | None) -> Outcome:
+def expressions_equal(g: sympy.Expr, a: sympy.Expr, decimals: int | None, plain: _Plain | None = None) -> Outcome:
     g_syms = {s.name.lower() for s in g.free_symbols}
     a_syms = {s.name.lower() for s in a.free_symbols}
     if g_syms != a_syms:
@@ -187,7 +221,7 @@ def expressions_equal(g: sympy.Expr, a: sympy.Expr, decimals: int | None) -> Out
             return Outcome(True, "simplify(gold - answer) == 0")  # sin^2 x + cos^2 x vs 1
         return Outcome(False, f"different variables {sorted(g_syms)} vs {sorted(a_syms)}")
     if not g.free_symbols:
-        return _constants(g, a, decimals)
+        return _constants(g, a, decimals, plain)
     numeric = _random_points(g, a)
     if numeric is not None:
         return numeric
@@ -196,7 +230,11 @@ def expressions_equal(g: sympy.Expr, a: sympy.Expr, decimals: int | None) -> Out
     return Outcome(False, "not provably equal")
 
 
-def _constants(g: sympy.Expr, a: sympy.Expr, decimals: int | None) -> Outcome:
+def _constants(g: sympy.Expr, a: sympy.Expr, decimals: int | None, plain: _Plain | None = None) -> Outcome:
+    """Two numbers. Exact to 45 digits, else the rounding rules of :mod:`verifiers.math.compare`: a decimal
+    gold keeps its precision; a plain decimal answer for an exact gold is judged by the prompt's rounding
+    request, else by the decimal policy when the gold is rational, else (an irrational gold) INCORRECT."""
+    g, a = _decimal_literals_exact(g), _decimal_literals_exact(a)  # '0.6 - 0.8i' is exactly 3/5 - 4/5 i
     gv, av = sympy.N(g, 60), sympy.N(a, 60)
     if not (gv.is_number and av.is_number):
         return Outcome(False, "not numbers")
@@ -206,13 +244,26 @@ def _constants(g: sympy.Expr, a: sympy.Expr, decimals: int | None) -> Outcome:
         return Outcome(bool(gv == av), "infinities")
     g_re, g_im = gv.as_real_imag()
     a_re, a_im = av.as_real_imag()
+    scale = max(abs(gv), abs(av), 1)
+    if abs(gv - av) <= scale * sympy.Float("1e-45", 60):
+        return Outcome(True, "equal to 45 significant digits")
+    if plain is not None and decimals is not None and plain.gold_exact:
+        if plain.answer is None or g_im != 0 or a_im != 0:  # '0.33\\pi' for '\\pi/3', '0.71+0.71i': rounded, not the value
+            return Outcome(False, f"values differ: {sympy.N(g, 8)} vs {sympy.N(a, 8)}")
+        gold_value, answer_value = Fraction(str(sympy.Float(g_re, 40))), Fraction(str(sympy.Float(a_re, 40)))
+        rounding = current_policy().rounding
+        if rounding is not None:
+            return rounded_match(gold_value, answer_value, plain.answer or None, rounding)
+        if g.is_rational:
+            return close_decimal(gold_value, answer_value, plain.answer) if plain.answer else Outcome(False, "exact numbers differ")
+        return Outcome(False, "a rounded decimal for an exact irrational gold (the prompt asks for no rounding)")
+    if plain is not None and decimals is None and plain.answer == 0 and current_policy().rounding is not None and g_im == 0 and a_im == 0:
+        # 'to the nearest whole number': an integer answer for an exact gold
+        return rounded_match(Fraction(str(sympy.Float(g_re, 40))), Fraction(str(sympy.Float(a_re, 40))), None, current_policy().rounding)
     if decimals is not None:
         ok_re = close_decimal(Fraction(str(sympy.Float(g_re, 40))), Fraction(str(sympy.Float(a_re, 40))), decimals)
         ok_im = close_decimal(Fraction(str(sympy.Float(g_im, 40))), Fraction(str(sympy.Float(a_im, 40))), decimals) if (g_im != 0 or a_im != 0) else Outcome(True, "")
         return Outcome(ok_re.equal and ok_im.equal, ok_re.how)
-    scale = max(abs(gv), abs(av), 1)
-    if abs(gv - av) <= scale * sympy.Float("1e-45", 60):
-        return Outcome(True, "equal to 45 significant digits")
     return Outcome(False, f"values differ: {sympy.N(g, 8)} vs {sympy.N(a, 8)}")
 
 

@@ -7,7 +7,22 @@ each under ``min(rollout deadline, ctx.deadline)``.
 
 Statuses: OK+CORRECT (reward 1), OK+INCORRECT (0), OK+NO_ANSWER (0); VERIFIER_TIMEOUT when the budget
 is spent (masked, never INCORRECT); INVALID_REFERENCE when the gold answer cannot be parsed;
-VERIFIER_ERROR when a worker crashed twice or SymPy failed internally.
+VERIFIER_ERROR when a worker crashed twice or SymPy failed internally. A completion that only says it has
+no answer ("I am not sure.", "cannot determine") is NO_ANSWER, not INCORRECT. Boxes joined by a hedge
+("\\boxed{2}, or maybe \\boxed{3}") are INCORRECT whatever the gold (flag ``hedged``).
+
+Options (the request's ``options`` map):
+
+- ``timeout_s``: per-rollout SymPy budget in seconds (default: the rollout timeout, else 5; clamped to
+  [0.05, 30]).
+- ``decimal_comma``: ``auto`` (default) | ``never`` | ``always``. ``auto`` reads ``2,74`` as 2.74 only when it
+  is the whole answer, the gold is one decimal number and the comma cannot be a thousands separator (not three
+  digits after it, unless the part before is 0); ``never`` never does; ``always`` reads every comma between
+  digits as a decimal comma.
+
+The request's ``prompt`` is read for a rounding request ("to the nearest hundredth", "round to two decimal
+places", "as a decimal"...): only then is a rounded decimal accepted for an exact irrational gold
+(:func:`verifiers.math.compare.rounding_request`).
 """
 
 from __future__ import annotations
@@ -19,8 +34,8 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from cohort.verifiers.base import GroupRequest, InvalidRequest, RolloutResult, RolloutStatus, Verdict, VerifyContext, float_option
-from cohort.verifiers.math.compare import NeedSympy, OverLimits, cheap_leaf, compare
+from cohort.verifiers.base import GroupRequest, InvalidRequest, RolloutResult, RolloutStatus, Verdict, VerifyContext, float_option, option
+from cohort.verifiers.math.compare import DECIMAL_COMMA_CHOICES, NeedSympy, OverLimits, Policy, cheap_leaf, compare, rounding_request
 from cohort.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer
 from cohort.verifiers.math.normalize import normalize
 from cohort.verifiers.math.pool import WorkerPool, default_pool_size
@@ -69,7 +84,7 @@ class _LRU:
 
 class MathVerifier:
     name = "math"
-    version = "1.1.0"  # verdict rules changed: cached verdicts of 1.0.0 do not carry over
+    version = "1.2.0"  # verdict rules changed (issue 20): cached verdicts of 1.1.0 do not carry over
     description = "final-answer equivalence (boxed/answer tags/markers) with exact rationals and SymPy in killable workers"
     reference_kinds = ("answer",)
 
@@ -92,15 +107,16 @@ class MathVerifier:
             raise InvalidRequest("verifier 'math' needs reference.answer (the gold answer)")
         timeout = float_option(group, "timeout_s", group.rollout_timeout_s or DEFAULT_TIMEOUT_S)
         timeout = min(max(timeout, MIN_TIMEOUT_S), MAX_TIMEOUT_S)
+        policy = Policy(rounding_request(group.prompt), option(group, "decimal_comma", "auto", DECIMAL_COMMA_CHOICES))  # type: ignore[arg-type]
         started = time.monotonic()
         if not gold.strip() or len(gold) > MAX_ANSWER_CHARS:
             why = "gold answer is empty" if not gold.strip() else "gold answer is too long"
             return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, why) for r in group.rollouts]
 
         extractions = [_extract(r.completion) for r in group.rollouts]
-        keys = [self._key(gold, ex) for ex in extractions]
+        keys = [self._key(gold, ex, policy) for ex in extractions]
         distinct = {key: ex for key, ex in zip(keys, extractions) if ex.answers}
-        checks = self._check_all(gold, distinct, started, timeout, ctx)
+        checks = self._check_all(gold, distinct, policy, started, timeout, ctx)
         results = []
         for rollout, ex, key in zip(group.rollouts, extractions, keys):
             result = self._result(rollout.index, ex, checks.get(key))
@@ -109,19 +125,22 @@ class MathVerifier:
 
     # ----------------------------------------------------------------------------------------- internals
 
-    def _key(self, gold: str, ex: Extraction) -> tuple:
-        return (self.version, gold, tuple(normalize(a) for a in ex.answers))
+    def _key(self, gold: str, ex: Extraction, policy: Policy) -> tuple:
+        return (self.version, gold, policy, ex.kind, tuple(normalize(a) for a in ex.answers))
 
-    def _check_all(self, gold: str, distinct: dict[tuple, Extraction], started: float, timeout: float, ctx: VerifyContext) -> dict[tuple, Check]:
+    def _check_all(self, gold: str, distinct: dict[tuple, Extraction], policy: Policy, started: float, timeout: float, ctx: VerifyContext) -> dict[tuple, Check]:
         checks: dict[tuple, Check] = {}
         needs_worker: list[tuple] = []
         for key, ex in distinct.items():
+            if ex.kind == "hedge":  # candidates, not parts of one answer: never correct, whatever the gold
+                checks[key] = Check(RolloutStatus.OK, False, "boxes joined by a hedge are candidates, not one answer")
+                continue
             cached = self.cache.get(key)
             if cached is not None:
                 checks[key] = cached
                 continue
             try:
-                outcome = compare(gold, ex.answers, cheap_leaf)
+                outcome = compare(gold, ex.answers, cheap_leaf, policy, ex.kind == "forms")
                 checks[key] = Check(RolloutStatus.OK, outcome.equal, outcome.how)
                 self.cache.put(key, checks[key])
             except NeedSympy:
@@ -138,16 +157,17 @@ class MathVerifier:
         group_deadline = started + timeout * max(1, -(-len(needs_worker) // self.pool.size))
         if ctx.deadline is not None:
             group_deadline = min(group_deadline, ctx.deadline)
-        futures = {key: self._fanout.submit(self._check_in_worker, gold, distinct[key].answers, timeout, group_deadline) for key in needs_worker}
+        futures = {key: self._fanout.submit(self._check_in_worker, (gold, distinct[key].answers, policy, distinct[key].kind == "forms"), timeout, group_deadline)
+                   for key in needs_worker}
         for key, future in futures.items():
             checks[key] = future.result()
             if checks[key].status in (RolloutStatus.OK, RolloutStatus.INVALID_REFERENCE):
                 self.cache.put(key, checks[key])
         return checks
 
-    def _check_in_worker(self, gold: str, answers: tuple[str, ...], timeout: float, group_deadline: float) -> Check:
+    def _check_in_worker(self, task: tuple, timeout: float, group_deadline: float) -> Check:
         deadline = min(time.monotonic() + timeout, group_deadline)
-        result = self.pool.run((gold, answers), deadline)
+        result = self.pool.run(task, deadline)
         if result.kind == "timeout":
             return Check(RolloutStatus.VERIFIER_TIMEOUT, how=f"SymPy check did not finish in time ({result.detail})")
         if result.kind != "ok":
@@ -180,8 +200,10 @@ class MathVerifier:
             result = RolloutResult.unusable(index, check.status, f"extracted '{shown}' via {ex.source}; {check.how}")
             return replace(result, flags=tuple(flags))
         flags.extend(check.flags)
+        if not check.equal and "no_answer_phrase" in flags:
+            return RolloutResult.ok(index, 0.0, Verdict.NO_ANSWER, {"correct": 0.0, "has_answer": 0.0}, f"no final answer: the response says {shown!r}", flags)
         correct = 1.0 if check.equal else 0.0
-        if len(ex.answers) > 1 and not check.equal:
+        if len(ex.answers) > 1 and not check.equal and "hedged" not in flags:
             flags.append("hedged")
         detail = f"extracted '{shown}' via {ex.source}; {check.how}"
         return RolloutResult.ok(index, correct, None, {"correct": correct, "has_answer": 1.0}, detail, flags)

@@ -5,6 +5,14 @@ The async :class:`verifiers.client.VerifierClient` runs on its own event loop in
 :meth:`Scorer.submit` returns a ``concurrent.futures.Future`` at once. The learner only waits in
 :meth:`Scorer.result`, and that wait is what ``verify/idle_frac`` reports. Statuses travel with the
 rewards: a rollout no verifier could judge is ``valid = False`` (masked), never a reward of 0.
+
+Routing: each group goes only to the verifiers its row is routed to (``verifiers.records.route``: the
+row's own list, else every configured verifier that accepts its reference kind), so one batch can mix
+math and code rows and still makes one ``BatchVerifyGroups`` per verifier per chunk. A rollout's
+reward is the weighted sum over *its* verifiers, and it is usable when each of those could judge it;
+a verifier that does not apply to a row neither scores nor masks it (its component is NaN there).
+Routes are checked for every row at start-up (:meth:`Scorer.check`), after the handshake has told
+which reference kinds each verifier accepts.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 
 from cohort.trainer.config import ScoringSection
-from cohort.trainer.data import Example
+from cohort.verifiers.records import RecordError, Task, check_routes, route
 
 
 @dataclass
@@ -47,6 +55,15 @@ class Scorer:
         self._thread.start()
         self.client = self._run(self._make_client(VerifierClient, verifiers))
         self.versions = self._run(self.client.handshake())
+        self.defaults = {v.name: (v.weight, dict(v.options)) for v in cfg.verifiers}
+        self.kinds = dict(self.client.reference_kinds)
+
+    def check(self, tasks: list[Task]) -> None:
+        """Every row routes to configured verifiers that accept its reference (raises ValueError)."""
+        try:
+            check_routes(tasks, self.defaults, self.kinds)
+        except RecordError as exc:
+            raise ValueError(f"data: {exc}") from None
 
     async def _make_client(self, cls, verifiers):  # the channels belong to the scorer's loop
         return cls(verifiers, timeout_s=self.cfg.timeout_s, retries=self.cfg.retries)
@@ -54,26 +71,26 @@ class Scorer:
     def _run(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    def submit(self, examples: list[Example], texts: list[str], truncated: list[bool], group_offset: int = 0) -> Future:
+    def submit(self, tasks: list[Task], texts: list[str], truncated: list[bool], group_offset: int = 0) -> Future:
         """Score P groups of G completions (prompt-major ``texts``); returns a Future of :class:`Scores`."""
-        from cohort.verifiers.base import Reference, Rollout
-        from cohort.verifiers.client import ScoreRequest
+        from cohort.verifiers.base import GroupRequest, Rollout
+        from cohort.verifiers.client import combine
 
-        p = len(examples)
+        p = len(tasks)
         g = len(texts) // p
-        requests = [
-            ScoreRequest(
-                group_id=f"g{group_offset + i}",
-                prompt=ex.prompt,
-                reference=Reference(answer=ex.answer),
-                rollouts=tuple(Rollout(j, texts[i * g + j], bool(truncated[i * g + j])) for j in range(g)),
-            )
-            for i, ex in enumerate(examples)
-        ]
+        plan, groups = [], []
+        for i, task in enumerate(tasks):
+            rollouts = tuple(Rollout(j, texts[i * g + j], bool(truncated[i * g + j])) for j in range(g))
+            routes = route(task, self.defaults, self.kinds)
+            plan.append((rollouts, routes))
+            groups.extend(GroupRequest(r.name, rollouts, task.reference, f"g{group_offset + i}", task.prompt,
+                                       task.rollout_timeout_s, dict(r.options)) for r in routes)
         started = time.perf_counter()
 
         async def run() -> Scores:
-            scored = await self.client.score(requests)
+            results = iter(await self.client.verify_groups(groups))  # one call per verifier (per server limit)
+            scored = [combine(rollouts, {r.name: next(results) for r in routes}, {r.name: r.weight for r in routes})
+                      for rollouts, routes in plan]
             return _to_tensors(scored, time.perf_counter() - started)  # latency includes the conversion
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop)

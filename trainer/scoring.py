@@ -18,6 +18,7 @@ which reference kinds each verifier accepts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from concurrent.futures import Future
@@ -37,11 +38,12 @@ class Scores:
     valid: Bool[Tensor, "P G"]  # status OK
     components: dict[str, Float[Tensor, "P G"]]  # per verifier (and sub-component), NaN where absent
     latency_s: float  # submit -> scores ready
+    statuses: list[list[str]] = dataclasses.field(default_factory=list)  # (P, G) status names ("ok", ...)
 
     def select(self, groups: list[int]) -> Scores:
         idx = torch.tensor(groups, dtype=torch.long)
         return Scores(self.rewards[idx], self.valid[idx], {k: v[idx] for k, v in self.components.items()},
-                      self.latency_s)
+                      self.latency_s, [self.statuses[i] for i in groups] if self.statuses else [])
 
 
 class Scorer:
@@ -117,7 +119,7 @@ def _to_tensors(scored, latency_s: float) -> Scores:
         for k in names
     }
     return Scores(torch.tensor(rewards, dtype=torch.float64).view(p, g), torch.tensor(valid).view(p, g),
-                  components, latency_s)
+                  components, latency_s, [[r.status.value for r in group] for group in scored])
 
 
 def merge_scores(parts: list[Scores]) -> Scores:
@@ -129,4 +131,4 @@ def merge_scores(parts: list[Scores]) -> Scores:
         k: torch.cat([s.components.get(k, torch.full_like(s.rewards, float("nan"))) for s in parts]) for k in names
     }
     return Scores(torch.cat([s.rewards for s in parts]), torch.cat([s.valid for s in parts]), comps,
-                  max(s.latency_s for s in parts))
+                  max(s.latency_s for s in parts), [row for s in parts for row in s.statuses])

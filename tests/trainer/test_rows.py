@@ -235,3 +235,21 @@ def test_chat_template_system_prompt_and_end_of_turn_stop():
             assert hits == [] and n == 24
         assert "<|im_end|>" not in text and "<eos>" not in text  # decoded without special tokens
     assert stopped > 0
+
+
+def test_example_smollm2_mixed_config_is_valid_and_its_rows_load():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_config(root / "examples" / "smollm2-mixed.yaml")
+    assert cfg.model.name == "smollm2-135m-instruct"
+    sources = [DataSource(**{**s.model_dump(exclude_unset=True), "path": str(root / s.path)}) if s.path else s
+               for s in cfg.data.sources]
+    rows = load_examples(DataSection(sources=sources))
+    gsm = [t for t in rows if t.source == "gsm8k"]
+    code = [t for t in rows if t.source == "code_functions"]
+    assert len(gsm) == 64 and gsm[0].answer == "72" and [u.name for u in gsm[0].verifiers] == ["math", "format"]
+    assert len(code) == 256 and [u.name for u in code[0].verifiers] == ["code"]
+    defaults = {v.name: (v.weight, v.options) for v in cfg.scoring.verifiers}
+    kinds = {"math": ("answer",), "code": ("code_tests",), "format": ()}
+    assert {tuple(r.name for r in route(t, defaults, kinds)) for t in rows} == {("math", "format"), ("code",)}

@@ -253,3 +253,22 @@ def test_example_smollm2_mixed_config_is_valid_and_its_rows_load():
     defaults = {v.name: (v.weight, v.options) for v in cfg.scoring.verifiers}
     kinds = {"math": ("answer",), "code": ("code_tests",), "format": ()}
     assert {tuple(r.name for r in route(t, defaults, kinds)) for t in rows} == {("math", "format"), ("code",)}
+
+
+def test_cohort_verify_reads_the_same_rows_and_routes_them(tmp_path, math_and_code):
+    import subprocess
+    import sys
+
+    ep = math_and_code.endpoint
+    path = tmp_path / "mixed.jsonl"
+    rows = [{"group_id": "m", "prompt": "2+2", "answer": "4", "rollouts": ["\\boxed{4}", "5"]},
+            {"group_id": "c", "messages": [{"role": "user", "content": "write f"}],
+             "code_tests": {"asserts": ["assert f() == 1"]}, "rollouts": ["def f():\n    return 1", "def f(): return 2"],
+             "verifiers": [{"name": "code", "weight": 2.0}]}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    r = subprocess.run([sys.executable, "-m", "cohort.cli", "verify", str(path), "-e", f"math={ep}", "-e", f"code={ep}",
+                        "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [(x["group_id"], x["reward"], sorted(x["verifiers"])) for x in out] == [
+        ("m", 1.0, ["math"]), ("m", 0.0, ["math"]), ("c", 2.0, ["code"]), ("c", 0.0, ["code"])]

@@ -60,3 +60,15 @@ def test_two_grpo_steps_of_smollm2_on_mixed_math_and_code(tmp_path, folder):
     after = load_file(tmp_path / "run" / "final" / "model.safetensors")
     changed = [k for k in before if k in after and not torch.equal(before[k], after[k])]
     assert changed, "the update did not change the weights"
+
+
+def test_gguf_conversion_keeps_the_logits_and_the_chat_template(tmp_path, folder):
+    from transformers import AutoTokenizer
+
+    from cohort.trainer.gguf_models import NAMED_MODELS, convert_gguf, gguf_path
+
+    diff = convert_gguf(gguf_path(NAMED_MODELS["smollm2-135m-instruct"]), tmp_path / "m")
+    assert diff < 1e-4  # the saved folder, loaded back, gives the GGUF model's logits
+    tok = AutoTokenizer.from_pretrained(tmp_path / "m")
+    assert tok.chat_template and tok.eos_token == "<|im_end|>"
+    assert not (tmp_path / "m" / "config.json").read_text().count("quantization_config")

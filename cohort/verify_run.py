@@ -16,7 +16,7 @@ from cohort.tls import ClientTls
 from cohort.verifiers.base import GroupRequest, GroupResult
 from cohort.verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier, combine
 from cohort.verifiers.convert import status_name
-from cohort.verifiers.records import Record
+from cohort.verifiers.records import Record, accepts
 
 
 DETAIL_CHARS = 400
@@ -48,7 +48,13 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
             task = progress.add_task("scoring", total=len(records))
             for start in range(0, len(records), batch_size):
                 batch = records[start : start + batch_size]
-                plan = [(rec, list(rec.verifiers or endpoints)) for rec in batch]
+                # a row without its own list goes to every verifier that accepts its reference kind
+                plan = [(rec, list(rec.verifiers or [n for n in endpoints
+                                                     if accepts(client.reference_kinds.get(n, ()), rec.reference)]))
+                        for rec in batch]
+                if empty := [rec.group_id for rec, names in plan if not names]:
+                    err.print(f"[red]error:[/] no verifier given accepts the reference of group(s) {empty[:5]}")
+                    return 2
                 groups = [g for rec, names in plan for g in _groups(rec, names)]
                 try:
                     results = iter(await client.verify_groups(groups))
@@ -57,7 +63,7 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
                     return 2
                 for rec, names in plan:
                     by_name: dict[str, GroupResult] = {n: next(results) for n in names}
-                    scored = combine(rec.rollouts, by_name, {n: weights.get(n, 1.0) for n in names})
+                    scored = combine(rec.rollouts, by_name, {n: rec.weights.get(n, weights.get(n, 1.0)) for n in names})
                     for rollout, s in zip(rec.rollouts, scored):
                         rows.append((rec, rollout, by_name, s))
                 progress.advance(task, len(batch))

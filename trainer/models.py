@@ -2,6 +2,10 @@
 
 The local build is a character-level tokenizer (``tokenizers`` BPE with no merges: one token per
 character, no BOS/EOS added on encode) and a randomly initialised ``LlamaForCausalLM``.
+
+Named models (``model.name``, :data:`NAMED_MODELS`) ship inside Python packages as GGUF files; the first
+use converts one to a plain transformers folder in the cache (``COHORT_CACHE_DIR``, default
+``~/.cache/cohort``), see :mod:`cohort.trainer.gguf_models`.
 """
 
 from __future__ import annotations
@@ -66,8 +70,13 @@ def build_policy(cfg: ModelSection) -> tuple[torch.nn.Module, PreTrainedTokenize
         tokenizer = char_tokenizer()
         model = tiny_llama(cfg.tiny, tokenizer)
     else:
-        tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or cfg.path)
-        model = AutoModelForCausalLM.from_pretrained(cfg.path, dtype=getattr(torch, cfg.dtype))
+        path = cfg.path
+        if cfg.name is not None:
+            from cohort.trainer.gguf_models import named_model_folder
+
+            path = str(named_model_folder(cfg.name))
+        tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, cfg.dtype))
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; set one in its tokenizer_config.json")
     if tokenizer.eos_token_id is None:
@@ -75,6 +84,23 @@ def build_policy(cfg: ModelSection) -> tuple[torch.nn.Module, PreTrainedTokenize
     model.to(getattr(torch, cfg.dtype))
     model.config.use_cache = True
     return model, tokenizer
+
+
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
+
+
+def stop_token_ids(tokenizer: PreTrainedTokenizerBase, model: torch.nn.Module | None = None) -> list[int]:
+    """Token ids that end a completion: EOS, the generation config's EOS ids, and the chat end-of-turn
+    tokens the tokenizer knows as special tokens (``<|im_end|>``, ``<|eot_id|>``, ...)."""
+    ids = {int(tokenizer.eos_token_id)}
+    gen = getattr(model, "generation_config", None)
+    eos = getattr(gen, "eos_token_id", None)
+    ids.update([eos] if isinstance(eos, int) else list(eos or []))
+    specials = set(tokenizer.all_special_tokens) | set(getattr(tokenizer, "added_tokens_encoder", {}))
+    for tok in END_OF_TURN_TOKENS:
+        if tok in specials:
+            ids.add(int(tokenizer.convert_tokens_to_ids(tok)))
+    return sorted(ids)
 
 
 def frozen_reference(policy: torch.nn.Module) -> torch.nn.Module:

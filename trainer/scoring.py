@@ -5,11 +5,20 @@ The async :class:`verifiers.client.VerifierClient` runs on its own event loop in
 :meth:`Scorer.submit` returns a ``concurrent.futures.Future`` at once. The learner only waits in
 :meth:`Scorer.result`, and that wait is what ``verify/idle_frac`` reports. Statuses travel with the
 rewards: a rollout no verifier could judge is ``valid = False`` (masked), never a reward of 0.
+
+Routing: each group goes only to the verifiers its row is routed to (``verifiers.records.route``: the
+row's own list, else every configured verifier that accepts its reference kind), so one batch can mix
+math and code rows and still makes one ``BatchVerifyGroups`` per verifier per chunk. A rollout's
+reward is the weighted sum over *its* verifiers, and it is usable when each of those could judge it;
+a verifier that does not apply to a row neither scores nor masks it (its component is NaN there).
+Routes are checked for every row at start-up (:meth:`Scorer.check`), after the handshake has told
+which reference kinds each verifier accepts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from concurrent.futures import Future
@@ -20,7 +29,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 
 from cohort.trainer.config import ScoringSection
-from cohort.trainer.data import Example
+from cohort.verifiers.records import RecordError, Task, check_routes, route
 
 
 @dataclass
@@ -32,13 +41,14 @@ class Scores:
     steps: list[tuple] | None = None
     """Process supervision: per row (B = P*G, prompt-major) the ``StepReward``s of the ``kind: process``
     verifier, () where it sent none or the row is not valid; None without a process verifier."""
+    statuses: list[list[str]] = dataclasses.field(default_factory=list)  # (P, G) status names ("ok", ...)
 
     def select(self, groups: list[int]) -> Scores:
         idx = torch.tensor(groups, dtype=torch.long)
         g = self.rewards.shape[1]
         steps = None if self.steps is None else [self.steps[k * g + j] for k in groups for j in range(g)]
         return Scores(self.rewards[idx], self.valid[idx], {k: v[idx] for k, v in self.components.items()},
-                      self.latency_s, steps)
+                      self.latency_s, steps, [self.statuses[i] for i in groups] if self.statuses else [])
 
 
 def client_tls(cfg: ScoringSection) -> dict:
@@ -64,6 +74,16 @@ class Scorer:
         self._thread.start()
         self.client = self._run(self._make_client(VerifierClient, verifiers))
         self.versions = self._run(self.client.handshake())
+        # route weights: a process verifier's scalar reward stays out of the outcome sum, as above
+        self.defaults = {v.name: (v.weight if v.kind == "outcome" else 0.0, dict(v.options)) for v in cfg.verifiers}
+        self.kinds = dict(self.client.reference_kinds)
+
+    def check(self, tasks: list[Task]) -> None:
+        """Every row routes to configured verifiers that accept its reference (raises ValueError)."""
+        try:
+            check_routes(tasks, self.defaults, self.kinds)
+        except RecordError as exc:
+            raise ValueError(f"data: {exc}") from None
 
     async def _make_client(self, cls, verifiers):  # the channels belong to the scorer's loop
         return cls(verifiers, timeout_s=self.cfg.timeout_s, retries=self.cfg.retries)
@@ -71,26 +91,26 @@ class Scorer:
     def _run(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    def submit(self, examples: list[Example], texts: list[str], truncated: list[bool], group_offset: int = 0) -> Future:
+    def submit(self, tasks: list[Task], texts: list[str], truncated: list[bool], group_offset: int = 0) -> Future:
         """Score P groups of G completions (prompt-major ``texts``); returns a Future of :class:`Scores`."""
-        from cohort.verifiers.base import Reference, Rollout
-        from cohort.verifiers.client import ScoreRequest
+        from cohort.verifiers.base import GroupRequest, Rollout
+        from cohort.verifiers.client import combine
 
-        p = len(examples)
+        p = len(tasks)
         g = len(texts) // p
-        requests = [
-            ScoreRequest(
-                group_id=f"g{group_offset + i}",
-                prompt=ex.prompt,
-                reference=Reference(answer=ex.answer),
-                rollouts=tuple(Rollout(j, texts[i * g + j], bool(truncated[i * g + j])) for j in range(g)),
-            )
-            for i, ex in enumerate(examples)
-        ]
+        plan, groups = [], []
+        for i, task in enumerate(tasks):
+            rollouts = tuple(Rollout(j, texts[i * g + j], bool(truncated[i * g + j])) for j in range(g))
+            routes = route(task, self.defaults, self.kinds)
+            plan.append((rollouts, routes))
+            groups.extend(GroupRequest(r.name, rollouts, task.reference, f"g{group_offset + i}", task.prompt,
+                                       task.rollout_timeout_s, dict(r.options)) for r in routes)
         started = time.perf_counter()
 
         async def run() -> Scores:
-            scored = await self.client.score(requests)
+            results = iter(await self.client.verify_groups(groups))  # one call per verifier (per server limit)
+            scored = [combine(rollouts, {r.name: next(results) for r in routes}, {r.name: r.weight for r in routes})
+                      for rollouts, routes in plan]
             scores = _to_tensors(scored, time.perf_counter() - started)  # latency includes the conversion
             if self.process is not None:
                 scores.steps = [r.steps.get(self.process, ()) for group in scored for r in group]
@@ -120,7 +140,7 @@ def _to_tensors(scored, latency_s: float) -> Scores:
         for k in names
     }
     return Scores(torch.tensor(rewards, dtype=torch.float64).view(p, g), torch.tensor(valid).view(p, g),
-                  components, latency_s)
+                  components, latency_s, statuses=[[r.status.value for r in group] for group in scored])
 
 
 def merge_scores(parts: list[Scores]) -> Scores:
@@ -133,4 +153,4 @@ def merge_scores(parts: list[Scores]) -> Scores:
     }
     steps = None if any(s.steps is None for s in parts) else [x for s in parts for x in s.steps]
     return Scores(torch.cat([s.rewards for s in parts]), torch.cat([s.valid for s in parts]), comps,
-                  max(s.latency_s for s in parts), steps)
+                  max(s.latency_s for s in parts), steps, [row for s in parts for row in s.statuses])

@@ -27,7 +27,7 @@ from torch import Tensor
 from cohort.trainer import checkpoint, dist_checkpoint, distributed, llama_forward, metrics
 from cohort.trainer.advantages import Advantages, group_advantages
 from cohort.trainer.config import TrainConfig, dump_config
-from cohort.trainer.data import Example, PromptSampler, load_examples
+from cohort.trainer.data import PromptSampler, encode_prompts, load_examples
 from cohort.trainer.is_correction import rollout_correction
 from cohort.trainer.learner import Learner, UpdateBatch, batched_logprobs
 from cohort.trainer.metrics import MetricsLog, plot_rewards
@@ -35,6 +35,7 @@ from cohort.trainer.models import build_policy, frozen_reference
 from cohort.trainer.process import round_advantages
 from cohort.trainer.rollout import RolloutBatch, build_engine, concat_batches
 from cohort.trainer.scoring import Scorer, Scores, client_tls, merge_scores
+from cohort.verifiers.records import Task, check_routes
 
 
 @contextlib.contextmanager
@@ -51,7 +52,7 @@ def verifier_endpoints(cfg: TrainConfig) -> Iterator[dict[str, list[str]]]:
         yield {**endpoints, **{name: [started[name]] for name in local}}
 
 
-def sample_and_score(engine, scorer: Scorer, examples: list[Example], prompt_ids: list[list[int]],
+def sample_and_score(engine, scorer: Scorer, examples: list[Task], prompt_ids: list[list[int]],
                      idx: list[int], cfg: TrainConfig, pad_id: int) -> tuple[RolloutBatch, list, float]:
     """Generate G completions per prompt in chunks, submitting each chunk for scoring at once."""
     g, chunks = cfg.grpo.num_generations, cfg.rollout.generation_chunks
@@ -67,7 +68,7 @@ def sample_and_score(engine, scorer: Scorer, examples: list[Example], prompt_ids
     return concat_batches(parts, pad_id), futures, gen_s
 
 
-def resample_flat_groups(engine, scorer: Scorer, examples: list[Example], prompt_ids: list[list[int]],
+def resample_flat_groups(engine, scorer: Scorer, examples: list[Task], prompt_ids: list[list[int]],
                          sampler: PromptSampler, cfg: TrainConfig, pad_id: int, batch: RolloutBatch,
                          scores: Scores) -> tuple[RolloutBatch, Scores, int]:
     """Dynamic sampling (DAPO): replace groups without signal by fresh prompts, a few rounds at most."""
@@ -93,11 +94,12 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     torch.manual_seed(cfg.run.seed)
     comm = distributed.init(cfg)  # one process, or a torchrun rank (DDP / FSDP2)
     out_dir = cfg.run.output_dir
+    examples = load_examples(cfg.data)  # a bad row, or one naming an unconfigured verifier, fails here
+    check_routes(examples, {v.name: (v.weight, v.options) for v in cfg.scoring.verifiers})
     policy, tokenizer = build_policy(cfg.model)
     reference = frozen_reference(policy) if cfg.grpo.beta > 0 else None  # no reference model when beta = 0
     policy = distributed.wrap(policy, comm)
-    examples = load_examples(cfg.data)
-    prompt_ids = [tokenizer(e.prompt, add_special_tokens=False)["input_ids"] for e in examples]
+    prompt_ids = encode_prompts(examples, tokenizer, cfg.data)  # the chat template when the model has one
     sampler = PromptSampler(len(examples), cfg.grpo.prompts_per_step, cfg.data.shuffle_seed)
     engine = distributed.for_generation(
         build_engine(cfg.rollout, distributed.unwrap(policy), tokenizer, cfg.run.seed + comm.rank), policy, comm)
@@ -115,6 +117,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     if start:
         say(f"resuming run {out_dir} from step {start} of {cfg.run.max_steps} ({fresh})", comm)
     scorer = Scorer(cfg.scoring, endpoints)  # handshake: fails fast when a verifier is missing
+    scorer.check(examples)  # every row routes to verifiers that accept its reference kind
     log = MetricsLog(distributed.rank_dir(out_dir, comm), tensorboard=cfg.run.tensorboard and comm.is_main,
                      progress=cfg.run.progress and comm.is_main, total_steps=cfg.run.max_steps, start_step=start,
                      every_steps=cfg.run.log_every, every_s=cfg.run.log_every_s)

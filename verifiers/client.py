@@ -179,6 +179,8 @@ class VerifierClient:
         """Ask servers for results as ``ResultColumns`` (cheaper to build and parse); rows are accepted too."""
         self._pools = {v.name: _Pool(v.endpoints, v.tls) for v in verifiers}
         self.versions: dict[str, str] = {}
+        self.reference_kinds: dict[str, tuple[str, ...]] = {}
+        """Per verifier, the reference kinds its servers accept (from the handshake; empty: any)."""
         self.max_groups: dict[str, int] = {}
         self.stats = {"calls": 0, "retries": 0, "failed_groups": 0}
 
@@ -214,6 +216,7 @@ class VerifierClient:
                     continue
                 reachable += 1
                 self.versions[name] = served[name]
+                self.reference_kinds[name] = next(tuple(v.reference_kinds) for v in resp.verifiers if v.name == name)
                 if resp.limits.max_groups_per_batch:
                     self.max_groups[name] = min(self.max_groups.get(name, 1 << 30), resp.limits.max_groups_per_batch)
             if reachable == 0:

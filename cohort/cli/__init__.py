@@ -19,7 +19,7 @@ app = typer.Typer(
 )
 
 # Command modules; each does `from cohort.cli import app` and decorates its commands.
-COMMAND_MODULES = ["serve", "verify", "sandbox", "train", "conformance", "scaffold"]
+COMMAND_MODULES = ["serve", "verify", "sandbox", "train", "eval", "conformance", "scaffold"]
 
 
 def _load_commands() -> None:

@@ -273,15 +273,15 @@ def test_scorer_keeps_a_process_verifiers_steps_out_of_the_reward():
     select and merge too), its scalar reward is a component but adds nothing to the reward."""
     from cohort.launch import ServiceProcess
     from cohort.trainer.config import load_config
-    from cohort.trainer.data import Example
     from cohort.trainer.scoring import Scorer, merge_scores
+    from cohort.verifiers.records import Task
 
     cfg = load_config(None, ["scoring.verifiers=[{name: arith}, {name: steps, kind: process}]"])
     proc = ServiceProcess(["arith", "steps"]).start()
     try:
         scorer = Scorer(cfg.scoring, {"arith": [proc.endpoint], "steps": [proc.endpoint]})
         try:
-            examples = [Example("2+3=", "5"), Example("1+1=", "2")]
+            examples = [Task.with_answer("2+3=", "5"), Task.with_answer("1+1=", "2")]
             texts = ["5", "2+2=4 so 6", "1+1=2", "3"]
             scores = scorer.submit(examples, texts, [False] * 4).result()
         finally:

@@ -11,12 +11,12 @@ import torch
 from cohort.launch import ServiceProcess
 from cohort.trainer import metrics
 from cohort.trainer.config import load_config
-from cohort.trainer.data import Example
 from cohort.trainer.learner import Learner, UpdateBatch
 from cohort.trainer.models import build_policy
 from cohort.trainer.rollout import build_engine, concat_batches
 from cohort.trainer.scoring import Scorer, merge_scores
 from cohort.trainer.train import loss_rows, round_metrics, train
+from cohort.verifiers.records import Task
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_unreachable_verifier_masks_its_rollouts_and_the_update_ignores_them(tmp
         for p in policy.parameters():
             p.add_(torch.randn_like(p) * 0.3)  # a policy that gives varied rewards
     engine = build_engine(cfg.rollout, policy, tok, seed=0)
-    examples = [Example(f"{a}+{b}=", str(a + b)) for a, b in [(1, 2), (3, 4), (2, 2), (0, 4)]]
+    examples = [Task.with_answer(f"{a}+{b}=", str(a + b)) for a, b in [(1, 2), (3, 4), (2, 2), (0, 4)]]
     ids = [tok(e.prompt)["input_ids"] for e in examples]
     proc = ServiceProcess(["arith"]).start()
     try:
@@ -121,7 +121,7 @@ def test_invalid_references_are_masked_not_scored_zero(tmp_path, arith):
     cfg = small_config(tmp_path, arith.endpoint)
     scorer = Scorer(cfg.scoring, {"arith": [arith.endpoint]})
     try:
-        examples = [Example("1+1=", "2"), Example("1+2=", "three")]
+        examples = [Task.with_answer("1+1=", "2"), Task.with_answer("1+2=", "three")]
         scores = scorer.submit(examples, ["2", "3", "2", "3"], [False] * 4).result()
     finally:
         scorer.close()

@@ -1,7 +1,7 @@
 """The transformers rollout engine: KV-cached sampling straight from the policy module (CPU or GPU).
 
 It samples with its own short decode loop instead of ``model.generate``: the same distribution
-(temperature, top-p, stop at EOS), without generate()'s per-token processor/stopping machinery,
+(temperature, top-p, stop at EOS or the chat end-of-turn token: ``models.stop_token_ids``), without generate()'s per-token processor/stopping machinery,
 which dominates the cost of small models. Rows that have finished are dropped from the batch
 (and from the KV cache) as they finish, so late tokens cost only the rows still running.
 Sampling uses the engine's own seeded ``torch.Generator`` (saved in checkpoints).
@@ -17,6 +17,7 @@ from transformers import DynamicCache
 
 from cohort.trainer.config import RolloutSection
 from cohort.trainer.engines import llama_decode
+from cohort.trainer.models import stop_token_ids
 from cohort.trainer.rollout import RolloutBatch
 
 
@@ -40,6 +41,7 @@ class TransformersEngine:
         self.pad_id = int(tokenizer.pad_token_id)
         self.eos_id = int(tokenizer.eos_token_id)
         self.device = next(policy.parameters()).device
+        self.stop_ids = torch.tensor(stop_token_ids(tokenizer, policy), device=self.device)  # (S,)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
 
     def sync_weights(self, policy: torch.nn.Module) -> None:
@@ -62,8 +64,8 @@ class TransformersEngine:
             prompt_ids[i, tp - len(r) :] = torch.tensor(r)
             prompt_mask[i, tp - len(r) :] = 1
         prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
-        tokens = self._decode(prompt_ids, prompt_mask)  # (B, T) with pad after EOS
-        is_eos = tokens == self.eos_id
+        tokens = self._decode(prompt_ids, prompt_mask)  # (B, T) with pad after the stop token
+        is_eos = torch.isin(tokens, self.stop_ids)  # (B, T)
         has_eos = is_eos.any(dim=1)
         first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), tokens.shape[1])
         positions = torch.arange(tokens.shape[1], device=tokens.device)
@@ -74,7 +76,7 @@ class TransformersEngine:
                             (~has_eos).cpu(), texts)
 
     def _decode(self, prompt_ids: Tensor, prompt_mask: Tensor) -> Tensor:
-        """Sample up to max_completion_length tokens per row (B, T); rows stop after their EOS."""
+        """Sample up to max_completion_length tokens per row (B, T); rows stop after their stop token."""
         was_training = self.policy.training
         self.policy.eval()
         try:
@@ -99,7 +101,7 @@ class TransformersEngine:
             token = sample_next(logits, self.cfg.temperature, self.cfg.top_p, self.generator)  # (b,)
             # finished rows still in the batch write tokens past their EOS: generate() pads those
             out[rows, t] = token
-            done |= token == self.eos_id
+            done |= torch.isin(token, self.stop_ids)
             n_done = int(done.sum())
             if t == max_new - 1 or n_done == len(rows):
                 break
@@ -125,7 +127,7 @@ class TransformersEngine:
         for t in range(max_new):
             token = sample_next(logits, self.cfg.temperature, self.cfg.top_p, self.generator)  # (b_alive,)
             out[alive, t] = token
-            keep = token != self.eos_id
+            keep = ~torch.isin(token, self.stop_ids)
             if t == max_new - 1 or not bool(keep.any()):
                 break
             if not bool(keep.all()):

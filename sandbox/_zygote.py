@@ -439,7 +439,23 @@ def _run_job(ctrl, header, fds):
 
 
 def _warm():
-    """Exercise the compiler, json and exec once, so forked children start from warm state."""
+    """Exercise the compiler, json and exec once, so forked children start from warm state.
+
+    The standard modules of ``JUDGE_MODULES`` are imported here, once, instead of in every run:
+    HumanEval prompts start with ``from typing import List``, and importing ``typing`` costs each
+    process about 4 ms (more under load), paid by the candidate and again by the judge: on the
+    HumanEval problems whose prompt imports, a check went from 17.3 to 11.6 ms (p50). Nothing is shared
+    that a run could change for another: each run is a forked copy-on-write child, so whatever it
+    does to a module object (patching ``math.sqrt``) dies with it and PID 1 keeps its own copy;
+    ``random`` reseeds itself in every child (``os.register_at_fork`` in ``random.py``), so runs do
+    not share a random state. The modules are stdlib files a run could import anyway; no file
+    descriptor stays open.
+    """
+    for name in sorted(JUDGE_MODULES):
+        try:
+            __import__(name)
+        except ImportError:
+            pass
     for _ in range(3):
         unpack(pack({"mode": "exec", "code": "x = [i for i in range(3)]\nprint(x, file=None)"})[FRAME_HEADER:])
         exec(compile("import sys\ndef f(a, b):\n    return a + b\nx = f(1, 2)\n", "<warm>", "exec"), {})

@@ -292,6 +292,21 @@ def test_no_persistence_across_runs(sandbox, host_unaffected) -> None:
         assert len(pids) == 2, out  # PID 1 (the fork server) and the probe itself
 
 
+def test_preimported_modules_do_not_carry_state_across_runs(sandbox) -> None:
+    """The fork server imports ``typing``, ``math``, ``random``... once: a run's patch of a module, or its
+    random state, must not reach a later run."""
+    patch = ("import math, random, typing\nmath.sqrt = lambda x: 42\ntyping.List = None\nrandom.seed(7)\n"
+             "print(random.random())\n")
+    probe = "import math, random, typing\nprint(math.sqrt(4), typing.List is None, random.random())\n"
+    seen = set()
+    for _ in range(4):  # both slots of the pool, twice
+        assert sandbox.execute(patch).stdout.strip()
+        sqrt, patched, rnd = sandbox.execute(probe).stdout.decode().split()
+        assert (sqrt, patched) == ("2.0", "False")
+        seen.add(rnd)
+    assert len(seen) == 4  # reseeded in every run, not a state shared by the forked children
+
+
 def test_killing_pid1_does_not_break_the_slot(sandbox) -> None:
     for _ in range(3):
         sandbox.execute("import os, signal\nfor s in (9, 15, 2, 1, 19):\n    os.kill(1, s)\n")

@@ -497,6 +497,8 @@ def check_sigterm(t: Target) -> str:
             break
         size *= 4
     n = int(min(64, max(4, 1.0 / one)))
+    if t.max_queued():  # stay within half the advertised queue: load past it is refused by design (RESOURCE_EXHAUSTED)
+        n = max(2, min(n, t.max_queued() // (2 * size)))
     batches = [t.repeated_batch(size, tag=f"s{k}") for k in range(n)]
     futures = [t.stub.BatchVerifyGroups.future(b, timeout=t.options.grace_s + 30) for b in batches]
     time.sleep(min(0.25, one * n / 4))

@@ -149,6 +149,10 @@ class Target:
         advertised = self.limits.max_groups_per_batch if self.limits is not None else 0
         return advertised or 64
 
+    def max_queued(self) -> int:
+        """Groups the server lets wait at once (advertised ``max_queued_groups``; 0: it does not say)."""
+        return self.limits.max_queued_groups if self.limits is not None else 0
+
     def call_batch(self, request: pb.BatchVerifyGroupsRequest, timeout_s: float | None = None) -> pb.BatchVerifyGroupsResponse:
         return self.stub.BatchVerifyGroups(request, timeout=timeout_s or self.options.call_timeout_s)
 

@@ -57,6 +57,8 @@ class Scorer:
         self._thread.start()
         self.client = self._run(self._make_client(VerifierClient, verifiers))
         self.versions = self._run(self.client.handshake())
+        self._record = open(cfg.record_path, "a") if cfg.record_path else None
+        self._submitted = 0
 
     async def _make_client(self, cls, verifiers):  # the channels belong to the scorer's loop
         return cls(verifiers, timeout_s=self.cfg.timeout_s, retries=self.cfg.retries)
@@ -81,18 +83,33 @@ class Scorer:
             for i, ex in enumerate(examples)
         ]
         started = time.perf_counter()
+        serial, self._submitted = self._submitted, self._submitted + 1
 
         async def run() -> Scores:
             scored = await self.client.score(requests)
+            if self._record is not None:
+                self._write_record(serial, requests, scored)
             return _to_tensors(scored, time.perf_counter() - started)  # latency includes the conversion
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop)
+
+    def _write_record(self, serial: int, requests, scored) -> None:
+        """One JSON line per submitted batch (``scoring.record_path``), written on the scorer's loop."""
+        import json
+
+        groups = [{"group_id": req.group_id, "answer": req.reference.answer, "texts": [r.completion for r in req.rollouts], "truncated": [r.truncated for r in req.rollouts],
+                   "status": [r.status.name for r in group], "reward": [r.reward for r in group]}
+                  for req, group in zip(requests, scored)]
+        self._record.write(json.dumps({"submission": serial, "client": dict(self.client.stats), "groups": groups}) + "\n")
+        self._record.flush()
 
     def close(self) -> None:
         if self._loop.is_running():
             self._run(self.client.close())
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+        if self._record is not None:
+            self._record.close()
 
 
 def _to_tensors(scored, latency_s: float) -> Scores:

@@ -341,8 +341,6 @@ def audit(out: Path, chunks: int, batch_size: int) -> dict:
 
 def rescore(fleet: Fleet, batches: list[dict]) -> tuple[int, int, list[str]]:
     """Re-score every distinct OK completion on the (healthy) fleet; (checked, differing, examples)."""
-    import asyncio
-
     from cohort.trainer.config import load_config
     from cohort.verifiers.base import Reference, Rollout
     from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier

@@ -387,7 +387,9 @@ def chaos(args: argparse.Namespace) -> dict:
             out = work / label
             out.mkdir()
             config = train_config(fleet, out, args.steps, args.seed, args.timeout, args.retries)
-            driver = Chaos(fleet, args.seed, args.fault_every, args.down_s, args.timeout + 1.0) if label == "chaos" else None
+            driver = None
+            if label == "chaos":
+                driver = Chaos(fleet, args.seed, args.fault_every, args.down_s, args.timeout + 1.0)
             load = None
             if label == "chaos" and not args.no_code:
                 load = CodeLoad(fleet.endpoints("code"), args.timeout, args.retries)
@@ -415,7 +417,8 @@ def chaos(args: argparse.Namespace) -> dict:
                 result |= {"faults": driver.events, "fault_errors": driver.errors}
             if load:
                 side = load.stats
-                result["code_side_load"] = {"calls": side["calls"], "rollouts": side["rollouts"], "scored": side["scored"],
+                result["code_side_load"] = {"calls": side["calls"], "rollouts": side["rollouts"],
+                                            "scored": side["scored"],
                                             "masked": dict(side["masked"]), "differ": len(side["differ"]),
                                             "differ_examples": side["differ"][:5], "lost_calls": len(side["errors"]),
                                             "errors": side["errors"][:5], "client": side["client"]}
@@ -435,7 +438,8 @@ def summary(report: dict) -> str:
                      f"(metrics.jsonl: {r['masked_logged']}), lost {r['lost']}, infra scored {r['infra_scored']}, "
                      f"client {r['client']}, final reward {r['final_reward']} (std {r['final_reward_std']})")
         if "faults" in r:
-            lines.append(f"  faults: {Counter(e['fault'] for e in r['faults'])}, driver errors {len(r['fault_errors'])}")
+            kinds = Counter(e["fault"] for e in r["faults"])
+            lines.append(f"  faults: {dict(kinds)}, driver errors {len(r['fault_errors'])}")
         if "code_side_load" in r:
             c = r["code_side_load"]
             lines.append(f"  code side load: {c['rollouts']} rollouts, {c['scored']} as idle, masked {c['masked']}, "
@@ -448,8 +452,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150, help="run.max_steps of each run")
     parser.add_argument("--seed", type=int, default=0, help="run.seed and the fault driver's seed")
     parser.add_argument("--fault-every", type=float, default=3.0, help="mean seconds between faults")
-    parser.add_argument("--down-s", type=float, default=3.0, help="seconds before a killed/drained replica is restarted")
-    parser.add_argument("--timeout", type=float, default=3.0, help="scoring.timeout_s (the client's deadline per batch)")
+    parser.add_argument("--down-s", type=float, default=3.0,
+                        help="seconds before a killed/drained replica is restarted")
+    parser.add_argument("--timeout", type=float, default=3.0,
+                        help="scoring.timeout_s (the client's deadline per batch)")
     parser.add_argument("--retries", type=int, default=3, help="scoring.retries")
     parser.add_argument("--train-timeout", type=float, default=1800.0, help="seconds before a run is killed")
     parser.add_argument("--no-code", action="store_true", help="no sandbox, code replicas or code side load")

@@ -129,7 +129,8 @@ def scenario(cpu_cgroups: bool, cap: bool, neighbour: bool, runs: int, pool_size
             os.environ["COHORT_SANDBOX_CPU_CGROUPS"] = previous
     q = statistics.quantiles(latencies, n=20, method="inclusive") if len(latencies) > 1 else latencies * 19
     return {"cpu_cgroups_asked": cpu_cgroups, "slot_cpu_cgroups": cpu, "tenant_cap": cap, "neighbour": neighbour,
-            "runs": runs, "hostile_runs": hostile_runs, "hostile_stopped_by_budget": budget_hit, "p50_s": round(statistics.median(latencies), 4), "p95_s": round(q[18], 4),
+            "runs": runs, "hostile_runs": hostile_runs, "hostile_stopped_by_budget": budget_hit,
+            "p50_s": round(statistics.median(latencies), 4), "p95_s": round(q[18], 4),
             "max_s": round(max(latencies), 4), "deadline_misses": sum(t > deadline_s for t in latencies),
             "_verdicts": verdicts}
 
@@ -169,7 +170,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=1))
         return
-    print(f"pool {args.pool_size} slots, {report['cpus']} CPUs, CPU controls: {report['cpu_controls'] or 'unavailable'}")
+    controls = report["cpu_controls"] or "unavailable"
+    print(f"pool {args.pool_size} slots, {report['cpus']} CPUs, CPU controls: {controls}")
     for label in SCENARIOS:
         if label not in report:
             continue

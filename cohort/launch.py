@@ -77,7 +77,8 @@ class ServiceProcess:
         return int(path.read_text()) if path.exists() else None
 
     def start(self, timeout_s: float = 60.0) -> ServiceProcess:
-        cmd = [sys.executable, "-m", "cohort.cli", "serve", *self.names, "--host", self.host, "--port", str(self.requested_port),
+        cmd = [sys.executable, "-m", "cohort.cli", "serve", *self.names, "--host", self.host,
+               "--port", str(self.requested_port),
                "--port-file", str(self.port_file), *self.extra_args]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)

@@ -115,7 +115,8 @@ class SlotPool:
             return
         with self._tenants:
             if not self._tenants.wait_for(lambda: self._held[tenant] < self.max_per_tenant, timeout):
-                raise SandboxError(f"tenant {tenant!r} holds {self.max_per_tenant} {self.name} slots for {timeout:.0f}s")
+                raise SandboxError(
+                    f"tenant {tenant!r} held {self.max_per_tenant} {self.name} slots for {timeout:.0f}s")
             self._held[tenant] += 1
         try:
             yield

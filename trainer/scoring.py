@@ -97,10 +97,12 @@ class Scorer:
         """One JSON line per submitted batch (``scoring.record_path``), written on the scorer's loop."""
         import json
 
-        groups = [{"group_id": req.group_id, "answer": req.reference.answer, "texts": [r.completion for r in req.rollouts], "truncated": [r.truncated for r in req.rollouts],
+        groups = [{"group_id": req.group_id, "answer": req.reference.answer,
+                   "texts": [r.completion for r in req.rollouts], "truncated": [r.truncated for r in req.rollouts],
                    "status": [r.status.name for r in group], "reward": [r.reward for r in group]}
                   for req, group in zip(requests, scored)]
-        self._record.write(json.dumps({"submission": serial, "client": dict(self.client.stats), "groups": groups}) + "\n")
+        line = {"submission": serial, "client": dict(self.client.stats), "groups": groups}
+        self._record.write(json.dumps(line) + "\n")
         self._record.flush()
 
     def close(self) -> None:

@@ -462,6 +462,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the client's failover warnings are counted, not printed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # SIGTERM unwinds: the fleet and trainer are stopped
     report = chaos(args)
     print(json.dumps(report, indent=1) if args.json else summary(report))
 

@@ -451,7 +451,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=150, help="run.max_steps of each run")
     parser.add_argument("--seed", type=int, default=0, help="run.seed and the fault driver's seed")
-    parser.add_argument("--fault-every", type=float, default=3.0, help="mean seconds between faults")
+    parser.add_argument("--fault-every", type=float, default=1.0, help="mean seconds between faults")
     parser.add_argument("--down-s", type=float, default=3.0,
                         help="seconds before a killed/drained replica is restarted")
     parser.add_argument("--timeout", type=float, default=3.0,

@@ -48,10 +48,12 @@ class ServiceProcess:
     """``cohort serve NAMES`` in a subprocess; ``endpoint`` once :meth:`start` returns.
 
     A server started with ``--tls-cert`` (in ``extra_args``) is probed for readiness with ``tls``.
+    ``port`` 0 picks a free one; a given port restarts a server where its clients expect it.
     """
 
     def __init__(self, names: Sequence[str], host: str = "127.0.0.1", extra_args: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None, log_path: Path | None = None, tls: ClientTls | None = None) -> None:
+                 env: Mapping[str, str] | None = None, log_path: Path | None = None, tls: ClientTls | None = None,
+                 port: int = 0) -> None:
         self.names = list(names)
         self.tls = tls
         self.host = host
@@ -61,6 +63,7 @@ class ServiceProcess:
         self.port_file = Path(self._tmp.name) / "port"
         self.log_path = log_path or Path(self._tmp.name) / "server.log"
         self.proc: subprocess.Popen | None = None
+        self.requested_port = port
         self.port = 0
 
     @property
@@ -74,7 +77,8 @@ class ServiceProcess:
         return int(path.read_text()) if path.exists() else None
 
     def start(self, timeout_s: float = 60.0) -> ServiceProcess:
-        cmd = [sys.executable, "-m", "cohort.cli", "serve", *self.names, "--host", self.host, "--port", "0",
+        cmd = [sys.executable, "-m", "cohort.cli", "serve", *self.names, "--host", self.host,
+               "--port", str(self.requested_port),
                "--port-file", str(self.port_file), *self.extra_args]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)

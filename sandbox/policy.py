@@ -154,6 +154,8 @@ class SandboxConfig:
     slot_memory_bytes: int = MAX_LIMITS.memory_bytes + MAX_LIMITS.disk_bytes + (16 << 20) + (64 << 20)
     """cgroup memory cap of a whole slot: one run at the max limit, its tmpfs dirs, the fork server."""
     slot_max_pids: int = MAX_LIMITS.max_processes + 4
+    slot_cpu_quota: float = 1.0
+    """CPUs one slot may use at most (cgroup CPU quota; 0: no cap); every slot also gets an equal CPU weight."""
 
     def __post_init__(self) -> None:
         if not Path(self.interpreter).is_file():

@@ -4,6 +4,12 @@ Two pools: *candidate* slots run untrusted code, *judge* slots run the trusted t
 ``judge.py``. A test run holds one slot of each, always acquired in that order, so concurrent
 test runs cannot deadlock. A slot whose fork server died or could not clean up is replaced in the
 background; callers never wait for a bubblewrap start unless every slot is gone.
+
+Fairness between tenants (e.g. one verifier group): work run under :func:`as_tenant` counts against
+that tenant, and one tenant holds at most ``max_per_tenant`` slots of a pool at a time (default half
+the pool), so a group whose programs all burn CPU or sleep to their deadline leaves the other half
+of the slots to everyone else. Work without a tenant (``""``) is not capped. CPU between slots is
+shared by the slots' cgroups (cgroup.py).
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import os
 import posixpath
 import queue
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -47,15 +54,31 @@ def _spawner() -> queue.Queue:
         return _SPAWN_QUEUE
 
 
+_TENANT = threading.local()
+
+
+def as_tenant(tenant: str, fn: Callable, *args):
+    """``fn(*args)`` with every slot it acquires on this thread counted against ``tenant``."""
+    previous = getattr(_TENANT, "name", "")
+    _TENANT.name = tenant
+    try:
+        return fn(*args)
+    finally:
+        _TENANT.name = previous
+
+
 class SlotPool:
     """``size`` warm slots; ``acquire()`` lends one for a single job sequence."""
 
-    def __init__(self, config: policy.SandboxConfig, size: int, name: str) -> None:
+    def __init__(self, config: policy.SandboxConfig, size: int, name: str, max_per_tenant: int = 0) -> None:
         if size < 1:
             raise ValueError(f"pool size must be >= 1, got {size}")
         self.config = config
         self.size = size
         self.name = name
+        self.max_per_tenant = max_per_tenant or max(1, size // 2)
+        self._held: Counter[str] = Counter()
+        self._tenants = threading.Condition()
         self._idle: queue.Queue[Slot] = queue.Queue()
         self._closed = False
         self._lock = threading.Lock()
@@ -85,9 +108,34 @@ class SlotPool:
         _spawner().put(self._spawn)
 
     @contextmanager
+    def _tenant_share(self, timeout: float) -> Iterator[None]:
+        tenant = getattr(_TENANT, "name", "")
+        if not tenant:
+            yield
+            return
+        with self._tenants:
+            if not self._tenants.wait_for(lambda: self._held[tenant] < self.max_per_tenant, timeout):
+                raise SandboxError(
+                    f"tenant {tenant!r} held {self.max_per_tenant} {self.name} slots for {timeout:.0f}s")
+            self._held[tenant] += 1
+        try:
+            yield
+        finally:
+            with self._tenants:
+                self._held[tenant] -= 1
+                if not self._held[tenant]:
+                    del self._held[tenant]
+                self._tenants.notify_all()
+
+    @contextmanager
     def acquire(self, timeout: float = ACQUIRE_TIMEOUT_S) -> Iterator[Slot]:
         if self._closed:
             raise SandboxError("sandbox pool is closed")
+        with self._tenant_share(timeout), self._lend(timeout) as slot:
+            yield slot
+
+    @contextmanager
+    def _lend(self, timeout: float) -> Iterator[Slot]:
         try:
             slot = self._idle.get(timeout=timeout)
         except queue.Empty:
@@ -133,6 +181,8 @@ class SandboxOptions:
     config: policy.SandboxConfig = field(default_factory=policy.SandboxConfig)
     pool_size: int = 0
     """Candidate slots (and as many judge slots); 0 = max(4, 2 * CPUs)."""
+    max_per_tenant: int = 0
+    """Slots of a pool one tenant (:func:`as_tenant`) may hold at once; 0 = half the pool (at least 1)."""
     defaults: policy.Limits = policy.DEFAULT_LIMITS
     maxima: policy.Limits = policy.MAX_LIMITS
 
@@ -143,8 +193,8 @@ class Sandbox:
     def __init__(self, options: SandboxOptions | None = None) -> None:
         self.options = options or SandboxOptions()
         size = self.options.pool_size or default_pool_size()
-        self.candidates = SlotPool(self.options.config, size, "candidate")
-        self.judges = SlotPool(self.options.config, size, "judge")
+        self.candidates = SlotPool(self.options.config, size, "candidate", self.options.max_per_tenant)
+        self.judges = SlotPool(self.options.config, size, "judge", self.options.max_per_tenant)
 
     def clamp(self, limits: policy.Limits | None) -> policy.Limits:
         return (limits or policy.Limits(0, 0, 0, 0, 0, 0)).clamp(self.options.maxima, self.options.defaults)

@@ -20,13 +20,15 @@ from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 from cohort.sandbox import policy
 from cohort.sandbox.executor import ExecResult, ExecStatus, SandboxError
 from cohort.sandbox.judge import InvalidTests, TestRun, TestSpec
-from cohort.sandbox.pool import Sandbox, SandboxOptions, check_file_path
+from cohort.sandbox.pool import Sandbox, SandboxOptions, as_tenant, check_file_path
 
 log = logging.getLogger("cohort.sandbox")
 
 SERVICE_NAME = "grpo.sandbox.v1.SandboxService"
 MAX_CODE_BYTES = 1 << 20
 MAX_TESTS = 1000
+TENANT_METADATA = "cohort-tenant"
+"""Call metadata naming who the work is for (e.g. a verifier group): one tenant holds at most half the slots."""
 
 _STATUS = {
     ExecStatus.EXITED: pb.EXECUTION_STATUS_EXITED,
@@ -106,7 +108,8 @@ class SandboxServicer(pb_grpc.SandboxServiceServicer):
         track = self.runtime.track() if self.runtime is not None else _Null()
         with track:
             try:
-                return await loop.run_in_executor(self.pool, fn, *args)
+                tenant = dict(context.invocation_metadata() or ()).get(TENANT_METADATA, "")
+                return await loop.run_in_executor(self.pool, as_tenant, tenant, fn, *args)
             except SandboxError as exc:
                 log.error("sandbox failure: %s", exc)
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"sandbox failure: {exc}")

@@ -202,6 +202,9 @@ class ScoringSection(_Section):
     retries: int = Field(3, ge=0)
     local_services: bool = True
     """Start ``cohort serve`` on loopback for every verifier without endpoints."""
+    record_path: str | None = None
+    """Append every scored batch here as one JSON line (texts, status and reward of each rollout, the client's
+    call/retry counts): an audit of what the verifiers answered, e.g. for ``bench/chaos.py``. Unset: nothing."""
 
     @model_validator(mode="after")
     def _endpoints(self) -> ScoringSection:

@@ -84,6 +84,8 @@ class Scorer:
             check_routes(tasks, self.defaults, self.kinds)
         except RecordError as exc:
             raise ValueError(f"data: {exc}") from None
+        self._record = open(cfg.record_path, "a") if cfg.record_path else None
+        self._submitted = 0
 
     async def _make_client(self, cls, verifiers):  # the channels belong to the scorer's loop
         return cls(verifiers, timeout_s=self.cfg.timeout_s, retries=self.cfg.retries)
@@ -106,11 +108,14 @@ class Scorer:
             groups.extend(GroupRequest(r.name, rollouts, task.reference, f"g{group_offset + i}", task.prompt,
                                        task.rollout_timeout_s, dict(r.options)) for r in routes)
         started = time.perf_counter()
+        serial, self._submitted = self._submitted, self._submitted + 1
 
         async def run() -> Scores:
             results = iter(await self.client.verify_groups(groups))  # one call per verifier (per server limit)
             scored = [combine(rollouts, {r.name: next(results) for r in routes}, {r.name: r.weight for r in routes})
                       for rollouts, routes in plan]
+            if self._record is not None:
+                self._write_record(serial, tasks, plan, scored, group_offset)
             scores = _to_tensors(scored, time.perf_counter() - started)  # latency includes the conversion
             if self.process is not None:
                 scores.steps = [r.steps.get(self.process, ()) for group in scored for r in group]
@@ -118,11 +123,25 @@ class Scorer:
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop)
 
+    def _write_record(self, serial: int, tasks: list[Task], plan, scored, group_offset: int) -> None:
+        """One JSON line per submitted batch (``scoring.record_path``), written on the scorer's loop."""
+        import json
+
+        groups = [{"group_id": f"g{group_offset + i}", "answer": task.reference.answer,
+                   "texts": [r.completion for r in rollouts], "truncated": [r.truncated for r in rollouts],
+                   "status": [r.status.name for r in group], "reward": [r.reward for r in group]}
+                  for i, (task, (rollouts, _routes), group) in enumerate(zip(tasks, plan, scored))]
+        line = {"submission": serial, "client": dict(self.client.stats), "groups": groups}
+        self._record.write(json.dumps(line) + "\n")
+        self._record.flush()
+
     def close(self) -> None:
         if self._loop.is_running():
             self._run(self.client.close())
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+        if self._record is not None:
+            self._record.close()
 
 
 def _to_tensors(scored, latency_s: float) -> Scores:

@@ -46,7 +46,9 @@ from pathlib import Path
 import yaml
 
 from cohort.launch import ServiceProcess
-from soak import CASES, _tree  # sibling bench: case files and the process-tree walk
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench, also under PYTHONSAFEPATH (scripts/test)
+from soak import CASES, _tree  # noqa: E402  (case files and the process-tree walk)
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_VERIFIERS = ("math", "arith")

@@ -77,6 +77,8 @@ class Scorer:
         # route weights: a process verifier's scalar reward stays out of the outcome sum, as above
         self.defaults = {v.name: (v.weight if v.kind == "outcome" else 0.0, dict(v.options)) for v in cfg.verifiers}
         self.kinds = dict(self.client.reference_kinds)
+        self._record = open(cfg.record_path, "a") if cfg.record_path else None  # scoring.record_path: an audit log
+        self._submitted = 0
 
     def check(self, tasks: list[Task]) -> None:
         """Every row routes to configured verifiers that accept its reference (raises ValueError)."""
@@ -84,8 +86,6 @@ class Scorer:
             check_routes(tasks, self.defaults, self.kinds)
         except RecordError as exc:
             raise ValueError(f"data: {exc}") from None
-        self._record = open(cfg.record_path, "a") if cfg.record_path else None
-        self._submitted = 0
 
     async def _make_client(self, cls, verifiers):  # the channels belong to the scorer's loop
         return cls(verifiers, timeout_s=self.cfg.timeout_s, retries=self.cfg.retries)

@@ -63,11 +63,15 @@ def _cohort_lines() -> list[list[str]]:
     lines = []
     for block in blocks("bash"):
         for raw in block.replace("\\\n", " ").splitlines():
-            command = raw.split("#", 1)[0].strip()
-            for part in re.split(r"&&|\|\||;|\|", command):
-                words = shlex.split(part.strip().lstrip("("), posix=True) if part.strip() else []
-                if words and words[0].endswith("cohort") and len(words) > 1:
-                    lines.append(words)
+            words, command = [], []
+            for word in shlex.split(raw, comments=True) + [";"]:
+                if word in ("&&", "||", ";", "|") or word.endswith(";"):
+                    if command and command[0].lstrip("(").endswith("cohort") and len(command) > 1:
+                        words.append(command)
+                    command = []
+                else:
+                    command.append(word.lstrip("(") if not command else word.rstrip(")"))
+            lines.extend(words)
     return lines
 
 

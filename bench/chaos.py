@@ -45,7 +45,7 @@ from pathlib import Path
 
 import yaml
 
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench, also under PYTHONSAFEPATH (scripts/test)
 from soak import CASES, _tree  # noqa: E402  (case files and the process-tree walk)

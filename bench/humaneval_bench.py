@@ -249,7 +249,7 @@ class CohortPath:
     def __enter__(self) -> CohortPath:
         import asyncio
 
-        from cohort.launch import ServiceProcess
+        from cohort.rpc.launch import ServiceProcess
         from cohort.verifiers.client import VerifierClient
 
         quiet = ["--log-level", "WARNING"]

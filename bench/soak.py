@@ -40,7 +40,7 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.conformance import load_cases
-from cohort.launch import ServiceProcess, health_status
+from cohort.rpc.launch import ServiceProcess, health_status
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "tests" / "conformance" / "cases"

@@ -117,7 +117,7 @@ def measure_verifier_rss(env: dict[str, str]) -> float:
     """Peak RSS of a `cohort serve arith` process after scoring a workload-sized batch."""
     code = (
         "import resource, subprocess, sys, time\n"
-        "from cohort.launch import ServiceProcess\n"
+        "from cohort.rpc.launch import ServiceProcess\n"
         "from cohort.trainer.config import ScoringSection, VerifierSpec\n"
         "from cohort.trainer.scoring import Scorer\n"
         "from cohort.verifiers.records import Task\n"

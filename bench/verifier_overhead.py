@@ -28,7 +28,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers.base import GroupRequest, Rollout, VerifyContext
 from cohort.verifiers.client import VerifierClient
 from cohort.verifiers.format import FormatVerifier

@@ -12,7 +12,7 @@ from rich.progress import Progress
 from rich.table import Column, Table
 from rich.text import Text
 
-from cohort.tls import ClientTls
+from cohort.rpc.tls import ClientTls
 from cohort.verifiers.base import GroupRequest, GroupResult
 from cohort.verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier, combine
 from cohort.verifiers.convert import status_name

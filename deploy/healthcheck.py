@@ -7,7 +7,7 @@ ENDPOINT defaults to ``$COHORT_HEALTH_ENDPOINT`` or ``127.0.0.1:50051``; the ser
 name ``""`` (the default) is the server as a whole. Exit 0 when SERVING, 1 otherwise,
 with one line on stderr saying why. For a server started with ``--tls-cert``, set
 ``COHORT_HEALTH_TLS_CA`` (and ``_CERT``, ``_KEY`` for mutual TLS): credentials then come from
-``cohort.tls``, as for every Cohort client. This is what the images' HEALTHCHECK runs (podman,
+``cohort.rpc.tls``, as for every Cohort client. This is what the images' HEALTHCHECK runs (podman,
 Docker, compose); Kubernetes uses its native gRPC probe on the same service instead.
 """
 
@@ -27,7 +27,7 @@ TLS_ENV_PREFIX = "COHORT_HEALTH_TLS_"
 def _channel(endpoint: str) -> grpc.Channel:
     if not any(k.startswith(TLS_ENV_PREFIX) and v.strip() for k, v in os.environ.items()):
         return grpc.insecure_channel(endpoint)
-    from cohort.tls import ClientTls, channel  # the images ship cohort; plaintext checks never import it
+    from cohort.rpc.tls import ClientTls, channel  # the images ship cohort; plaintext checks never import it
 
     return channel(endpoint, ClientTls.from_env(TLS_ENV_PREFIX))
 
@@ -36,7 +36,7 @@ def check(endpoint: str, service: str = "", timeout: float = 3.0) -> tuple[bool,
     """(serving?, human-readable status) for one Health.Check call with a deadline."""
     try:
         ch = _channel(endpoint)
-    except ValueError as exc:  # cohort.tls.TlsError: a certificate file that cannot be used
+    except ValueError as exc:  # cohort.rpc.tls.TlsError: a certificate file that cannot be used
         return False, str(exc)
     with ch as channel:
         stub = health_pb2_grpc.HealthStub(channel)

@@ -161,11 +161,11 @@ class _Null:
 async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     """Serve SandboxService (+ health, reflection) until SIGTERM/SIGINT, then drain.
 
-    ``host`` may also be a ready :class:`cohort.grpc_runtime.RuntimeOptions`. Options:
+    ``host`` may also be a ready :class:`cohort.rpc.runtime.RuntimeOptions`. Options:
     ``pool_size`` (slots per pool; default ``$COHORT_SANDBOX_POOL_SIZE`` or max(4, 2 * CPUs)),
     ``port_file``, ``grace_s``, ``max_message_bytes``, ``drain_delay_s``.
     """
-    from cohort.grpc_runtime import GrpcRuntime, RuntimeOptions
+    from cohort.rpc.runtime import GrpcRuntime, RuntimeOptions
 
     if isinstance(host, RuntimeOptions):
         options = host

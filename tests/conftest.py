@@ -29,7 +29,7 @@ def testplugin(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def format_server():
-    from cohort.launch import ServiceProcess
+    from cohort.rpc.launch import ServiceProcess
 
     with ServiceProcess(["format"], extra_args=["--max-groups-per-batch", "64", "--metrics-port", "0"]) as proc:
         yield proc

@@ -21,7 +21,7 @@ def blocks(lang: str) -> list[str]:
 
 
 def test_client_example_prints_what_it_says():
-    from cohort.launch import ServiceProcess
+    from cohort.rpc.launch import ServiceProcess
 
     (code,) = [b for b in blocks("python") if "VerifierClient" in b]
     expected = [line[2:].split()[:4] for line in code.splitlines() if re.match(r"# \d", line)]

@@ -158,7 +158,7 @@ class DataSection(_Section):
 
 
 class TlsSpec(_Section):
-    """TLS to a verifier's endpoints (see ``cohort.tls``): PEM files, e.g. mounted from a Kubernetes secret."""
+    """TLS to a verifier's endpoints (see ``cohort.rpc.tls``): PEM files, e.g. mounted from a Kubernetes secret."""
 
     ca: str | None = None
     """CA that signed the server's certificate; unset: the system roots."""

@@ -52,8 +52,8 @@ class Scores:
 
 
 def client_tls(cfg: ScoringSection) -> dict:
-    """``{verifier: ClientTls | None}``, its files read now: a bad one raises ``cohort.tls.TlsError`` naming it."""
-    from cohort.tls import ClientTls
+    """``{verifier: ClientTls | None}``, its files read now: a bad one raises ``cohort.rpc.tls.TlsError`` naming it."""
+    from cohort.rpc.tls import ClientTls
 
     return {v.name: None if v.tls is None else ClientTls.from_options(v.tls.ca, v.tls.cert, v.tls.key, v.tls.server_name)
             for v in cfg.verifiers}

@@ -46,7 +46,7 @@ def verifier_endpoints(cfg: TrainConfig) -> Iterator[dict[str, list[str]]]:
     if not local:
         yield endpoints
         return
-    from cohort.launch import LocalServices
+    from cohort.rpc.launch import LocalServices
 
     with LocalServices(local) as started:
         yield {**endpoints, **{name: [started[name]] for name in local}}

@@ -9,7 +9,7 @@
   rollout, indexes echoed); a mismatch makes those rollouts VERIFIER_ERROR.
 - When every attempt fails, the rollouts come back DEPENDENCY_UNAVAILABLE: an infrastructure
   failure is never a reward of 0. INVALID_ARGUMENT is a bug in the request and raises.
-- TLS per verifier (``WeightedVerifier.tls``, see :mod:`cohort.tls`); plaintext when unset.
+- TLS per verifier (``WeightedVerifier.tls``, see :mod:`cohort.rpc.tls`); plaintext when unset.
 - :meth:`VerifierClient.score` combines several verifiers with weights into one reward per
   rollout plus named components; a rollout is usable only when every verifier could judge it.
 """
@@ -28,7 +28,7 @@ import grpc
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
-from cohort.tls import ClientTls, aio_channel
+from cohort.rpc.tls import ClientTls, aio_channel
 from cohort.verifiers import convert
 from cohort.verifiers.base import (
     GroupRequest,

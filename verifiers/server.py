@@ -36,7 +36,7 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort import __version__
-from cohort.grpc_runtime import GrpcRuntime, RuntimeOptions, abort_draining, bind_error
+from cohort.rpc.runtime import GrpcRuntime, RuntimeOptions, abort_draining, bind_error
 from cohort.verifiers import convert
 from cohort.verifiers.base import (
     GroupRequest,

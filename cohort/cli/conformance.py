@@ -51,7 +51,7 @@ def conformance(
     except CasesError as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
-    from cohort.tls import ClientTls, TlsError
+    from cohort.rpc.tls import ClientTls, TlsError
 
     try:
         tls = ClientTls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)

@@ -46,7 +46,7 @@ def exec_(
             typer.secho("error: --tests-json must be a non-empty JSON list of strings", err=True, fg="red")
             raise typer.Exit(2)
     code = extract_code(code_file.read_text(errors="replace"))
-    from cohort.tls import TlsError
+    from cohort.rpc.tls import TlsError
 
     try:  # TLS to the sandbox from COHORT_SANDBOX_TLS_CA / _CERT / _KEY
         backend = GrpcBackend(endpoint) if endpoint else LocalBackend(pool_size=1)

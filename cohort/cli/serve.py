@@ -39,8 +39,8 @@ def serve(
     """
     import asyncio
 
-    from cohort.grpc_runtime import BindError, RuntimeOptions, configure_logging
-    from cohort.tls import ServerTls, TlsError
+    from cohort.rpc.runtime import BindError, RuntimeOptions, configure_logging
+    from cohort.rpc.tls import ServerTls, TlsError
 
     import logging
 
@@ -134,8 +134,8 @@ def health(
     """
     import grpc
 
-    from cohort.launch import health_services, health_status
-    from cohort.tls import ClientTls, TlsError
+    from cohort.rpc.launch import health_services, health_status
+    from cohort.rpc.tls import ClientTls, TlsError
 
     try:
         tls = ClientTls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)

@@ -65,7 +65,7 @@ def verify(
         if missing:
             typer.secho(f"error: group {rec.group_id!r} asks for verifiers without an endpoint: {sorted(missing)}", err=True, fg="red")
             raise typer.Exit(2)
-    from cohort.tls import ClientTls, TlsError
+    from cohort.rpc.tls import ClientTls, TlsError
     from cohort.verify_run import run_verify
 
     try:

@@ -20,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cohort.conformance.cases import Case
 from cohort.conformance.checks import RULES
 from cohort.conformance.target import CheckFailed, CheckSkipped, EndpointUnreachable, KitOptions, Target
-from cohort.tls import ClientTls, channel
+from cohort.rpc.tls import ClientTls, channel
 
 Status = Literal["pass", "fail", "skip"]
 

@@ -11,7 +11,7 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.conformance.cases import Case
-from cohort.tls import ClientTls, channel
+from cohort.rpc.tls import ClientTls, channel
 
 CLIENT_MESSAGE_BYTES = 256 * 1024 * 1024
 

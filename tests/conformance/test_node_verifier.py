@@ -11,7 +11,7 @@ import pytest
 
 from cohort.conformance import RULES, load_cases, run_kit
 from cohort.conformance.runner import ServerProcess, free_port
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers.base import Reference, Rollout, RolloutStatus
 from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
 

@@ -259,7 +259,7 @@ def test_images_run_non_root_without_torch(images):
 
 
 def test_grpc_health_of_every_service(stack):
-    from cohort.launch import health_status
+    from cohort.rpc.launch import health_status
 
     for key in stack.containers:
         assert health_status(stack[key].endpoint, "", 5) == "SERVING", key

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.trl, pytest.mark.timeout(900)]
 trl = pytest.importorskip("trl")
 
 from cohort.integrations.trl import CohortReward  # noqa: E402
-from cohort.launch import ServiceProcess  # noqa: E402
+from cohort.rpc.launch import ServiceProcess  # noqa: E402
 from cohort.verifiers.client import WeightedVerifier  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

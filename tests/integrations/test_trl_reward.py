@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from cohort.integrations.trl import CohortReward, completion_text
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers.client import HandshakeError, WeightedVerifier
 
 pytestmark = pytest.mark.timeout(120)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from cohort.integrations import verl as cv
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers.base import RolloutStatus as S
 from cohort.verifiers.client import HandshakeError, ScoredRollout
 

@@ -14,7 +14,7 @@ import pytest
 from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
 from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.sandbox import cgroup, policy
 from cohort.sandbox.executor import Slot
 

@@ -420,7 +420,7 @@ def test_persistence_between_runs_in_a_warm_slot(sandbox, host_unaffected) -> No
 def stub():
     import grpc
 
-    from cohort.launch import ServiceProcess
+    from cohort.rpc.launch import ServiceProcess
     from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 
     with ServiceProcess(["sandbox"], env={"COHORT_SANDBOX_POOL_SIZE": "1"}) as proc:

@@ -12,7 +12,7 @@ from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 
 @pytest.fixture(scope="module")
 def server():
-    from cohort.launch import ServiceProcess
+    from cohort.rpc.launch import ServiceProcess
 
     with ServiceProcess(["sandbox"], env={"COHORT_SANDBOX_POOL_SIZE": "2"}) as proc:
         yield proc
@@ -31,7 +31,7 @@ def seconds(s: float) -> Duration:
 
 
 def test_health_overall_and_service(server) -> None:
-    from cohort.launch import health_status
+    from cohort.rpc.launch import health_status
 
     assert health_status(server.endpoint, "") == "SERVING"
     assert health_status(server.endpoint, "grpo.sandbox.v1.SandboxService") == "SERVING"
@@ -140,7 +140,7 @@ def test_serve_function_with_host_and_port(tmp_path) -> None:
     import sys
     import time
 
-    from cohort.launch import health_status
+    from cohort.rpc.launch import health_status
 
     port_file = tmp_path / "port"
     script = ("import asyncio, pathlib\nfrom cohort.sandbox.server import serve\n"

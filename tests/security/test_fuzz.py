@@ -4,7 +4,7 @@ Real servers on loopback (``cohort serve format math arith`` and ``cohort serve 
 bytes on the wire (``channel.unary_unary`` etc. without serializers, so nothing is checked on the
 client side), a fixed seed and a bounded number of calls. Every call must end with a status code:
 the reply, or a gRPC error other than UNKNOWN (a handler that raised something it did not map). A
-unary request that does not parse is INVALID_ARGUMENT (``grpc_runtime.DecodeErrorIsInvalidArgument``);
+unary request that does not parse is INVALID_ARGUMENT (``cohort.rpc.runtime.DecodeErrorIsInvalidArgument``);
 only the streaming reflection request is left to gRPC, whose parse failure is UNKNOWN. Afterwards the
 server is alive, SERVING, and still gives the right answer.
 """
@@ -23,7 +23,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as sb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 
-from cohort.launch import ServiceProcess, health_status
+from cohort.rpc.launch import ServiceProcess, health_status
 
 SEED = 20260101
 CALLS_PER_METHOD = 96  # a third random bytes, a third mutations, a third mutations that still parse

@@ -19,8 +19,8 @@ import pytest
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
-from cohort.launch import ServiceProcess, health_status
-from cohort.tls import ClientTls, ServerTls, TlsError, channel
+from cohort.rpc.launch import ServiceProcess, health_status
+from cohort.rpc.tls import ClientTls, ServerTls, TlsError, channel
 from cohort.verifiers.base import CodeTests, GroupRequest, Reference, Rollout, RolloutStatus, Verdict
 from cohort.verifiers.client import HandshakeError, VerifierClient, WeightedVerifier
 

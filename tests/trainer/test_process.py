@@ -269,7 +269,7 @@ def test_config_allows_one_process_verifier():
 def test_scorer_keeps_a_process_verifiers_steps_out_of_the_reward():
     """A served `steps` verifier of kind process: its steps reach Scores.steps row by row (through
     select and merge too), its scalar reward is a component but adds nothing to the reward."""
-    from cohort.launch import ServiceProcess
+    from cohort.rpc.launch import ServiceProcess
     from cohort.trainer.config import load_config
     from cohort.trainer.scoring import Scorer, merge_scores
     from cohort.verifiers.records import Task
@@ -295,7 +295,7 @@ def test_scorer_keeps_a_process_verifiers_steps_out_of_the_reward():
 
 
 def test_short_training_run_with_a_process_verifier(tmp_path):
-    from cohort.launch import ServiceProcess
+    from cohort.rpc.launch import ServiceProcess
     from cohort.trainer.config import load_config
     from cohort.trainer.train import train
 

@@ -10,7 +10,7 @@ import string
 import pytest
 import torch
 
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.trainer.config import CodeFunctionsTask, DataSection, DataSource, TinyModel, load_config
 from cohort.trainer.data import code_functions_task, encode_prompts, humaneval_task, load_examples
 from cohort.trainer.models import char_tokenizer, stop_token_ids, tiny_llama

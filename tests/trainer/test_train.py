@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.trainer import metrics
 from cohort.trainer.config import load_config
 from cohort.trainer.learner import Learner, UpdateBatch

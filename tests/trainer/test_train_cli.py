@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cohort.cli import _load_commands, app
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.trainer.config import load_config
 
 _load_commands()

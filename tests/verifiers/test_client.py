@@ -13,7 +13,7 @@ import pytest
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers import convert
 from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
 from cohort.verifiers.client import HandshakeError, ScoreRequest, VerifierClient, VerifierRequestError, WeightedVerifier

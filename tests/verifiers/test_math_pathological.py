@@ -15,7 +15,7 @@ from google.protobuf.duration_pb2 import Duration
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
-from cohort.launch import ServiceProcess, health_status
+from cohort.rpc.launch import ServiceProcess, health_status
 
 TIMEOUT_S = 1.0
 SLACK_S = 0.1

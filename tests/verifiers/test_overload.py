@@ -12,7 +12,7 @@ import pytest
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers.base import GroupRequest, Rollout, RolloutStatus
 from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cohort.launch import ServiceProcess
+from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers import registry
 from cohort.verifiers.base import Reference, Rollout
 from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier

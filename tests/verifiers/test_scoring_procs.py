@@ -19,7 +19,7 @@ import pytest
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
-from cohort.launch import ServiceProcess, health_status
+from cohort.rpc.launch import ServiceProcess, health_status
 
 SHAPES = [
     "<think>{r}</think><answer>{a}</answer>",

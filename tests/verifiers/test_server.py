@@ -12,7 +12,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
-from cohort.launch import health_status
+from cohort.rpc.launch import health_status
 
 GOOD = "<think>add</think><answer>4</answer>"
 
@@ -158,7 +158,7 @@ def test_prometheus_metrics(format_server, stub):
 
 def test_queue_overflow_is_resource_exhausted(testplugin):
     """More concurrent groups than the queue admits: RESOURCE_EXHAUSTED, then the server recovers."""
-    from cohort.launch import ServiceProcess
+    from cohort.rpc.launch import ServiceProcess
 
     with ServiceProcess(["sleepy"], extra_args=["--max-queued-groups", "4"]) as sp, grpc.insecure_channel(sp.endpoint) as ch:
         s = pb_grpc.VerifierServiceStub(ch)
@@ -174,7 +174,7 @@ def test_queue_overflow_is_resource_exhausted(testplugin):
 
 def test_sigterm_drains(testplugin):
     """Health turns NOT_SERVING, new calls get UNAVAILABLE, the in-flight call completes."""
-    from cohort.launch import ServiceProcess
+    from cohort.rpc.launch import ServiceProcess
 
     sp = ServiceProcess(["sleepy"]).start()
     try:

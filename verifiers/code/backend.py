@@ -17,7 +17,7 @@ from cohort.sandbox.executor import ExecResult, ExecStatus
 from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
 
 if TYPE_CHECKING:
-    from cohort.tls import ClientTls
+    from cohort.rpc.tls import ClientTls
 
 ENDPOINT_ENV = "COHORT_SANDBOX_ENDPOINT"
 TLS_ENV_PREFIX = "COHORT_SANDBOX_TLS_"
@@ -74,7 +74,7 @@ class LocalBackend:
 class GrpcBackend:
     """SandboxService at one or more ``host:port`` endpoints (round robin, failover on UNAVAILABLE).
 
-    ``tls``: see :mod:`cohort.tls`; ``"env"`` (the default) reads ``COHORT_SANDBOX_TLS_*`` (plaintext when unset).
+    ``tls``: see :mod:`cohort.rpc.tls`; ``"env"`` (the default) reads ``COHORT_SANDBOX_TLS_*`` (plaintext when unset).
     """
 
     def __init__(self, endpoints: str | list[str], connect_timeout_s: float = 5.0, tls: ClientTls | None | str = "env") -> None:
@@ -84,7 +84,7 @@ class GrpcBackend:
         if not names:
             raise ValueError("no sandbox endpoint given")
         opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
-        from cohort.tls import ClientTls, channel
+        from cohort.rpc.tls import ClientTls, channel
 
         if tls == "env":
             tls = ClientTls.from_env(TLS_ENV_PREFIX)

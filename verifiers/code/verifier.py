@@ -96,7 +96,7 @@ class CodeVerifier:
 
     def __init__(self, backend: Backend | None = None, max_parallel: int | None = None) -> None:
         if backend is None and os.environ.get(ENDPOINT_ENV, "").strip():
-            from cohort.tls import ClientTls
+            from cohort.rpc.tls import ClientTls
 
             ClientTls.from_env(TLS_ENV_PREFIX)  # a bad COHORT_SANDBOX_TLS_* file fails at startup, named
         self._backend = backend

@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cohort.tls import ClientTls, channel
+from cohort.rpc.tls import ClientTls, channel
 
 
 class ServiceError(RuntimeError):

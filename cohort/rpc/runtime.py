@@ -31,7 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
-from cohort.tls import ServerTls
+from cohort.rpc.tls import ServerTls
 
 log = logging.getLogger("cohort.grpc")
 
@@ -105,7 +105,7 @@ class RuntimeOptions:
     """Extra time spent NOT_SERVING before stopping, for load balancers to notice."""
     port_file: Path | None = None
     tls: ServerTls | None = None
-    """Serve TLS (mutual TLS when it names a client CA); plaintext when None. See :mod:`cohort.tls`."""
+    """Serve TLS (mutual TLS when it names a client CA); plaintext when None. See :mod:`cohort.rpc.tls`."""
 
 
 class GrpcRuntime:

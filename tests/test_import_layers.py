@@ -1,0 +1,114 @@
+"""Imports run one way: application -> trainer -> verifiers -> sandbox -> rpc/proto, never back up.
+
+Every ``import``/``from ... import`` in the source (module level and inside functions, found with
+``ast``) is checked against the layer table below; the README's architecture diagram draws the same
+table. A failure names the file, the line and the import that runs back up.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# package -> folder in the repository (the wheel maps these under `cohort.`, see pyproject.toml)
+FOLDERS = {
+    "cohort.proto": ROOT / "proto",
+    "cohort.rpc": ROOT / "cohort" / "rpc",
+    "cohort.sandbox": ROOT / "sandbox",
+    "cohort.verifiers": ROOT / "verifiers",
+    "cohort.trainer": ROOT / "trainer",
+}
+
+# package -> the cohort packages (or modules) it may import, besides itself
+ALLOWED = {
+    "cohort.proto": (),
+    "cohort.rpc": (),
+    "cohort.sandbox": ("cohort.proto", "cohort.rpc"),
+    "cohort.verifiers": ("cohort.proto", "cohort.rpc", "cohort.sandbox"),
+    # the trainer sees the verifiers through their public surface only: the row schema, the value
+    # types and the client; never a verifier's internals (servers, scoring processes, math, code)
+    "cohort.trainer": (
+        "cohort.proto", "cohort.rpc",
+        "cohort.verifiers.base", "cohort.verifiers.client", "cohort.verifiers.records",
+    ),
+}
+
+
+def _imports(path: Path, package: str) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    rel = path.relative_to(FOLDERS[package]).with_suffix("")
+    here = [package, *rel.parts[:-1]]  # the package this module is in (an __init__ is its own)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                base = ".".join(here[: len(here) - node.level + 1])
+                name = f"{base}.{node.module}" if node.module else base
+            else:
+                name = node.module or ""
+            found.append((node.lineno, name))
+    return [(line, name) for line, name in found if name == "cohort" or name.startswith("cohort.")]
+
+
+def _allowed(package: str, name: str) -> bool:
+    if name == "cohort":
+        return True  # the root package holds only __version__ (test_the_root_imports_nothing)
+    ok = (package, *ALLOWED[package])
+    return any(name == p or name.startswith(p + ".") for p in ok)
+
+
+def _sources(package: str):
+    folder = FOLDERS[package]
+    for path in sorted(folder.rglob("*.py")):
+        if package == "cohort.proto" and "grpo" in path.parts:
+            continue  # generated stubs: checked by tests/packaging/test_wheel.py
+        yield path
+
+
+@pytest.mark.parametrize("package", sorted(FOLDERS))
+def test_no_import_runs_back_up(package):
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in _sources(package)
+        for line, name in _imports(path, package)
+        if not _allowed(package, name)
+    ]
+    assert not bad, f"{package} may import only {ALLOWED[package] or 'nothing of cohort'}:\n" + "\n".join(bad)
+
+
+def test_the_checker_sees_a_back_edge(tmp_path):
+    """The scan catches both a module-level and a function-local import of a higher layer."""
+    src = tmp_path / "server.py"
+    src.write_text("import grpc\nfrom cohort.rpc.tls import channel\n\ndef f():\n    from cohort.cli import app\n")
+    FOLDERS["_probe"] = tmp_path
+    ALLOWED["_probe"] = ("cohort.rpc",)
+    try:
+        names = [n for _, n in _imports(src, "_probe")]
+        assert names == ["cohort.rpc.tls", "cohort.cli"]
+        assert [n for n in names if not _allowed("_probe", n)] == ["cohort.cli"]
+    finally:
+        del FOLDERS["_probe"], ALLOWED["_probe"]
+
+
+def test_every_module_belongs_to_a_layer():
+    """A new top-level folder with Python in it must be placed in the table, not slip past it."""
+    mapped = {p.resolve() for p in FOLDERS.values()} | {(ROOT / "cohort").resolve()}
+    skip = {"tests", "bench", "examples", "deploy", "scripts", ".venv", ".git", "build"}
+    stray = [
+        d.name for d in ROOT.iterdir()
+        if d.is_dir() and d.name not in skip and not d.name.startswith(".")
+        and d.resolve() not in mapped and any(d.rglob("*.py"))
+    ]
+    assert not stray, f"folders outside the layer table: {stray}"
+
+
+def test_the_root_imports_nothing():
+    """`from cohort import __version__` is allowed everywhere because the root package imports nothing."""
+    tree = ast.parse((ROOT / "cohort" / "__init__.py").read_text())
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]

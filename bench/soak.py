@@ -246,9 +246,9 @@ def summarize(stats: dict, sent: int, groups_per_s: float, seconds: float) -> di
     }
 
 
-async def sample_resources(servers: Servers, every_s: float, into: dict[str, list], stop: asyncio.Event) -> None:
-    """A sample every ``every_s`` seconds, and a last one when ``stop`` is set."""
-    started = time.monotonic()
+async def sample_resources(servers: Servers, every_s: float, into: dict[str, list], stop: asyncio.Event,
+                           started: float) -> None:
+    """A sample every ``every_s`` seconds (``t`` counted from ``started``), and a last one when ``stop`` is set."""
     while True:
         t = round(time.monotonic() - started, 1)
         for name, proc in servers.procs.items():
@@ -268,11 +268,14 @@ async def soak(args: argparse.Namespace) -> dict:
         stop = asyncio.Event()
         try:
             await load.unloaded()
-            sampler = asyncio.ensure_future(sample_resources(servers, args.sample_s, samples, stop))
+            started = time.monotonic()
+            sampler = asyncio.ensure_future(sample_resources(servers, args.sample_s, samples, stop, started))
             capacity, calibration = await closed_loop(load, args.concurrency, args.calibrate_seconds)
-            phases = {}
+            phases, windows = {}, {}
             for label, factor in (("1x", 1.0), ("2x", 2.0)):
+                t0 = time.monotonic() - started
                 phases[label] = await open_loop(load, factor * capacity, args.seconds / 2)
+                windows[label] = (t0, time.monotonic() - started)
                 print(json.dumps({label: phases[label]}), flush=True)
             await asyncio.sleep(min(args.sample_s, 5.0))  # idle a moment: the last sample shows what stays
             stop.set()
@@ -294,7 +297,23 @@ async def soak(args: argparse.Namespace) -> dict:
         "alive": alive, "serving": serving,
         "resources": {name: {"start": s[0], "max": {k: max(x[k] for x in s) for k in ("rss_mb", "fds", "threads")},
                              "end": s[-1], "series": s} for name, s in samples.items()},
+        "rss_by_minute": {label: per_minute(samples, *window) for label, window in windows.items()},
     }
+
+
+def per_minute(samples: dict[str, list], t0: float, t1: float) -> dict[str, dict]:
+    """Each server's mean RSS (MiB) in each whole or partial minute of the window [t0, t1), and the growth
+    from the first minute to the last (the issue's leak criterion: under 5% at 1x)."""
+    out = {}
+    for name, series in samples.items():
+        minutes: dict[int, list[float]] = {}
+        for x in series:
+            if t0 <= x["t"] < t1:
+                minutes.setdefault(int((x["t"] - t0) // 60), []).append(x["rss_mb"])
+        means = [round(sum(v) / len(v), 1) for _, v in sorted(minutes.items())]
+        growth = round(100 * (means[-1] - means[0]) / means[0], 2) if means else None
+        out[name] = {"minutes": means, "growth_first_to_last_pct": growth}
+    return out
 
 
 def main() -> None:
@@ -315,6 +334,7 @@ def main() -> None:
         args.out.write_text(text)
     brief = {k: v for k, v in report.items() if k != "resources"}
     brief["resources"] = {n: {k: r[k] for k in ("start", "max", "end")} for n, r in report["resources"].items()}
+    brief["rss_by_minute"] = report["rss_by_minute"]
     print(json.dumps(brief, indent=1))
 
 

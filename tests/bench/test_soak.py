@@ -42,3 +42,8 @@ def test_one_minute_soak(tmp_path):
         assert end["fds"] <= start["fds"] + 100, (name, start, end)
         assert end["threads"] <= start["threads"] + 100, (name, start, end)
         assert end["rss_mb"] <= 2 * start["rss_mb"] + 200, (name, start, end)
+    for label, by_server in report["rss_by_minute"].items():  # a per-minute series per phase and server
+        assert set(by_server) == set(report["resources"]), label
+        for name, row in by_server.items():
+            assert row["minutes"] and all(m > 0 for m in row["minutes"]), (label, name, row)
+            assert row["growth_first_to_last_pct"] is not None

@@ -50,8 +50,8 @@ def test_a_hostile_group_does_not_delay_or_change_another_groups_verdicts():
         assert alone == [(RolloutStatus.OK, Verdict.CORRECT, 1.0), (RolloutStatus.OK, Verdict.INCORRECT, 0.0)]
 
         hostile: dict = {}
-        neighbour = threading.Thread(target=lambda: hostile.update(out=judged(group("hostile", [SLEEPER] * 8,
-                                                                                     HOSTILE_BUDGET_S)))))
+        hostile_group = group("hostile", [SLEEPER] * 8, HOSTILE_BUDGET_S)
+        neighbour = threading.Thread(target=lambda: hostile.update(out=judged(hostile_group)))
         neighbour.start()
         time.sleep(1.0)  # the sleepers hold every slot their tenant may
         beside, took_beside = judged(group("simple", SIMPLE))

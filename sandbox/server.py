@@ -25,9 +25,9 @@ from cohort.sandbox.pool import Sandbox, SandboxOptions, as_tenant
 log = logging.getLogger("cohort.sandbox")
 
 SERVICE_NAME = "grpo.sandbox.v1.SandboxService"
-TENANT_METADATA = "cohort-tenant"
-"""Call metadata naming who the work is for (the code verifier sends one per group): one tenant holds at
-most half the slots of each pool and at most ``max_calls_per_tenant`` of the RPC threads (:class:`TenantGate`)."""
+TENANT_METADATA = convert.TENANT_METADATA
+"""One tenant (the code verifier sends one per group) holds at most half the slots of each pool and at most
+``max_calls_per_tenant`` of the RPC threads (:class:`TenantGate`)."""
 MAX_CALLS_ENV = "COHORT_SANDBOX_MAX_CALLS_PER_TENANT"
 WAITING_PER_RUNNING = 4
 

@@ -114,3 +114,36 @@ def test_the_local_backend_counts_slots_against_the_tenant(tenant):
         assert took > 3.9, took  # one slot at a time: two 2 s programs in a row
     else:
         assert took < 3.5, took  # both slots at once
+
+
+def test_the_sandbox_client_fails_over_from_a_frozen_replica_within_one_attempt():
+    """The same policy as the verifier client: a SIGSTOPped sandbox replica costs one attempt (the call's
+    budget: the program's wall limit plus the margin, here shortened to 2 s), then the healthy one answers."""
+    import os
+    import signal
+
+    from cohort.sandbox import policy
+
+    env = {"COHORT_SANDBOX_POOL_SIZE": "2"}
+    with ServiceProcess(["sandbox"], extra_args=["--log-level", "WARNING"], env=env) as healthy:
+        frozen = ServiceProcess(["sandbox"], extra_args=["--log-level", "WARNING"], env=env).start()
+        try:
+            backend = GrpcBackend([frozen.endpoint, healthy.endpoint], tls=None)
+            backend.MARGIN_S = 2.0
+            limits = policy.Limits(wall_s=1.0, cpu_s=1.0, memory_bytes=0, output_bytes=0, max_processes=0, disk_bytes=0)
+            assert backend.execute("print(1)", b"", limits).stdout == b"1\n"  # both channels connected
+            assert backend.execute("print(2)", b"", limits).stdout == b"2\n"
+            os.killpg(frozen.proc.pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+            first = backend.execute("print(3)", b"", limits, tenant="group:g#1")  # the rotation starts at the frozen one
+            took_first = time.monotonic() - t0
+            t1 = time.monotonic()
+            second = [backend.execute(f"print({k})", b"", limits, tenant="group:g#1") for k in (4, 5)]  # 5: rotation at the frozen one again
+            took_second = time.monotonic() - t1
+        finally:
+            os.killpg(frozen.proc.pid, signal.SIGCONT)
+            frozen.kill()
+            frozen.stop()
+    assert [first.stdout, *(r.stdout for r in second)] == [b"3\n", b"4\n", b"5\n"]
+    assert 2.5 < took_first < 6.0, took_first  # one attempt of 3 s (1 s wall + 2 s margin), then the healthy replica
+    assert took_second < 3.0, took_second  # the frozen replica went to the back of the rotation

@@ -29,10 +29,6 @@ class SandboxUnavailable(RuntimeError):
     """The sandbox could not run the code (down, unreachable, crashed): not the program's fault."""
 
 
-TENANT_METADATA = "cohort-tenant"
-"""The sandbox server's tenant metadata key (``sandbox/server.py``): one tenant is capped at half of each pool."""
-
-
 class Backend(Protocol):
     """``tenant`` names whose work this is (the code verifier: one per group), so that one group's hostile
     programs hold at most a bounded share of the sandbox (``sandbox/pool.py``); ``""`` is uncapped."""
@@ -117,6 +113,8 @@ class GrpcBackend:
 
         budget = work_s + self.MARGIN_S
         deadline = time.monotonic() + budget * (len(self.stubs) + 1)
+        from cohort.sandbox.convert import TENANT_METADATA
+
         metadata = ((TENANT_METADATA, tenant),) if tenant else None
         errors = []
         for attempt in self.failover.attempts(deadline):

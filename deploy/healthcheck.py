@@ -18,34 +18,32 @@ import os
 import sys
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from cohort.rpc import health  # grpc + grpcio-health-checking only; TLS is imported only when configured
 
 TLS_ENV_PREFIX = "COHORT_HEALTH_TLS_"
 
 
-def _channel(endpoint: str) -> grpc.Channel:
+def _tls():
+    """None (plaintext) unless ``COHORT_HEALTH_TLS_*`` is set; plaintext checks never import the TLS module."""
     if not any(k.startswith(TLS_ENV_PREFIX) and v.strip() for k, v in os.environ.items()):
-        return grpc.insecure_channel(endpoint)
-    from cohort.rpc.tls import ClientTls, channel  # the images ship cohort; plaintext checks never import it
+        return None
+    from cohort.rpc.tls import ClientTls
 
-    return channel(endpoint, ClientTls.from_env(TLS_ENV_PREFIX))
+    return ClientTls.from_env(TLS_ENV_PREFIX)
 
 
 def check(endpoint: str, service: str = "", timeout: float = 3.0) -> tuple[bool, str]:
     """(serving?, human-readable status) for one Health.Check call with a deadline."""
     try:
-        ch = _channel(endpoint)
+        tls = _tls()
     except ValueError as exc:  # cohort.rpc.tls.TlsError: a certificate file that cannot be used
         return False, str(exc)
-    with ch as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        try:
-            reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
-        except grpc.RpcError as exc:
-            return False, f"{exc.code().name}: {exc.details()}"
-    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
-    return reply.status == health_pb2.HealthCheckResponse.SERVING, status
+    try:
+        status = health.health_status(endpoint, service, timeout, tls)
+    except grpc.RpcError as exc:
+        return False, f"{exc.code().name}: {exc.details()}"
+    return status == health.SERVING, status
 
 
 def main(argv: list[str] | None = None) -> int:

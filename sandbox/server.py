@@ -1,8 +1,8 @@
 """``grpo.sandbox.v1.SandboxService`` over grpc.aio: ExecuteCode and RunTests.
 
-Thin transport: requests are converted to :mod:`sandbox.policy` limits and :class:`TestSpec`,
-the blocking work runs in a thread pool on the in-process :class:`~sandbox.pool.Sandbox`, and
-results are converted back. An in-band result always describes what the program did; a failure of
+Thin transport: requests are converted by :mod:`sandbox.convert` (limits, :class:`TestSpec`), the
+blocking work runs in a thread pool on the in-process :class:`~sandbox.pool.Sandbox`, and results
+are converted back. An in-band result always describes what the program did; a failure of
 the sandbox itself is a gRPC error (UNAVAILABLE), a malformed request is INVALID_ARGUMENT.
 """
 
@@ -10,106 +10,101 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
-from google.protobuf.duration_pb2 import Duration
 
 from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
 from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
-from cohort.sandbox import policy
-from cohort.sandbox.executor import ExecResult, ExecStatus, SandboxError
-from cohort.sandbox.judge import InvalidTests, TestRun, TestSpec
-from cohort.sandbox.pool import Sandbox, SandboxOptions, as_tenant, check_file_path
+from cohort.sandbox import convert
+from cohort.sandbox.executor import SandboxError
+from cohort.sandbox.judge import InvalidTests
+from cohort.sandbox.pool import Sandbox, SandboxOptions, as_tenant
 
 log = logging.getLogger("cohort.sandbox")
 
 SERVICE_NAME = "grpo.sandbox.v1.SandboxService"
-MAX_CODE_BYTES = 1 << 20
-MAX_TESTS = 1000
-TENANT_METADATA = "cohort-tenant"
-"""Call metadata naming who the work is for (e.g. a verifier group): one tenant holds at most half the slots."""
-
-_STATUS = {
-    ExecStatus.EXITED: pb.EXECUTION_STATUS_EXITED,
-    ExecStatus.TIME_LIMIT_EXCEEDED: pb.EXECUTION_STATUS_TIME_LIMIT_EXCEEDED,
-    ExecStatus.MEMORY_LIMIT_EXCEEDED: pb.EXECUTION_STATUS_MEMORY_LIMIT_EXCEEDED,
-    ExecStatus.OUTPUT_LIMIT_EXCEEDED: pb.EXECUTION_STATUS_OUTPUT_LIMIT_EXCEEDED,
-}
-_CAUSE = {
-    "": pb.TEST_CAUSE_NONE, "assertion": pb.TEST_CAUSE_ASSERTION, "runtime": pb.TEST_CAUSE_RUNTIME_ERROR,
-    "timeout": pb.TEST_CAUSE_TIME_LIMIT, "memory": pb.TEST_CAUSE_MEMORY_LIMIT, "output": pb.TEST_CAUSE_OUTPUT_LIMIT,
-}
+TENANT_METADATA = convert.TENANT_METADATA
+"""One tenant (the code verifier sends one per group) holds at most half the slots of each pool and at most
+``max_calls_per_tenant`` of the RPC threads (:class:`TenantGate`)."""
+MAX_CALLS_ENV = "COHORT_SANDBOX_MAX_CALLS_PER_TENANT"
+WAITING_PER_RUNNING = 4
 
 
-def _duration(seconds: float) -> Duration:
-    d = Duration()
-    d.FromNanoseconds(int(seconds * 1e9))
-    return d
+class TenantGate:
+    """Fair admission to the RPC threads: one tenant runs at most ``max_running`` calls on threads at a
+    time; its further calls wait on the event loop (holding no thread), up to ``max_waiting``; past that
+    they are refused at once (RESOURCE_EXHAUSTED, which clients back off on). Calls without a tenant
+    are not gated. Event-loop only (not thread-safe by design: every call enters it on the loop)."""
 
+    def __init__(self, max_running: int, max_waiting: int) -> None:
+        if max_running < 1 or max_waiting < 0:
+            raise ValueError("max_running must be >= 1 and max_waiting >= 0")
+        self.max_running = max_running
+        self.max_waiting = max_waiting
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self._users: Counter[str] = Counter()
 
-def limits_from_pb(msg: pb.Limits) -> policy.Limits:
-    """Zero / unset fields mean "server default"; the sandbox clamps everything to its maxima."""
-    return policy.Limits(
-        wall_s=msg.wall_time.ToNanoseconds() / 1e9 if msg.HasField("wall_time") else 0.0,
-        cpu_s=msg.cpu_time.ToNanoseconds() / 1e9 if msg.HasField("cpu_time") else 0.0,
-        memory_bytes=msg.memory_bytes,
-        output_bytes=msg.output_bytes,
-        max_processes=msg.max_processes,
-        disk_bytes=msg.disk_bytes,
-    )
+    def full(self, tenant: str) -> bool:
+        """Would one more call of ``tenant`` be refused?"""
+        return bool(tenant) and self._users[tenant] >= self.max_running + self.max_waiting
 
+    async def acquire(self, tenant: str) -> None:
+        """Wait for one of ``tenant``'s thread places; pair with :meth:`release` when the thread's work ends."""
+        if not tenant:
+            return
+        self._users[tenant] += 1
+        sem = self._slots.setdefault(tenant, asyncio.Semaphore(self.max_running))
+        try:
+            await sem.acquire()
+        except BaseException:  # cancelled while waiting (the client gave up): it never held a place
+            self._forget(tenant)
+            raise
 
-def exec_response(r: ExecResult) -> pb.ExecuteCodeResponse:
-    return pb.ExecuteCodeResponse(
-        status=_STATUS[r.status], exit_code=r.exit_code, signal=r.signal, stdout=r.stdout, stderr=r.stderr,
-        stdout_truncated=r.stdout_truncated, stderr_truncated=r.stderr_truncated,
-        wall_time=_duration(r.wall_s), cpu_time=_duration(r.cpu_s),
-    )
+    def release(self, tenant: str) -> None:
+        if not tenant:
+            return
+        self._slots[tenant].release()
+        self._forget(tenant)
 
-
-def tests_response(r: TestRun) -> pb.RunTestsResponse:
-    return pb.RunTestsResponse(
-        outcomes=[pb.TestOutcome(passed=o.passed, cause=_CAUSE[o.cause], error=o.error) for o in r.outcomes],
-        load_error=r.load_error, load_cause=_CAUSE[r.load_cause] if r.load_error else pb.TEST_CAUSE_UNSPECIFIED,
-        candidate_stdout=r.stdout, candidate_stderr=r.stderr, wall_time=_duration(r.wall_s),
-    )
-
-
-def _check_common(language: str, code: str) -> str | None:
-    if language not in ("", "python"):
-        return f"language {language!r} is not supported (only 'python')"
-    if len(code.encode()) > MAX_CODE_BYTES:
-        return f"code is over {MAX_CODE_BYTES} bytes"
-    return None
-
-
-def spec_from_pb(req: pb.RunTestsRequest) -> TestSpec:
-    which = req.WhichOneof("tests")
-    if which == "asserts":
-        if len(req.asserts.asserts) > MAX_TESTS:
-            raise InvalidTests(f"more than {MAX_TESTS} asserts")
-        return TestSpec("asserts", asserts=tuple(req.asserts.asserts), setup_code=req.asserts.setup_code)
-    if which == "function":
-        return TestSpec("function", test_code=req.function.test_code, entry_point=req.function.entry_point)
-    raise InvalidTests("RunTestsRequest needs `asserts` or `function`")
+    def _forget(self, tenant: str) -> None:
+        self._users[tenant] -= 1
+        if not self._users[tenant]:
+            del self._users[tenant], self._slots[tenant]
 
 
 class SandboxServicer(pb_grpc.SandboxServiceServicer):
-    def __init__(self, sandbox: Sandbox, runtime=None, workers: int = 32) -> None:
+    """Converts messages (:mod:`sandbox.convert`), runs them on the :class:`Sandbox`, maps domain errors
+    to status codes: :class:`convert.InvalidRequest` / :class:`InvalidTests` -> INVALID_ARGUMENT,
+    :class:`SandboxError` -> UNAVAILABLE, a tenant with too many calls queued -> RESOURCE_EXHAUSTED
+    (clients back off, :mod:`cohort.rpc.retry`), draining -> UNAVAILABLE."""
+
+    def __init__(self, sandbox: Sandbox, runtime=None, workers: int = 32, max_calls_per_tenant: int = 0) -> None:
         self.sandbox = sandbox
         self.runtime = runtime
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-rpc")
+        cap = max_calls_per_tenant or max(1, workers // 2)
+        self.gate = TenantGate(max_running=cap, max_waiting=WAITING_PER_RUNNING * cap)
+        """One tenant holds at most ``cap`` RPC threads (default half) and queues ``4 * cap`` more calls."""
 
     async def _run(self, context, fn, *args):
         if self.runtime is not None and self.runtime.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "sandbox is draining (shutting down)")
+        tenant = dict(context.invocation_metadata() or ()).get(TENANT_METADATA, "")
+        if self.gate.full(tenant):
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"tenant {tenant!r} has {self.gate.max_running + self.gate.max_waiting} calls "
+                                "running or queued; retry later")
         loop = asyncio.get_running_loop()
         track = self.runtime.track() if self.runtime is not None else _Null()
         with track:
+            await self.gate.acquire(tenant)
+            work = loop.run_in_executor(self.pool, as_tenant, tenant, fn, *args)
+            # the place is the thread's: it is given back when the work ends, even if the caller gave up first
+            work.add_done_callback(lambda _: self.gate.release(tenant))
             try:
-                tenant = dict(context.invocation_metadata() or ()).get(TENANT_METADATA, "")
-                return await loop.run_in_executor(self.pool, as_tenant, tenant, fn, *args)
+                return await work
             except SandboxError as exc:
                 log.error("sandbox failure: %s", exc)
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"sandbox failure: {exc}")
@@ -117,37 +112,22 @@ class SandboxServicer(pb_grpc.SandboxServiceServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid tests: {exc}")
 
     async def ExecuteCode(self, request: pb.ExecuteCodeRequest, context) -> pb.ExecuteCodeResponse:
-        problem = _check_common(request.language, request.code)
-        if problem:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        files = {}
-        for f in request.files:
-            try:
-                files[check_file_path(f.path)] = bytes(f.content)
-            except ValueError as exc:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        if sum(len(c) for c in files.values()) > MAX_CODE_BYTES * 4:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "files are over 4 MiB in total")
-        limits = limits_from_pb(request.limits)
-        result = await self._run(context, self.sandbox.execute, request.code, bytes(request.stdin), limits, files)
-        return exec_response(result)
+        try:
+            args = convert.execute_args_from_pb(request)
+        except convert.InvalidRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        result = await self._run(context, self.sandbox.execute, args.code, args.stdin, args.limits, args.files)
+        return convert.exec_result_to_pb(result)
 
     async def RunTests(self, request: pb.RunTestsRequest, context) -> pb.RunTestsResponse:
-        problem = _check_common(request.language, request.code)
-        if problem:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         try:
-            spec = spec_from_pb(request)
-        except InvalidTests as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid tests: {exc}")
-        per_test = request.per_test_timeout.ToNanoseconds() / 1e9 if request.HasField("per_test_timeout") else 0.0
-        if per_test < 0:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "per_test_timeout must be >= 0")
-        limits = limits_from_pb(request.limits)
-        per_test = per_test or self.sandbox.options.defaults.wall_s
-        result = await self._run(context, self.sandbox.run_tests, request.code, spec, per_test,
-                                 request.stop_at_first_failure, limits)
-        return tests_response(result)
+            args = convert.tests_args_from_pb(request)
+        except convert.InvalidRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        per_test = args.per_test_timeout_s or self.sandbox.options.defaults.wall_s
+        result = await self._run(context, self.sandbox.run_tests, args.code, args.spec, per_test, args.stop_first,
+                                 args.limits)
+        return convert.run_to_pb(result)
 
 
 class _Null:
@@ -163,6 +143,8 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
 
     ``host`` may also be a ready :class:`cohort.rpc.runtime.RuntimeOptions`. Options:
     ``pool_size`` (slots per pool; default ``$COHORT_SANDBOX_POOL_SIZE`` or max(4, 2 * CPUs)),
+    ``max_calls_per_tenant`` (RPC threads one tenant may hold; default ``$COHORT_SANDBOX_MAX_CALLS_PER_TENANT``
+    or half of them),
     ``port_file``, ``grace_s``, ``max_message_bytes``, ``drain_delay_s``.
     """
     from cohort.rpc.runtime import GrpcRuntime, RuntimeOptions
@@ -175,6 +157,7 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     import os
 
     pool_size = int(opts.pop("pool_size", 0) or os.environ.get("COHORT_SANDBOX_POOL_SIZE", "0") or 0)
+    max_calls = int(opts.pop("max_calls_per_tenant", 0) or os.environ.get(MAX_CALLS_ENV, "0") or 0)
     sandbox = Sandbox(SandboxOptions(pool_size=pool_size))
     if opts:
         raise TypeError(f"unknown sandbox server options: {sorted(opts)}")
@@ -183,7 +166,7 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     if probe.stdout != b"42\n":
         raise SandboxError(f"sandbox self-test failed: {probe}")
     runtime = GrpcRuntime(options)
-    pb_grpc.add_SandboxServiceServicer_to_server(SandboxServicer(sandbox, runtime), runtime.server)
+    pb_grpc.add_SandboxServiceServicer_to_server(SandboxServicer(sandbox, runtime, max_calls_per_tenant=max_calls), runtime.server)
     try:
         await runtime.start(service_names=[SERVICE_NAME], health_names=[])
         await runtime.serve_until_signal()

@@ -2,9 +2,11 @@
 
 - One ``BatchVerifyGroups`` per batch per verifier (split only above the server's advertised
   ``max_groups_per_batch``, or into ``calls_per_batch`` calls spread over replicas).
-- Several endpoints per verifier: round robin across calls, failover to the next endpoint
-  on UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED / INTERNAL / UNKNOWN, with
-  exponential backoff once every endpoint has been tried. Scoring is pure, so retries are safe.
+- Several endpoints per verifier, tried by the one retry/failover policy of every Cohort client
+  (:mod:`cohort.rpc.retry`): round robin across calls, failover to the next endpoint on
+  UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED / INTERNAL / UNKNOWN, exponential backoff
+  once every endpoint has been tried, and a timeout per attempt within the call's deadline (a frozen
+  replica costs one attempt, not the deadline). Scoring is pure, so retries are safe.
 - Every answer is checked against the request it answers (group ids in order, one result per
   rollout, indexes echoed); a mismatch makes those rollouts VERIFIER_ERROR.
 - When every attempt fails, the rollouts come back DEPENDENCY_UNAVAILABLE: an infrastructure
@@ -17,9 +19,7 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +28,7 @@ import grpc
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
+from cohort.rpc.retry import Failover, RetryPolicy
 from cohort.rpc.tls import ClientTls, aio_channel
 from cohort.verifiers import convert
 from cohort.verifiers.base import (
@@ -43,17 +44,6 @@ from cohort.verifiers.base import (
 
 log = logging.getLogger("cohort.verifiers.client")
 
-RETRYABLE = frozenset(
-    {
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.INTERNAL,
-        grpc.StatusCode.UNKNOWN,
-        grpc.StatusCode.ABORTED,
-        grpc.StatusCode.CANCELLED,
-    }
-)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
@@ -125,11 +115,11 @@ class _Pool:
         ("grpc.enable_retries", 0),  # retries and failover are ours, across endpoints
     ]
 
-    def __init__(self, addresses: Sequence[str], tls: ClientTls | None = None) -> None:
+    def __init__(self, addresses: Sequence[str], tls: ClientTls | None, policy: RetryPolicy) -> None:
         self.addresses = list(addresses)
         self.tls = tls
         self._endpoints: list[_Endpoint] | None = None
-        self._next = itertools.count()
+        self.failover = Failover(len(self.addresses), policy)
 
     @property
     def endpoints(self) -> list[_Endpoint]:
@@ -139,10 +129,6 @@ class _Pool:
                 channel = aio_channel(address, self.tls, self.OPTIONS)
                 self._endpoints.append(_Endpoint(address, channel, pb_grpc.VerifierServiceStub(channel)))
         return self._endpoints
-
-    def rotation(self) -> list[_Endpoint]:
-        start = next(self._next) % len(self.endpoints)
-        return self.endpoints[start:] + self.endpoints[:start]
 
     async def close(self) -> None:
         if self._endpoints is not None:
@@ -161,8 +147,12 @@ class VerifierClient:
         calls_per_batch: int = 1,
         columns: bool = True,
         tls: ClientTls | None = None,
+        attempt_timeout_s: float | None = None,
     ) -> None:
-        """``tls`` applies to verifiers given as a mapping of endpoints (a ``WeightedVerifier`` carries its own)."""
+        """``tls`` applies to verifiers given as a mapping of endpoints (a ``WeightedVerifier`` carries its own).
+
+        ``timeout_s`` bounds a whole call with its retries; ``attempt_timeout_s`` one attempt (default:
+        what is left split over the endpoints still to try, see :class:`cohort.rpc.retry.RetryPolicy`)."""
         if isinstance(verifiers, Mapping):
             verifiers = [WeightedVerifier(name, 1.0, tuple(eps), tls=tls) for name, eps in verifiers.items()]
         names = [v.name for v in verifiers]
@@ -177,7 +167,8 @@ class VerifierClient:
         self.calls_per_batch = calls_per_batch
         self.columns = columns
         """Ask servers for results as ``ResultColumns`` (cheaper to build and parse); rows are accepted too."""
-        self._pools = {v.name: _Pool(v.endpoints, v.tls) for v in verifiers}
+        self.policy = RetryPolicy(attempts=retries + 1, backoff_s=backoff_s, attempt_timeout_s=attempt_timeout_s)
+        self._pools = {v.name: _Pool(v.endpoints, v.tls, self.policy) for v in verifiers}
         self.versions: dict[str, str] = {}
         self.reference_kinds: dict[str, tuple[str, ...]] = {}
         """Per verifier, the reference kinds its servers accept (from the handshake; empty: any)."""
@@ -255,31 +246,30 @@ class VerifierClient:
             request.result_layout = pb.RESULT_LAYOUT_COLUMNS
         pool = self._pools[name]
         errors: list[str] = []
-        attempts = self.retries + 1
-        rotation = pool.rotation()
-        for attempt in range(attempts):
-            ep = rotation[attempt % len(rotation)]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                errors.append("client deadline passed")
+        for attempt in pool.failover.attempts(deadline):
+            ep = pool.endpoints[attempt.endpoint]
+            if attempt.backoff_s:
+                await asyncio.sleep(attempt.backoff_s)
+            timeout = attempt.timeout()
+            if timeout is None:
                 break
-            if attempt and attempt % len(rotation) == 0:  # every endpoint tried: back off
-                delay = self.backoff_s * (2 ** (attempt // len(rotation) - 1)) * (0.5 + random.random())
-                await asyncio.sleep(min(delay, max(0.0, remaining - 0.01)))
-                remaining = deadline - time.monotonic()
             self.stats["calls"] += 1
-            if attempt:
+            if attempt.number:
                 self.stats["retries"] += 1
             try:
-                response = await ep.stub.BatchVerifyGroups(request, timeout=max(remaining, 0.001))
+                response = await ep.stub.BatchVerifyGroups(request, timeout=timeout)
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
-                if code not in RETRYABLE:
+                if not self.policy.retryable(code):
                     raise VerifierRequestError(f"{name} @ {ep.address} rejected the request: {code.name}: {exc.details()}") from None
+                pool.failover.failed(attempt.endpoint)
                 errors.append(f"{ep.address}: {code.name} {exc.details()}")
                 log.warning("verifier %s @ %s: %s (%s); failing over", name, ep.address, code.name, exc.details())
                 continue
+            pool.failover.succeeded(attempt.endpoint)
             return _checked(name, groups, response, ep.address)
+        if time.monotonic() >= deadline:
+            errors.append("client deadline passed")
         self.stats["failed_groups"] += len(groups)
         detail = f"verifier {name!r} unavailable after {len(errors)} attempt(s): " + " | ".join(errors[-3:])
         log.error("%s", detail)

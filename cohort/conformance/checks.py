@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 
 from cohort.conformance.cases import REWARD_TOLERANCE
+from cohort.rpc import health
 from cohort.conformance.target import (
     CheckFailed,
     CheckSkipped,
@@ -59,17 +59,16 @@ def rule(name: str, summary: str) -> Callable[[Callable[[Target], str]], Callabl
 
 @rule("health", "grpc.health.v1 answers SERVING, overall and for the verifier")
 def check_health(t: Target) -> str:
-    stub = t.guarded(health_pb2_grpc.HealthStub(t.channel))
+    stub = t.guarded(health.stub(t.channel))
     for service in ("", t.verifier):
         label = repr(service) if service else "overall"
         try:
-            resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=t.options.call_timeout_s)
+            status = health.status(stub, service, t.options.call_timeout_s)
         except grpc.RpcError as exc:
             if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
                 raise CheckFailed("no grpc.health.v1.Health service (Kubernetes probes and `cohort health` need it)") from None
             raise CheckFailed(f"health {label}: {exc.code().name}: {exc.details()}") from None
-        status = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
-        if status != "SERVING":
+        if status != health.SERVING:
             raise CheckFailed(f"health {label} is {status}, expected SERVING")
     return f"overall and {t.verifier!r} SERVING"
 

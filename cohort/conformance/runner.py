@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Literal
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cohort.conformance.cases import Case
 from cohort.conformance.checks import RULES
 from cohort.conformance.target import CheckFailed, CheckSkipped, EndpointUnreachable, KitOptions, Target
+from cohort.rpc import health
 from cohort.rpc.tls import ClientTls, channel
 
 Status = Literal["pass", "fail", "skip"]
@@ -65,13 +65,12 @@ class ServerProcess:
             raise ServerStartError(f"cannot run {self.argv[0]!r}: {exc.strerror}") from None
         deadline = time.monotonic() + timeout_s
         with channel(self.endpoint, self.tls) as ch:
-            stub = health_pb2_grpc.HealthStub(ch)
+            stub = health.stub(ch)
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise ServerStartError(f"`{shlex.join(self.argv)}` exited with code {self.proc.returncode}:\n{self.log_tail()}")
                 try:
-                    resp = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-                    if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                    if health.status(stub, timeout_s=1.0) == health.SERVING:
                         return
                 except grpc.RpcError as exc:
                     if exc.code() is grpc.StatusCode.UNIMPLEMENTED:  # no health service: the health rule reports it

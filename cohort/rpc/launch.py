@@ -16,32 +16,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cohort.rpc.tls import ClientTls, channel
+from cohort.rpc.health import SERVING, health_services, health_status
+from cohort.rpc.tls import ClientTls
+
+__all__ = ["LocalServices", "ServiceError", "ServiceProcess", "health_services", "health_status"]
+"""``health_status`` / ``health_services`` live in :mod:`cohort.rpc.health`; re-exported for `cohort health`."""
 
 
 class ServiceError(RuntimeError):
     pass
-
-
-def health_status(endpoint: str, service: str = "", timeout_s: float = 2.0, tls: ClientTls | None = None) -> str:
-    """The health status name of ``service`` at ``endpoint`` ("SERVING", "NOT_SERVING", ...)."""
-    with channel(endpoint, tls) as ch:
-        stub = health_pb2_grpc.HealthStub(ch)
-        resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
-        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
-
-
-def health_services(endpoint: str, timeout_s: float = 2.0, tls: ClientTls | None = None) -> list[str] | None:
-    """The service names ``endpoint`` reports health for (``Health.List``), or None when it cannot say."""
-    with channel(endpoint, tls) as ch:
-        stub = health_pb2_grpc.HealthStub(ch)
-        try:
-            resp = stub.List(health_pb2.HealthListRequest(), timeout=timeout_s)
-        except grpc.RpcError:
-            return None
-        return sorted(name for name in resp.statuses if name)
 
 
 class ServiceProcess:
@@ -89,7 +73,7 @@ class ServiceProcess:
             if self.port_file.exists():
                 self.port = int(self.port_file.read_text())
                 try:
-                    if health_status(self.endpoint, timeout_s=1.0, tls=self.tls) == "SERVING":
+                    if health_status(self.endpoint, timeout_s=1.0, tls=self.tls) == SERVING:
                         return self
                 except grpc.RpcError:
                     pass

@@ -211,14 +211,14 @@ def test_reply_bombs_do_not_stall_the_host(bomb, verifier, secret, host_unaffect
 
 def test_surrogate_error_text_still_crosses_grpc(verifier, sandbox, secret, host_unaffected) -> None:
     from cohort.sandbox.judge import TestSpec
-    from cohort.sandbox.server import tests_response
+    from cohort.sandbox.convert import run_to_pb
 
     code = "raise ValueError('\\ud800 lone')\n"  # a lone surrogate (a pair would be joined by JSON)
     result = grade(verifier, code, ADD)
     assert_scored_and_clean(result, secret)
     assert result.verdict is Verdict.RUNTIME_ERROR
     run = sandbox.run_tests("def add(a, b):\n    raise ValueError('\\udcff')\n", TestSpec("asserts", asserts=ADD.asserts), 2.0)
-    tests_response(run).SerializeToString()
+    run_to_pb(run).SerializeToString()
     assert run.passed == 0
 
 

@@ -188,3 +188,36 @@ def test_deadline_bounds_a_hung_server():
     finally:
         hang.set()
         server.stop(0)
+
+
+def test_a_frozen_replica_costs_one_attempt_not_the_deadline(format_server):
+    """A replica SIGSTOPped after the handshake accepts the call and never answers: the attempt times out
+    at its own share of the deadline and the call fails over to the healthy replica in time; the next
+    call starts at the healthy one (the frozen one went to the back of the rotation)."""
+    import os
+    import signal
+
+    frozen = ServiceProcess(["format"]).start()
+    groups = [GroupRequest("format", (Rollout(0, GOOD), Rollout(1, "x")), group_id="g")]
+
+    async def run():
+        async with VerifierClient({"format": [frozen.endpoint, format_server.endpoint]}, timeout_s=6, retries=3) as client:
+            await client.handshake()
+            os.killpg(frozen.proc.pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+            first = await client.verify_groups(groups)  # the first call of the rotation goes to the frozen one
+            t1 = time.monotonic()
+            second = await client.verify_groups(groups)
+            return first, second, t1 - t0, time.monotonic() - t1, dict(client.stats)
+
+    try:
+        first, second, took_first, took_second, stats = asyncio.run(run())
+    finally:
+        os.killpg(frozen.proc.pid, signal.SIGCONT)
+        frozen.kill()
+        frozen.stop()
+    for (res,) in (first, second):
+        assert [(r.status, r.reward) for r in res.results] == [(RolloutStatus.OK, 1.0), (RolloutStatus.OK, 0.0)]
+    assert 2.5 < took_first < 5.0, took_first  # one attempt's share (3 s of 6), then the healthy replica
+    assert took_second < 1.0, took_second  # straight to the healthy replica
+    assert stats["retries"] == 1 and stats["failed_groups"] == 0

@@ -7,16 +7,16 @@ that cannot run at all.
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from typing import TYPE_CHECKING, Protocol
 
 from cohort.sandbox import policy
-from cohort.sandbox.executor import ExecResult, ExecStatus
-from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
+from cohort.sandbox.executor import ExecResult
+from cohort.sandbox.judge import InvalidTests, TestRun, TestSpec
 
 if TYPE_CHECKING:
+    from cohort.rpc.retry import RetryPolicy
     from cohort.rpc.tls import ClientTls
 
 ENDPOINT_ENV = "COHORT_SANDBOX_ENDPOINT"
@@ -30,10 +30,13 @@ class SandboxUnavailable(RuntimeError):
 
 
 class Backend(Protocol):
-    def execute(self, code: str, stdin: bytes, limits: policy.Limits) -> ExecResult: ...
+    """``tenant`` names whose work this is (the code verifier: one per group), so that one group's hostile
+    programs hold at most a bounded share of the sandbox (``sandbox/pool.py``); ``""`` is uncapped."""
+
+    def execute(self, code: str, stdin: bytes, limits: policy.Limits, tenant: str = "") -> ExecResult: ...
 
     def run_tests(self, code: str, spec: TestSpec, per_test_timeout_s: float, stop_first: bool,
-                  limits: policy.Limits) -> TestRun: ...
+                  limits: policy.Limits, tenant: str = "") -> TestRun: ...
 
 
 class LocalBackend:
@@ -54,118 +57,106 @@ class LocalBackend:
                 cls._shared = cls(int(os.environ.get(POOL_SIZE_ENV, "0") or 0))
             return cls._shared
 
-    def execute(self, code: str, stdin: bytes, limits: policy.Limits) -> ExecResult:
+    def _run(self, tenant: str, fn, *args):
         from cohort.sandbox.executor import SandboxError
+        from cohort.sandbox.pool import as_tenant
 
         try:
-            return self.sandbox.execute(code, stdin, limits)
+            return as_tenant(tenant, fn, *args)
         except SandboxError as exc:
             raise SandboxUnavailable(str(exc)) from exc
 
-    def run_tests(self, code, spec, per_test_timeout_s, stop_first, limits) -> TestRun:
-        from cohort.sandbox.executor import SandboxError
+    def execute(self, code: str, stdin: bytes, limits: policy.Limits, tenant: str = "") -> ExecResult:
+        return self._run(tenant, self.sandbox.execute, code, stdin, limits)
 
-        try:
-            return self.sandbox.run_tests(code, spec, per_test_timeout_s, stop_first, limits)
-        except SandboxError as exc:
-            raise SandboxUnavailable(str(exc)) from exc
+    def run_tests(self, code, spec, per_test_timeout_s, stop_first, limits, tenant: str = "") -> TestRun:
+        return self._run(tenant, self.sandbox.run_tests, code, spec, per_test_timeout_s, stop_first, limits)
 
 
 class GrpcBackend:
-    """SandboxService at one or more ``host:port`` endpoints (round robin, failover on UNAVAILABLE).
+    """SandboxService at one or more ``host:port`` endpoints, called with the one retry/failover policy of
+    every Cohort client (:mod:`cohort.rpc.retry`: round robin, failover and backoff on the same codes, a
+    timeout per attempt); INVALID_ARGUMENT is :class:`InvalidTests`, anything else :class:`SandboxUnavailable`.
 
     ``tls``: see :mod:`cohort.rpc.tls`; ``"env"`` (the default) reads ``COHORT_SANDBOX_TLS_*`` (plaintext when unset).
     """
 
-    def __init__(self, endpoints: str | list[str], connect_timeout_s: float = 5.0, tls: ClientTls | None | str = "env") -> None:
+    MARGIN_S = 30.0
+    """Time a call may take beyond the program's own limits (queueing for a slot, judge start-up)."""
+
+    def __init__(self, endpoints: str | list[str], connect_timeout_s: float = 5.0, tls: ClientTls | None | str = "env",
+                 policy: RetryPolicy | None = None) -> None:
         from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
+        from cohort.rpc.retry import Failover, RetryPolicy
+        from cohort.rpc.tls import ClientTls, channel
 
         names = [e.strip() for e in (endpoints.split(",") if isinstance(endpoints, str) else endpoints) if e.strip()]
         if not names:
             raise ValueError("no sandbox endpoint given")
-        opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
-        from cohort.rpc.tls import ClientTls, channel
-
+        opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20),
+                ("grpc.enable_retries", 0)]  # retries and failover are the policy's, across endpoints
         if tls == "env":
             tls = ClientTls.from_env(TLS_ENV_PREFIX)
         self.tls = tls
         self.stubs = [pb_grpc.SandboxServiceStub(channel(e, tls, opts)) for e in names]
         self.endpoints = names
-        self._next = itertools.count()
+        self.policy = policy or RetryPolicy()
+        self.failover = Failover(len(names), self.policy)
         self.connect_timeout_s = connect_timeout_s
 
-    def _call(self, method: str, request, timeout_s: float):
+    def _call(self, method: str, request, work_s: float, tenant: str):
+        """``work_s``: what the sandbox needs at most; each attempt gets that plus MARGIN_S, and the whole
+        call (with its retries and backoff) as many attempt budgets as there are endpoints, plus one."""
+        import time
+
         import grpc
 
+        budget = work_s + self.MARGIN_S
+        deadline = time.monotonic() + budget * (len(self.stubs) + 1)
+        from cohort.sandbox.convert import TENANT_METADATA
+
+        metadata = ((TENANT_METADATA, tenant),) if tenant else None
         errors = []
-        start = next(self._next)
-        for k in range(len(self.stubs)):
-            i = (start + k) % len(self.stubs)
+        for attempt in self.failover.attempts(deadline):
+            time.sleep(attempt.backoff_s)
+            timeout = attempt.timeout()
+            if timeout is None:
+                break
+            i = attempt.endpoint
             try:
-                return getattr(self.stubs[i], method)(request, timeout=timeout_s, wait_for_ready=False)
+                response = getattr(self.stubs[i], method)(request, timeout=min(timeout, budget), metadata=metadata,
+                                                          wait_for_ready=False)
             except grpc.RpcError as exc:
                 code = exc.code()
                 if code == grpc.StatusCode.INVALID_ARGUMENT:
                     raise InvalidTests(exc.details()) from None
                 errors.append(f"{self.endpoints[i]}: {code.name}: {exc.details()}")
-                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED):
+                if not self.policy.retryable(code):
                     break
-        raise SandboxUnavailable("sandbox service failed: " + "; ".join(errors))
+                self.failover.failed(i)
+                continue
+            self.failover.succeeded(i)
+            return response
+        raise SandboxUnavailable(f"sandbox service failed after {len(errors)} attempt(s): " + "; ".join(errors[-3:]))
 
-    @staticmethod
-    def _limits(limits: policy.Limits):
-        from google.protobuf.duration_pb2 import Duration
+    def execute(self, code: str, stdin: bytes, limits: policy.Limits, tenant: str = "") -> ExecResult:
+        from cohort.sandbox import convert
 
-        from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
+        r = self._call("ExecuteCode", convert.execute_request(code, stdin, limits), limits.wall_s, tenant)
+        try:
+            return convert.exec_result_from_pb(r)
+        except convert.MalformedResponse as exc:
+            raise SandboxUnavailable(str(exc)) from None
 
-        wall, cpu = Duration(), Duration()
-        wall.FromNanoseconds(int(limits.wall_s * 1e9))
-        cpu.FromNanoseconds(int(limits.cpu_s * 1e9))
-        return pb.Limits(wall_time=wall, cpu_time=cpu, memory_bytes=limits.memory_bytes,
-                         output_bytes=limits.output_bytes, max_processes=limits.max_processes,
-                         disk_bytes=limits.disk_bytes)
+    def run_tests(self, code, spec, per_test_timeout_s, stop_first, limits, tenant: str = "") -> TestRun:
+        from cohort.sandbox import convert
 
-    def execute(self, code: str, stdin: bytes, limits: policy.Limits) -> ExecResult:
-        from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
-
-        req = pb.ExecuteCodeRequest(language="python", code=code, stdin=stdin, limits=self._limits(limits))
-        r = self._call("ExecuteCode", req, limits.wall_s + 30.0)
-        status = {
-            pb.EXECUTION_STATUS_EXITED: ExecStatus.EXITED,
-            pb.EXECUTION_STATUS_TIME_LIMIT_EXCEEDED: ExecStatus.TIME_LIMIT_EXCEEDED,
-            pb.EXECUTION_STATUS_MEMORY_LIMIT_EXCEEDED: ExecStatus.MEMORY_LIMIT_EXCEEDED,
-            pb.EXECUTION_STATUS_OUTPUT_LIMIT_EXCEEDED: ExecStatus.OUTPUT_LIMIT_EXCEEDED,
-        }.get(r.status)
-        if status is None:
-            raise SandboxUnavailable(f"sandbox returned status {r.status}")
-        return ExecResult(status, r.exit_code, r.signal, r.stdout, r.stderr, r.stdout_truncated,
-                          r.stderr_truncated, r.wall_time.ToNanoseconds() / 1e9, r.cpu_time.ToNanoseconds() / 1e9)
-
-    def run_tests(self, code, spec, per_test_timeout_s, stop_first, limits) -> TestRun:
-        from google.protobuf.duration_pb2 import Duration
-
-        from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
-
-        per_test = Duration()
-        per_test.FromNanoseconds(int(per_test_timeout_s * 1e9))
-        req = pb.RunTestsRequest(language="python", code=code, per_test_timeout=per_test,
-                                 stop_at_first_failure=stop_first, limits=self._limits(limits))
-        if spec.kind == "asserts":
-            req.asserts.CopyFrom(pb.AssertTests(asserts=list(spec.asserts), setup_code=spec.setup_code))
-        else:
-            # FunctionTest has no setup field: the setup (e.g. a HumanEval prompt) runs first as part
-            # of test_code, which the judge runs in the same namespace before check().
-            test_code = f"{spec.setup_code}\n\n{spec.test_code}" if spec.setup_code.strip() else spec.test_code
-            req.function.CopyFrom(pb.FunctionTest(test_code=test_code, entry_point=spec.entry_point))
-        r = self._call("RunTests", req, per_test_timeout_s * (spec.count + 1) + 60.0)
-        causes = {pb.TEST_CAUSE_NONE: "", pb.TEST_CAUSE_ASSERTION: "assertion",
-                  pb.TEST_CAUSE_RUNTIME_ERROR: "runtime", pb.TEST_CAUSE_TIME_LIMIT: "timeout",
-                  pb.TEST_CAUSE_MEMORY_LIMIT: "memory", pb.TEST_CAUSE_OUTPUT_LIMIT: "output"}
-        if len(r.outcomes) != spec.count:
-            raise SandboxUnavailable(f"sandbox returned {len(r.outcomes)} outcomes for {spec.count} tests")
-        outcomes = tuple(TestOutcome(o.passed, causes.get(o.cause, "runtime"), o.error) for o in r.outcomes)
-        return TestRun(outcomes, r.load_error, causes.get(r.load_cause, "runtime") if r.load_error else "",
-                       r.candidate_stdout, r.candidate_stderr, r.wall_time.ToNanoseconds() / 1e9)
+        req = convert.tests_request(code, spec, per_test_timeout_s, stop_first, limits)
+        r = self._call("RunTests", req, per_test_timeout_s * (spec.count + 1) + 30.0, tenant)
+        try:
+            return convert.run_from_pb(r, spec.count)
+        except convert.MalformedResponse as exc:
+            raise SandboxUnavailable(str(exc)) from None
 
 
 def default_backend() -> Backend:

@@ -21,11 +21,17 @@ code did not load, or crashed in every failing test), RESOURCE_LIMIT_EXCEEDED (a
 a time, memory or output limit), NO_ANSWER (no code). A sandbox failure is
 DEPENDENCY_UNAVAILABLE and a reference whose tests cannot run is INVALID_REFERENCE: neither is
 ever a reward of 0.
+
+Each group is its own sandbox tenant (:func:`group_tenant`, sent as ``cohort-tenant``): the sandbox
+caps one tenant at half of each slot pool and of its RPC threads, so one group whose programs all burn
+CPU or sleep to their deadline cannot starve the other groups' programs.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -88,6 +94,17 @@ def verdict_for(outcomes: tuple[TestOutcome, ...], load_error: str, load_cause: 
     return 0.0, Verdict.INCORRECT
 
 
+def group_tenant(group: GroupRequest) -> str:
+    """The sandbox tenant of one group: its id (made metadata-safe, for the logs) and a random suffix, so
+    that two callers' groups with the same id (``g0``) are still two tenants.
+
+    >>> group_tenant(GroupRequest("code", (), group_id="step 3/prompt é7")).startswith("group:step_3/prompt__7#")
+    True
+    """
+    label = re.sub(r"[^A-Za-z0-9._:/-]", "_", group.group_id)[:64]
+    return f"group:{label}#{secrets.token_hex(4)}"
+
+
 class CodeVerifier:
     name = "code"
     version = "1.0.0"
@@ -131,12 +148,14 @@ class CodeVerifier:
             spec = _spec(tests)
         except InvalidTests as exc:
             return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(exc)) for r in group.rollouts]
-        futures = [self._executor.submit(self._one, r, tests, spec, per_test, stop_first, all_or_nothing, limits, ctx)
+        tenant = group_tenant(group)
+        futures = [self._executor.submit(self._one, r, tests, spec, per_test, stop_first, all_or_nothing, limits, ctx,
+                                         tenant)
                    for r in group.rollouts]
         return [f.result() for f in futures]
 
     def _one(self, rollout: Rollout, tests: CodeTests, spec: TestSpec | None, per_test: float, stop_first: bool,
-             all_or_nothing: bool, limits: policy.Limits, ctx: VerifyContext) -> RolloutResult:
+             all_or_nothing: bool, limits: policy.Limits, ctx: VerifyContext, tenant: str = "") -> RolloutResult:
         start = time.monotonic()
         code = extract_code(rollout.completion)
         if not code.strip():
@@ -145,9 +164,9 @@ class CodeVerifier:
             return RolloutResult.unusable(rollout.index, RolloutStatus.VERIFIER_TIMEOUT, "deadline passed before running")
         try:
             if spec is None:
-                run = self._run_io(code, tests, stop_first, limits)
+                run = self._run_io(code, tests, stop_first, limits, tenant)
             else:
-                run = self.backend.run_tests(code, spec, per_test, stop_first, limits)
+                run = self.backend.run_tests(code, spec, per_test, stop_first, limits, tenant=tenant)
         except SandboxUnavailable as exc:
             return RolloutResult.unusable(rollout.index, RolloutStatus.DEPENDENCY_UNAVAILABLE, str(exc)[:500])
         except InvalidTests as exc:
@@ -162,11 +181,11 @@ class CodeVerifier:
         )
         return replace(result, duration_s=time.monotonic() - start)
 
-    def _run_io(self, code: str, tests: CodeTests, stop_first: bool, limits: policy.Limits) -> TestRun:
+    def _run_io(self, code: str, tests: CodeTests, stop_first: bool, limits: policy.Limits, tenant: str) -> TestRun:
         outcomes = []
         for case in tests.io_cases:
-            o = io_outcome(self.backend.execute(code, case.stdin.encode(), limits), case.expected_stdout,
-                           tests.comparison)
+            o = io_outcome(self.backend.execute(code, case.stdin.encode(), limits, tenant=tenant),
+                           case.expected_stdout, tests.comparison)
             outcomes.append(o)
             if stop_first and not o.passed:
                 break

@@ -258,6 +258,28 @@ def generated_cases(rng: random.Random) -> list[dict]:
     return cases
 
 
+ASKS = [
+    "Round your answer to the nearest hundredth.", "Express your answer as a decimal to the nearest tenth.",
+    "Give your answer to 3 significant figures.", "Round to two decimal places.", "Answer to 2 d.p.",
+    "Express your answer as a decimal.", "Give a numerical approximation.", "Round to the nearest whole number.",
+    "Round to the nearest ten-thousandth.", "to the nearest .01", "Round it off to the nearest integer.",
+    "Give the answer to four sig figs.", "Express the answer in decimal form.", "Express your answer in simplest form.",
+    "Find the exact value.", "The frog jumps to the nearest integer point.", "It weighs approximately 5 kg.",
+    "Round the result to one decimal place.", "Give your answer to the nearest cent.", "Round to the nearest thousand.",
+]
+
+
+def generated_prompts(rng: random.Random) -> list[str]:
+    """GSM8K questions as they are, and with a rounding request (or a look-alike) before or after."""
+    rows = [json.loads(line) for line in (SHARED / "gsm8k" / "test.jsonl").read_text().splitlines() if line.strip()]
+    questions = [r["question"] for r in rng.sample(rows, 300)]
+    prompts = questions[:100]
+    for q in questions[100:]:
+        ask = rng.choice(ASKS)
+        prompts.append(f"{q} {ask}" if rng.random() < 0.7 else f"{ask} {q}")
+    return prompts + ASKS
+
+
 def corpus(recorded: Path | None, seed: int = 18) -> tuple[list[dict], list[str]]:
     rng = random.Random(seed)
     cases, prompts = [], []
@@ -269,6 +291,7 @@ def corpus(recorded: Path | None, seed: int = 18) -> tuple[list[dict], list[str]
     for row in (SHARED / "math" / "equivalence_dev.jsonl").read_text().splitlines():
         if row.strip():
             prompts.append(json.loads(row).get("prompt", ""))
+    prompts += generated_prompts(rng)
     seen, unique = set(), []
     for case in cases:
         key = json.dumps(case, sort_keys=True)

@@ -1,30 +1,31 @@
-"""Worker process body: receive (gold, answers[, policy, forms]) checks, answer with a tagged tuple. Main thread only."""
+"""Worker process body: receive (gold, answers[, policy, forms]) checks, answer with a typed result
+(:data:`verifiers.math.outcome.WorkerResult`). Main thread only."""
 
 from __future__ import annotations
 
 import resource
 
 from cohort.verifiers.math.compare import DEFAULT_POLICY, OverLimits, Policy, compare
+from cohort.verifiers.math.outcome import BadReference, CheckFailed, Compared, TooLarge, WorkerResult
 from cohort.verifiers.math.symbolic import GoldUnparseable, sympy_leaf_equal
 
 
-def check(gold: str, answers: tuple[str, ...], policy: Policy = DEFAULT_POLICY, forms: bool = False) -> tuple:
-    """('equal', bool, how) | ('invalid_reference', why) | ('over_limits', side, why) | ('error', why)."""
+def check(gold: str, answers: tuple[str, ...], policy: Policy = DEFAULT_POLICY, forms: bool = False) -> WorkerResult:
     try:
         outcome = compare(gold, answers, sympy_leaf_equal, policy, forms)
-        return ("equal", outcome.equal, outcome.how)
+        return Compared(bool(outcome.equal), outcome.how)
     except GoldUnparseable as exc:
-        return ("invalid_reference", f"gold answer does not parse: {exc}"[:300])
+        return BadReference(f"gold answer does not parse: {exc}"[:300])
     except OverLimits as exc:
         if exc.side == "gold":
-            return ("invalid_reference", f"gold answer {exc.why}")
-        return ("over_limits", exc.side, exc.why)
+            return BadReference(f"gold answer {exc.why}")
+        return TooLarge(exc.side, exc.why)
     except MemoryError:
-        return ("error", "memory cap reached")
+        return CheckFailed("memory cap reached")
     except RecursionError:
-        return ("over_limits", "answer", "too deeply nested for SymPy")
+        return TooLarge("answer", "too deeply nested for SymPy")
     except Exception as exc:  # SymPy internals raise anything; reported as a verifier error, never INCORRECT
-        return ("error", f"{type(exc).__name__}: {str(exc)[:200]}")
+        return CheckFailed(f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
 def main(conn, memory_bytes: int) -> None:

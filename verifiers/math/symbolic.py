@@ -1,7 +1,7 @@
 """SymPy leaf comparison. Runs only inside a worker process (it can be slow; the parent kills it).
 
 Parsing is latex2sympy2_extended's; this module only decides equality of two parsed objects:
-numbers with the decimal policy of :mod:`verifiers.math.compare`, expressions by ``simplify(a - b) == 0``
+numbers with the decimal policy of :mod:`verifiers.math.numbers`, expressions by ``simplify(a - b) == 0``
 then by evaluation at random points, equations by proportional ``lhs - rhs``, inequalities by a
 positive factor, sets by symmetric difference, matrices entrywise.
 """
@@ -19,7 +19,10 @@ from sympy.parsing.sympy_parser import convert_xor, implicit_multiplication_appl
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 from latex2sympy2_extended.math_normalization import NormalizationConfig
 
-from cohort.verifiers.math.compare import Outcome, close_decimal, current_policy, rounded_match
+from cohort.verifiers.math.numbers import close_decimal, rounded_match
+from cohort.verifiers.math.outcome import Outcome
+from cohort.verifiers.math.policy import current_policy
+from cohort.verifiers.math.syntax import relation_chain
 
 _NORM = NormalizationConfig(basic_latex=True, units=False, malformed_operators=False, nits=False, boxed="none", equations=False)
 _CONV = ConversionConfig(interpret_as_mixed_fractions=True, interpret_simple_eq_as_assignment=False, interpret_contains_as_eq=True, lowercase_symbols=False)
@@ -88,9 +91,7 @@ _RELATIONS = {"=": sympy.Eq, "\\ne": sympy.Ne, "<": sympy.Lt, ">": sympy.Gt, "\\
 
 def _fast_side(s: str):
     """A plain expression, or one relation 'lhs op rhs' between plain expressions; None otherwise."""
-    from cohort.verifiers.math.compare import _relation_chain
-
-    terms, ops = _relation_chain(s)
+    terms, ops = relation_chain(s)
     if len(ops) > 1 or (ops and ops[0] not in _RELATIONS):
         return None
     texts = [fast_string(t) for t in terms]

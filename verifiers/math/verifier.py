@@ -38,6 +38,7 @@ from cohort.verifiers.base import GroupRequest, InvalidRequest, RolloutResult, R
 from cohort.verifiers.math.compare import DECIMAL_COMMA_CHOICES, NeedSympy, OverLimits, Policy, cheap_leaf, compare, rounding_request
 from cohort.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer
 from cohort.verifiers.math.normalize import normalize
+from cohort.verifiers.math.outcome import BadReference, CheckFailed, Compared, TooLarge
 from cohort.verifiers.math.pool import WorkerPool, default_pool_size
 
 log = logging.getLogger(__name__)
@@ -172,14 +173,16 @@ class MathVerifier:
             return Check(RolloutStatus.VERIFIER_TIMEOUT, how=f"SymPy check did not finish in time ({result.detail})")
         if result.kind != "ok":
             return Check(RolloutStatus.VERIFIER_ERROR, how=result.detail)
-        tag = result.value[0]
-        if tag == "equal":
-            return Check(RolloutStatus.OK, bool(result.value[1]), result.value[2])
-        if tag == "invalid_reference":
-            return Check(RolloutStatus.INVALID_REFERENCE, how=result.value[1])
-        if tag == "over_limits":
-            return self._over_limits(result.value[1], result.value[2])
-        return Check(RolloutStatus.VERIFIER_ERROR, how=str(result.value[1]))
+        match result.value:
+            case Compared(equal, how):
+                return Check(RolloutStatus.OK, equal, how)
+            case BadReference(why):
+                return Check(RolloutStatus.INVALID_REFERENCE, how=why)
+            case TooLarge(side, why):
+                return self._over_limits(side, why)
+            case CheckFailed(why):
+                return Check(RolloutStatus.VERIFIER_ERROR, how=why)
+        return Check(RolloutStatus.VERIFIER_ERROR, how=f"unexpected worker result {result.value!r:.200}")
 
     @staticmethod
     def _over_limits(side: str, why: str) -> Check:

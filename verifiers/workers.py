@@ -21,7 +21,7 @@ Why in-house rather than ``pebble`` (which has killable tasks with timeouts and 
 pebble's timeout starts when a worker picks the task up, while here the deadline also bounds the
 wait for a free worker; it has no ready handshake (the server must not turn SERVING before its
 scoring processes have loaded their verifiers); and it offers no event-loop waiting, no worker pids
-and no restart count, which the server's tests and metrics rely on. What is needed is ~150 lines.
+and no restart count, which the tests and logs rely on. What is needed fits in this module.
 """
 
 from __future__ import annotations
@@ -33,12 +33,15 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 
 _READY = "ready"
+_WAITERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="worker-wait")
+"""Threads that wait for a free worker for event-loop callers, when none is idle (threads start on use)."""
 
 
 @dataclass(frozen=True)
@@ -247,7 +250,7 @@ class WorkerPool:
             return self._idle.get_nowait()
         except queue.Empty:
             pass
-        waiter = _waiters.submit(self._wait_idle, deadline)
+        waiter = _WAITERS.submit(self._wait_idle, deadline)
         try:
             return await asyncio.wrap_future(waiter)
         except asyncio.CancelledError:  # a worker the thread takes after this call gave up goes back
@@ -271,22 +274,3 @@ class WorkerPool:
             self._all.clear()
         for worker in workers:
             worker.kill()
-
-
-class _Waiters:
-    """Threads that wait for a free worker on behalf of event-loop callers (created on first use)."""
-
-    def __init__(self) -> None:
-        self._executor = None
-        self._lock = threading.Lock()
-
-    def submit(self, fn, *args):
-        with self._lock:
-            if self._executor is None:
-                from concurrent.futures import ThreadPoolExecutor
-
-                self._executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="worker-wait")
-        return self._executor.submit(fn, *args)
-
-
-_waiters = _Waiters()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 
 from cohort.verifiers import convert

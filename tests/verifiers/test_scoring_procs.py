@@ -240,3 +240,21 @@ def test_conformance_kit_passes_with_scoring_processes():
     results = run_kit("127.0.0.1:0", "format", cases,
                       server_cmd=f"{sys.executable} -m cohort.cli serve format --scoring-procs 2 --port {{port}}")
     assert {r.rule: r.status for r in results} == {rule: "pass" for rule in RULES}, [r for r in results if r.status != "pass"]
+
+
+def test_domain_objects_cross_the_pipe_unchanged():
+    """Chunks travel pickled (``Rollout`` and ``RolloutResult`` pickle as constructor calls): every field survives."""
+    import pickle
+
+    from cohort.verifiers.base import (CodeTests, GroupRequest, GroupResult, Reference, Rollout, RolloutResult, RolloutStatus,
+                                       StepReward, Verdict)
+
+    groups = [GroupRequest("math", (Rollout(3, "x = 4", True), Rollout(1, "")), Reference(answer="4"), "q1", "2+2?", 2.5, {"mode": "soft"}),
+              GroupRequest("code", (Rollout(0, "def f(): pass"),), Reference(code_tests=CodeTests("asserts", asserts=("assert f() is None",))))]
+    results = [GroupResult("q1", "math", "1.2", (
+        RolloutResult(0, RolloutStatus.OK, Verdict.PARTIAL, 0.5, {"a": 0.5}, "half", 0.25, ("multiple_answers",), (StepReward(2, 1.0),)),
+        RolloutResult.unusable(1, RolloutStatus.VERIFIER_TIMEOUT, "slow")), 0.75)]
+    for value in (groups, results):
+        back = pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == value and back is not value
+    assert pickle.loads(pickle.dumps(results))[0].results[0].steps == (StepReward(2, 1.0),)

@@ -27,21 +27,19 @@ and no restart count, which the tests and logs rely on. What is needed fits in t
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import multiprocessing as mp
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 
 _READY = "ready"
-_WAITERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="worker-wait")
-"""Threads that wait for a free worker for event-loop callers, when none is idle (threads start on use)."""
 
 
 @dataclass(frozen=True)
@@ -77,16 +75,19 @@ class _Worker:
             raise TimeoutError
         return self.conn.recv()
 
+    # A task is sent only once the worker has said it is ready: it then waits in recv() and drains the
+    # pipe, so sending a large task never blocks on a worker still setting up.
+
     def call(self, task: Any, deadline: float):
-        self.conn.send(task)  # queued in the pipe while a fresh worker still sets up
         if not self.ready:
             self._check_ready(self.receive(deadline))
+        self.conn.send(task)
         return self.receive(deadline)
 
     async def call_async(self, task: Any, deadline: float):
-        self.conn.send(task)
         if not self.ready:
             self._check_ready(await asyncio.wait_for(self._receive_async(), max(0.0, deadline - time.monotonic())))
+        self.conn.send(task)
         return await asyncio.wait_for(self._receive_async(), max(0.0, deadline - time.monotonic()))
 
     def _check_ready(self, message) -> None:
@@ -142,8 +143,10 @@ class WorkerPool:
         self._attempts = attempts
         """Tries per task when the worker dies under it (1: a task that kills its worker is not rerun)."""
         self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._waiters: collections.deque[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = collections.deque()
+        """Event-loop callers waiting for a worker; a released worker goes to the first of them."""
         self._all: set[_Worker] = set()
-        self._lock = threading.Lock()  # guards _all, _started, _closed and restarts only
+        self._lock = threading.Lock()  # guards _all, _waiters, _started, _closed and restarts only
         self._started = False
         self._closed = False
         self.restarts = 0
@@ -180,7 +183,7 @@ class WorkerPool:
                 worker.kill()
                 return None
             self._all.add(worker)
-        self._idle.put(worker)
+        self._release(worker)
         return worker
 
     def _replace(self, worker: _Worker, why: str) -> None:
@@ -214,7 +217,7 @@ class WorkerPool:
             except (EOFError, OSError, RuntimeError) as exc:
                 self._replace(worker, f"died during a task ({exc!r})")
                 continue
-            self._idle.put(worker)
+            self._release(worker)
             return PoolResult("ok", value)
         return PoolResult("crashed", detail="the worker died during the task")
 
@@ -240,28 +243,56 @@ class WorkerPool:
             except (EOFError, OSError, RuntimeError) as exc:
                 self._replace(worker, f"died during a task ({exc!r})")
                 continue
-            self._idle.put(worker)
+            self._release(worker)
             return PoolResult("ok", value)
         return PoolResult("crashed", detail="the worker died during the task")
 
     async def _take(self, deadline: float) -> _Worker | None:
-        """An idle worker: at once when there is one, else waited for on a thread (None at the deadline)."""
+        """An idle worker, waited for on the event loop (None at the deadline)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            try:
+                return self._idle.get_nowait()
+            except queue.Empty:
+                waiter = loop.create_future()
+                self._waiters.append((loop, waiter))
         try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            pass
-        waiter = _WAITERS.submit(self._wait_idle, deadline)
-        try:
-            return await asyncio.wrap_future(waiter)
-        except asyncio.CancelledError:  # a worker the thread takes after this call gave up goes back
-            waiter.add_done_callback(lambda f: f.exception() is None and f.result() is not None and self._idle.put(f.result()))
+            return await asyncio.wait_for(asyncio.shield(waiter), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            self._give_up(loop, waiter)
+            return None
+        except asyncio.CancelledError:
+            self._give_up(loop, waiter)
             raise
 
-    def _wait_idle(self, deadline: float) -> _Worker | None:
-        try:
-            return self._idle.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            return None
+    def _give_up(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future) -> None:
+        with self._lock:
+            if (loop, waiter) in self._waiters:
+                self._waiters.remove((loop, waiter))
+        if waiter.done():  # handed a worker just as the wait ended: pass it on
+            self._release(waiter.result())
+        else:
+            waiter.cancel()  # a worker handed later goes back (see _hand)
+
+    def _release(self, worker: _Worker) -> None:
+        """Back to the pool: to the longest-waiting event-loop caller, else onto the idle queue."""
+        while True:
+            with self._lock:
+                if not self._waiters:
+                    self._idle.put(worker)
+                    return
+                loop, waiter = self._waiters.popleft()
+            try:
+                loop.call_soon_threadsafe(self._hand, waiter, worker)
+                return
+            except RuntimeError:  # that caller's event loop is closed: the next one, or the queue
+                continue
+
+    def _hand(self, waiter: asyncio.Future, worker: _Worker) -> None:
+        if waiter.done():  # its caller gave up meanwhile
+            self._release(worker)
+        else:
+            waiter.set_result(worker)
 
     def pids(self) -> list[int]:
         with self._lock:

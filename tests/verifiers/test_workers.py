@@ -123,3 +123,19 @@ def test_a_setup_that_never_says_ready_fails_the_start():
 def test_fork_is_refused():
     with pytest.raises(ValueError, match="fork"):
         WorkerPool(_worker.setup, (0,), 1, start_method="fork")
+
+
+def test_event_loop_callers_queue_for_a_busy_worker_and_give_up_at_their_deadline(pool):
+    """One worker, three calls at once: two are served in turn, one waits past its deadline and times
+    out without a worker being killed; the pool ends with its worker idle."""
+    (only,) = _wait_idle(pool, 1)
+
+    async def three():
+        now = time.monotonic()
+        return await asyncio.gather(pool.run_async(QUICK, now + 60), pool.run_async(QUICK, now + 60),
+                                    pool.run_async(QUICK, now + 0.001))
+
+    first, second, late = asyncio.run(three())
+    assert first.kind == second.kind == "ok" and first.value[:2] == second.value[:2] == ("equal", True)
+    assert late.kind == "timeout" and "no worker free" in late.detail
+    assert pool.restarts == 0 and _wait_idle(pool, 1) == [only]

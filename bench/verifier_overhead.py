@@ -5,8 +5,6 @@ uses (``VerifierClient.verify_groups``: domain -> proto -> loopback -> server ->
 in-process path calls ``FormatVerifier.verify_group`` on each group, in this process, on one core.
 Two servers are measured: the default one (scoring in a thread) and one started with
 ``--scoring-procs 2`` (the batch split over two scoring processes, as a server uses its cores).
-The client asks for results as columns (``RESULT_LAYOUT_COLUMNS``, what ``VerifierClient`` does by
-default); the ``rows`` lines measure the same servers answering with one message per rollout.
 
 The paths are timed interleaved, one call of each in turn, so a load change on a shared machine
 hits them all alike; each figure is a median over the rounds. Columns: rollouts/s one call at a
@@ -111,8 +109,6 @@ def main() -> None:
     parser.add_argument("--scoring-procs", type=int, default=2, help="scoring processes of the second server (0: skip it)")
     parser.add_argument("--concurrency", type=int, default=4, help="calls in flight for the pipelined figure")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 512], help="groups per call")
-    parser.add_argument("--rows", action=argparse.BooleanOptionalAction, default=True,
-                        help="also measure each server with results as rows (RESULT_LAYOUT_ROWS) instead of columns")
     args = parser.parse_args()
     verifier = FormatVerifier()
     ctx = VerifyContext()
@@ -125,9 +121,6 @@ def main() -> None:
         for server in servers.values():
             server.start()
         clients = {name: VerifierClient({"format": [s.endpoint]}, timeout_s=120) for name, s in servers.items()}
-        if args.rows:  # the same servers, results as one RolloutResult message per rollout (the v1 default layout)
-            for name, s in list(servers.items()):
-                clients[f"{name} rows"] = VerifierClient({"format": [s.endpoint]}, timeout_s=120, columns=False)
         for client in clients.values():
             loop.run_until_complete(client.handshake())
         print(f"format verifier, groups of {G}; servers: " + ", ".join(f"{n} @ {s.endpoint}" for n, s in servers.items()))
@@ -151,7 +144,7 @@ def main() -> None:
                 r_seq = n * G / t[f"{name} seq"]
                 r_piped = n * G * args.concurrency / t[f"{name} piped"]
                 calls = max(3, int(args.seconds / t[f"{name} seq"]))
-                server_pid = servers[name.removesuffix(" rows")].proc.pid
+                server_pid = servers[name].proc.pid
                 cpu_ratio = cpu_per_call(paths[f"{name} seq"], calls, server_pid) / cpu_per_call(inproc, calls)
                 print(f"{n:>11} {name:>13} {r_in:>12,.0f} {r_seq:>9,.0f} {r_seq / r_in:>10.3f} "
                       f"{r_piped:>10,.0f} {r_piped / r_in:>12.3f} {cpu_ratio:>17.3f}", flush=True)

@@ -108,6 +108,114 @@ def test_every_module_belongs_to_a_layer():
     assert not stray, f"folders outside the layer table: {stray}"
 
 
+# ---- no cycles inside a package ---------------------------------------------------------------
+# The layer table above forbids imports that run back up between packages; inside one package two
+# modules that import each other (directly or round a longer loop, at module level or inside a
+# function) are a cycle too: neither can be read, tested or moved without the other.
+
+PACKAGES = {**FOLDERS, "cohort": ROOT / "cohort"}  # the application package: cohort/ less cohort/rpc
+
+
+def _modules(package: str) -> dict[str, Path]:
+    """Every module of ``package`` by dotted name (a package's ``__init__`` by the package's name)."""
+    folder = PACKAGES[package]
+    out = {}
+    for path in sorted(folder.rglob("*.py")):
+        rel = path.relative_to(folder).with_suffix("")
+        if package == "cohort" and rel.parts[0] == "rpc" or package == "cohort.proto" and "grpo" in rel.parts:
+            continue
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        out[".".join((package, *parts))] = path
+    return out
+
+
+def _module_imports(path: Path, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``module`` imports: ``from pkg import sub`` counts as ``pkg.sub``."""
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(here[: len(here) - node.level + 1] + ([base] if base else []))
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        found |= {n for n in names if n in known and n != module}
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _package_graph(package: str) -> dict[str, set[str]]:
+    modules = _modules(package)
+    known = set(modules)
+    return {m: _module_imports(p, m, p.name == "__init__.py", known) for m, p in modules.items()}
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_two_modules_of_a_package_import_each_other(package):
+    cycles = _cycles(_package_graph(package))
+    assert not cycles, f"import cycles inside {package}:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_sees_a_function_local_cycle(tmp_path):
+    """A module-level import one way and a function-local one back is a cycle; a chain is not."""
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "server.py").write_text("from _probe.procs import pool\nfrom _probe import base\n")
+    (tmp_path / "procs.py").write_text("import _probe.base\n\ndef f():\n    from _probe.server import Scorer\n")
+    (tmp_path / "base.py").write_text("x = 1\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "__init__.py").write_text("from . import a\n")
+    (tmp_path / "sub" / "a.py").write_text("from .. import base\n")
+    PACKAGES["_probe"] = tmp_path
+    try:
+        graph = _package_graph("_probe")
+        assert graph["_probe.server"] == {"_probe.procs", "_probe.base"}
+        assert graph["_probe.procs"] == {"_probe.base", "_probe.server"}
+        assert graph["_probe.sub"] == {"_probe.sub.a"} and graph["_probe.sub.a"] == {"_probe.base"}
+        assert _cycles(graph) == [["_probe.procs", "_probe.server"]]
+        (tmp_path / "procs.py").write_text("import _probe.base\n")
+        assert _cycles(_package_graph("_probe")) == []
+    finally:
+        del PACKAGES["_probe"]
+
+
 def test_the_root_imports_nothing():
     """`from cohort import __version__` is allowed everywhere because the root package imports nothing."""
     tree = ast.parse((ROOT / "cohort" / "__init__.py").read_text())

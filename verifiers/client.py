@@ -145,7 +145,6 @@ class VerifierClient:
         retries: int = 4,
         backoff_s: float = 0.05,
         calls_per_batch: int = 1,
-        columns: bool = True,
         tls: ClientTls | None = None,
         attempt_timeout_s: float | None = None,
     ) -> None:
@@ -165,8 +164,6 @@ class VerifierClient:
         self.retries = retries
         self.backoff_s = backoff_s
         self.calls_per_batch = calls_per_batch
-        self.columns = columns
-        """Ask servers for results as ``ResultColumns`` (cheaper to build and parse); rows are accepted too."""
         self.policy = RetryPolicy(attempts=retries + 1, backoff_s=backoff_s, attempt_timeout_s=attempt_timeout_s)
         self._pools = {v.name: _Pool(v.endpoints, v.tls, self.policy) for v in verifiers}
         self.versions: dict[str, str] = {}
@@ -242,8 +239,6 @@ class VerifierClient:
 
     async def _call(self, name: str, groups: list[GroupRequest], deadline: float) -> list[GroupResult]:
         request = convert.batch_to_pb(groups)
-        if self.columns:
-            request.result_layout = pb.RESULT_LAYOUT_COLUMNS
         pool = self._pools[name]
         errors: list[str] = []
         for attempt in pool.failover.attempts(deadline):
@@ -334,11 +329,7 @@ def _checked(name: str, groups: list[GroupRequest], response: pb.BatchVerifyGrou
         detail = f"{address} answered {len(response.responses)} groups for {len(groups)} requested"
         log.error("verifier %s: %s", name, detail)
         return [_unusable(g, name, RolloutStatus.VERIFIER_ERROR, detail) for g in groups]
-    try:
-        results = convert.batch_result_from_pb(response)
-    except convert.MalformedMessage as exc:
-        log.error("verifier %s @ %s: %s", name, address, exc)
-        return [_unusable(g, name, RolloutStatus.VERIFIER_ERROR, f"{address} sent malformed results: {exc}") for g in groups]
+    results = convert.batch_result_from_pb(response)
     out = []
     for g, result in zip(groups, results):
         got = [r.index for r in result.results]

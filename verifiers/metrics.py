@@ -39,11 +39,6 @@ class ServerMetrics:
         for (status, verdict), n in Tally([(r.status, r.verdict) for r in results]).items():
             self._rollout_counter(verifier, status.value, verdict.value).inc(n)
 
-    def observe_tally(self, rows: Sequence[tuple[str, str, str, int]]) -> None:
-        """Counts tallied elsewhere (by the scoring processes): (verifier, status, verdict, n) rows."""
-        for verifier, status, verdict, n in rows:
-            self._rollout_counter(verifier, status, verdict).inc(n)
-
     def _rollout_counter(self, verifier: str, status: str, verdict: str):
         """The labelled child, cached: ``labels()`` validates and locks on every call."""
         key = (verifier, status, verdict)

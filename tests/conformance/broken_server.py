@@ -43,7 +43,6 @@ DEFECTS = {
     "unresponsive": "VerifierService never answers (health and reflection do)",
     "reflection_hangs": "server reflection accepts the stream and never answers",
     "no_sigterm": "no SIGTERM handler: dies at once, dropping in-flight calls",
-    "bad_columns": "answers RESULT_LAYOUT_COLUMNS with a reward column one entry short",
     "bad_steps": "step rewards that end past the completion",
 }
 
@@ -124,10 +123,7 @@ class Servicer(pb_grpc.VerifierServiceServicer):
             self.shared = request
             time.sleep(0.005)
             request = self.shared
-        reply = pb.BatchVerifyGroupsResponse(responses=[self._group(r) for r in request.requests])
-        if self.defect == "bad_columns" and request.result_layout == pb.RESULT_LAYOUT_COLUMNS:
-            return as_columns(reply, drop_last_reward=True)
-        return reply
+        return pb.BatchVerifyGroupsResponse(responses=[self._group(r) for r in request.requests])
 
     def ListVerifiers(self, request, context):
         self._admit(context)
@@ -135,31 +131,6 @@ class Servicer(pb_grpc.VerifierServiceServicer):
         limits = pb.ServerLimits(max_groups_per_batch=MAX_GROUPS, max_rollouts_per_group=MAX_ROLLOUTS, max_message_bytes=MAX_BYTES)
         return pb.ListVerifiersResponse(verifiers=[pb.VerifierInfo(name=NAME, version=version, reference_kinds=["answer"])],
                                         limits=limits, server_version="broken-server")
-
-
-def as_columns(reply: pb.BatchVerifyGroupsResponse, drop_last_reward: bool) -> pb.BatchVerifyGroupsResponse:
-    """The same results as ResultColumns (this server's only use of them is the bad_columns defect)."""
-    out = pb.BatchVerifyGroupsResponse()
-    cols = out.columns
-    for position, group in enumerate(reply.responses):
-        out.responses.add(group_id=group.group_id, verifier=group.verifier, verifier_version=group.verifier_version,
-                          column_rows=len(group.results))
-        for r in group.results:
-            cols.index.append(r.index)
-            cols.status.append(r.status)
-            cols.verdict.append(r.verdict)
-            cols.reward.append(r.reward)
-            cols.detail.append(r.detail)
-            cols.verify_nanos.append(0)
-            cols.group.append(position)
-            cols.component_counts.append(len(r.reward_components))
-            cols.component_names.extend(r.reward_components.keys())
-            cols.component_values.extend(r.reward_components.values())
-            cols.flag_counts.append(len(r.flags))
-            cols.flags.extend(r.flags)
-    if drop_last_reward:
-        cols.reward.pop()
-    return out
 
 
 def main() -> None:

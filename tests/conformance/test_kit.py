@@ -73,7 +73,6 @@ DEFECTS = {
     "racy": ("concurrency", "concurrent batches differ"),
     "hang": ("deadline", "keeps working on (or hangs in)"),
     "no_sigterm": ("sigterm", "exited with code -15"),
-    "bad_columns": ("columns", "do not line up"),
     "bad_steps": ("steps", "past the completion"),
 }
 

@@ -45,8 +45,7 @@ def _sandbox_limits() -> sb.Limits:
 
 VERIFIER_SEEDS = {
     "/grpo.verifier.v1.VerifierService/BatchVerifyGroups": pb.BatchVerifyGroupsRequest(
-        requests=[_math_group(), pb.VerifyGroupRequest(verifier="format", group_id="f", rollouts=[pb.Rollout(index=3, completion="x")])],
-        result_layout=pb.RESULT_LAYOUT_COLUMNS),
+        requests=[_math_group(), pb.VerifyGroupRequest(verifier="format", group_id="f", rollouts=[pb.Rollout(index=3, completion="x")])]),
     "/grpo.verifier.v1.VerifierService/VerifyGroup": _math_group(),
     "/grpo.verifier.v1.VerifierService/ListVerifiers": pb.ListVerifiersRequest(),
 }

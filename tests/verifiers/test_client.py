@@ -14,7 +14,6 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.rpc.launch import ServiceProcess
-from cohort.verifiers import convert
 from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
 from cohort.verifiers.client import HandshakeError, ScoreRequest, VerifierClient, VerifierRequestError, WeightedVerifier
 
@@ -130,16 +129,11 @@ class _Liar(pb_grpc.VerifierServiceServicer):
             out.append(pb.VerifyGroupResponse(group_id=req.group_id, verifier=req.verifier, results=results))
         if self.mode == "fewer_groups":
             out = out[:-1]
-        if self.mode == "bad_columns":  # the client asked for columns; these do not line up
-            assert request.result_layout == pb.RESULT_LAYOUT_COLUMNS
-            reply = convert.batch_result_to_pb([convert.group_result_from_pb(g) for g in out], columns=True)
-            reply.columns.reward.pop()
-            return reply
         return pb.BatchVerifyGroupsResponse(responses=out)
 
 
 @pytest.mark.parametrize("mode,usable", [
-    ("reversed", True), ("missing", False), ("foreign", False), ("fewer_groups", False), ("bad_columns", False),
+    ("reversed", True), ("missing", False), ("foreign", False), ("fewer_groups", False),
 ])
 def test_results_are_checked_against_the_request(mode, usable):
     server = grpc.server(futures.ThreadPoolExecutor(2))

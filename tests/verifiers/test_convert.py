@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 
 from cohort.verifiers import convert
@@ -65,10 +64,8 @@ def test_unknown_status_from_a_newer_server_is_an_error_never_a_zero():
     assert results[2].verdict is Verdict.UNSPECIFIED and results[2].reward == 1.0
 
 
-# ---- results as columns (RESULT_LAYOUT_COLUMNS) ---------------------------------------------------
-
 def _mixed_results() -> list[GroupResult]:
-    """Every shape a column must carry: components that differ per row or are missing, several flags,
+    """Every shape a result must carry: components that differ per row or are missing, several flags,
     rollouts timed alone or not, unusable rows, groups of different sizes, a group without a duration."""
     return [
         GroupResult("q1", "format", "1.0", (
@@ -86,72 +83,39 @@ def _decode(wire: bytes) -> list[GroupResult]:
     return convert.batch_result_from_pb(pb.BatchVerifyGroupsResponse.FromString(wire))
 
 
-def test_columns_carry_exactly_what_rows_carry():
+def test_mixed_results_round_trip_as_rows():
+    """(Was a rows-vs-columns comparison; rows are now the one encoding, and carry all of it.)"""
     results = _mixed_results()
     rows = convert.batch_result_to_pb(results)
-    columns = convert.batch_result_to_pb(results, columns=True)
-    assert columns.HasField("columns") and not any(g.results for g in columns.responses)
-    assert [g.column_rows for g in columns.responses] == [4, 1, 8]
-    from_rows, from_columns = _decode(rows.SerializeToString()), _decode(columns.SerializeToString())
-    assert from_columns == from_rows
-    assert from_columns[0].results[3].flags == ("multiple_answers", "nested_tags")
-    assert from_columns[0].results[2].components == {} and from_columns[0].results[1].components == {"answer": 0.0, "think": 0.5}
+    assert [len(g.results) for g in rows.responses] == [4, 1, 8]
+    from_rows = _decode(rows.SerializeToString())
+    assert [(g.group_id, g.verifier, g.verifier_version) for g in from_rows] == [(g.group_id, g.verifier, g.verifier_version) for g in results]
+    assert [[(r.index, r.status, r.verdict, r.reward, r.components, r.detail, r.flags) for r in g.results] for g in from_rows] == [
+        [(r.index, r.status, r.verdict, r.reward, r.components, r.detail, r.flags) for r in g.results] for g in results]
+    assert from_rows[0].results[3].flags == ("multiple_answers", "nested_tags")
+    assert from_rows[0].results[2].components == {} and from_rows[0].results[1].components == {"answer": 0.0, "think": 0.5}
     # durations: timed alone travels as is, the rest get their share of the group's time
-    assert [round(r.duration_s, 6) for r in from_columns[0].results] == [0.225, 0.3, 0.225, 0.225]
-    assert from_columns[1].duration_s == 0.125  # no group time: the sum of what was timed alone
+    assert [round(r.duration_s, 6) for r in from_rows[0].results] == [0.225, 0.3, 0.225, 0.225]
+    assert from_rows[1].duration_s == 0.125  # no group time: the sum of what was timed alone
 
 
-def test_replies_to_consecutive_chunks_joined_are_the_reply_to_the_batch():
-    """What the scoring processes rely on: protobuf merges the repeated `columns` field by concatenation."""
-    results = _mixed_results()
-    whole = _decode(convert.batch_result_to_pb(results, columns=True).SerializeToString())
-    chunks = [(0, 1), (1, 3)]
-    joined = b"".join(convert.batch_result_to_pb(results[a:b], True, first_group=a).SerializeToString() for a, b in chunks)
-    assert _decode(joined) == whole
-    # chunks that do not say where they start carry wrong group tags: refused, not guessed
-    untagged = b"".join(convert.batch_result_to_pb(results[a:b], True).SerializeToString() for a, b in chunks)
-    with pytest.raises(convert.MalformedMessage, match="group tags"):
-        _decode(untagged)
+def test_the_removed_columns_layout_stays_wire_compatible():
+    """Fields of the removed columnar layout are reserved, never reused; an old client's request that
+    still asks for columns (field 2 = 2) parses, and the answer is rows."""
+    request_fields = pb.BatchVerifyGroupsRequest.DESCRIPTOR
+    response_fields = pb.BatchVerifyGroupsResponse.DESCRIPTOR
+    group_fields = pb.VerifyGroupResponse.DESCRIPTOR
+    for desc, number, name in [(request_fields, 2, "result_layout"), (response_fields, 2, "columns"), (group_fields, 6, "column_rows")]:
+        assert number not in desc.fields_by_number and name not in desc.fields_by_name, (desc.name, name)
+    assert "ResultLayout" not in pb.DESCRIPTOR.enum_types_by_name and "ResultColumns" not in pb.DESCRIPTOR.message_types_by_name
+    from google.protobuf import descriptor_pb2
 
-
-def test_rows_written_in_another_group_order_are_refused():
-    """A server that writes each group's rows as the group finishes (here b before a), tagging them with
-    their group: with equal indexes in every group, only the tags show the rows are not in order."""
-    ones = GroupResult("a", "v", "1", tuple(RolloutResult.ok(i, 1.0) for i in range(4)), 0.1)
-    zeros = GroupResult("b", "v", "1", tuple(RolloutResult.ok(i, 0.0) for i in range(4)), 0.1)
-    honest = convert.batch_result_to_pb([ones, zeros], columns=True)
-    assert [r.reward for g in _decode(honest.SerializeToString()) for r in g.results] == [1.0] * 4 + [0.0] * 4
-    liar = pb.BatchVerifyGroupsResponse()
-    liar.responses.extend(honest.responses)
-    liar.columns.CopyFrom(convert.batch_result_to_pb([zeros], True, first_group=1).columns)
-    liar.columns.MergeFrom(convert.batch_result_to_pb([ones], True, first_group=0).columns)
-    assert list(liar.columns.group) == [1] * 4 + [0] * 4
-    with pytest.raises(convert.MalformedMessage, match="group tags"):
-        _decode(liar.SerializeToString())
-
-
-def test_unknown_status_in_columns_is_an_error_never_a_zero():
-    batch = convert.batch_result_to_pb([GroupResult("g", "v", "1", tuple(RolloutResult.ok(i, 1.0) for i in range(3)), 0.1)], columns=True)
-    batch.columns.status[0] = pb.ROLLOUT_STATUS_UNSPECIFIED
-    batch.columns.status[1] = 42
-    (group,) = _decode(batch.SerializeToString())
-    assert [r.status for r in group.results] == [RolloutStatus.VERIFIER_ERROR, RolloutStatus.VERIFIER_ERROR, RolloutStatus.OK]
-    assert "server sent status 42" in group.results[1].detail and group.results[2].reward == 1.0
-
-
-@pytest.mark.parametrize("corrupt,message", [
-    (lambda b: b.columns.reward.pop(), "do not line up"),
-    (lambda b: b.columns.detail.append("extra"), "do not line up"),
-    (lambda b: setattr(b.responses[0], "column_rows", 2), "claim 3 column rows"),
-    (lambda b: setattr(b.responses[0], "column_rows", 2**32 - 1), "column rows"),  # never allocated
-    (lambda b: b.columns.component_values.pop(), "component_counts"),
-    (lambda b: b.columns.component_counts.__setitem__(0, 5), "component_counts"),
-    (lambda b: b.columns.flag_counts.__setitem__(1, 1), "flag_counts"),
-    (lambda b: b.columns.flag_counts.__setitem__(1, 2**32 - 1), "flag_counts"),
-    (lambda b: b.responses[1].results.add(index=0), "has rows although"),
-])
-def test_columns_that_do_not_line_up_are_refused(corrupt, message):
-    batch = convert.batch_result_to_pb(_mixed_results()[:2], columns=True)
-    corrupt(batch)
-    with pytest.raises(convert.MalformedMessage, match=message):
-        _decode(batch.SerializeToString())
+    file_proto = descriptor_pb2.FileDescriptorProto()
+    pb.DESCRIPTOR.CopyToProto(file_proto)
+    reserved = {m.name: ([(r.start, r.end) for r in m.reserved_range], list(m.reserved_name)) for m in file_proto.message_type}
+    assert reserved["BatchVerifyGroupsRequest"] == ([(2, 3)], ["result_layout"])
+    assert reserved["BatchVerifyGroupsResponse"] == ([(2, 3)], ["columns"])
+    assert reserved["VerifyGroupResponse"] == ([(6, 7)], ["column_rows"])
+    old = convert.batch_to_pb([GroupRequest("format", (Rollout(0, "x"),), group_id="g")]).SerializeToString() + b"\x10\x02"
+    parsed = pb.BatchVerifyGroupsRequest.FromString(old)
+    assert [convert.group_from_pb(r).group_id for r in parsed.requests] == ["g"]

@@ -97,29 +97,20 @@ def test_replies_equal_the_threaded_servers(procs_server):
     assert all(g.verify_duration.ToNanoseconds() > 0 for g in got.responses)
 
 
-def test_columns_carry_the_same_results_as_rows(procs_server):
-    """RESULT_LAYOUT_COLUMNS: each process answers its chunk as columns, the server joins the bytes."""
-    from cohort.verifiers import convert
-
-    request = batch(37, seed=5)
-    columnar = pb.BatchVerifyGroupsRequest()
-    columnar.CopyFrom(request)
-    columnar.result_layout = pb.RESULT_LAYOUT_COLUMNS
+def test_an_old_client_asking_for_columns_gets_rows(procs_server):
+    """The columnar layout was removed (its field is reserved): a request that still sets it is answered
+    with rows, the same as the threaded server's."""
+    request = batch(37, seed=5).SerializeToString() + b"\x10\x02"  # result_layout = RESULT_LAYOUT_COLUMNS, as old clients sent
     with ServiceProcess(["format"]) as threaded:
         ch_t, threaded_stub = stub_for(threaded)
         ch_p, procs_stub = stub_for(procs_server)
         with ch_t, ch_p:
-            want = threaded_stub.BatchVerifyGroups(request, timeout=30)
-            got = {name: stub.BatchVerifyGroups(columnar, timeout=30) for name, stub in [("threads", threaded_stub), ("procs", procs_stub)]}
-    expected = [[(r.index, r.status, r.verdict, r.reward, r.components, r.detail, r.flags) for r in g.results]
-                for g in convert.batch_result_from_pb(want)]
-    assert any(r[6] for g in expected for r in g) and {r[3] for g in expected for r in g} >= {0.0, 1.0}
+            raw = {name: ch.unary_unary("/grpo.verifier.v1.VerifierService/BatchVerifyGroups") for name, ch in [("threads", ch_t), ("procs", ch_p)]}
+            got = {name: pb.BatchVerifyGroupsResponse.FromString(call(request, timeout=30)) for name, call in raw.items()}
     for name, reply in got.items():
-        assert reply.HasField("columns") and not any(g.results for g in reply.responses), name
-        assert [g.column_rows for g in reply.responses] == [8] * 37, name
-        decoded = convert.batch_result_from_pb(reply)
-        assert [g.group_id for g in decoded] == [f"g{i}" for i in range(37)]
-        assert [[(r.index, r.status, r.verdict, r.reward, r.components, r.detail, r.flags) for r in g.results] for g in decoded] == expected, name
+        assert [len(g.results) for g in reply.responses] == [8] * 37, name
+        assert [g.group_id for g in reply.responses] == [f"g{i}" for i in range(37)], name
+    assert without_durations(got["procs"]) == without_durations(got["threads"])
 
 
 def test_bad_requests_keep_their_codes(procs_server):
@@ -155,8 +146,7 @@ def test_metrics_count_rollouts_scored_in_the_processes(procs_server):
     assert counted >= 48
 
 
-@pytest.mark.parametrize("layout", [pb.RESULT_LAYOUT_ROWS, pb.RESULT_LAYOUT_COLUMNS])
-def test_worker_killed_mid_batch_is_an_error_never_a_zero(testplugin, layout):
+def test_worker_killed_mid_batch_is_an_error_never_a_zero(testplugin):
     from cohort.verifiers import convert
     from cohort.verifiers.base import RolloutStatus
 
@@ -166,12 +156,10 @@ def test_worker_killed_mid_batch_is_an_error_never_a_zero(testplugin, layout):
             before = scoring_pids(sp.proc.pid)
             assert len(before) == 2
             request = batch(4, verifier="spinner", spin_s="1.5")  # two chunks of two groups, ~3 s each
-            request.result_layout = layout
             killer = threading.Timer(1.0, os.kill, (before[0], signal.SIGKILL))
             killer.start()
             resp = stub.BatchVerifyGroups(request, timeout=30)
             killer.join()
-            assert resp.HasField("columns") == (layout == pb.RESULT_LAYOUT_COLUMNS)
             groups = convert.batch_result_from_pb(resp)
             statuses = [r.status for g in groups for r in g.results]
             assert len(statuses) == 32
@@ -252,3 +240,21 @@ def test_conformance_kit_passes_with_scoring_processes():
     results = run_kit("127.0.0.1:0", "format", cases,
                       server_cmd=f"{sys.executable} -m cohort.cli serve format --scoring-procs 2 --port {{port}}")
     assert {r.rule: r.status for r in results} == {rule: "pass" for rule in RULES}, [r for r in results if r.status != "pass"]
+
+
+def test_domain_objects_cross_the_pipe_unchanged():
+    """Chunks travel pickled (``Rollout`` and ``RolloutResult`` pickle as constructor calls): every field survives."""
+    import pickle
+
+    from cohort.verifiers.base import (CodeTests, GroupRequest, GroupResult, Reference, Rollout, RolloutResult, RolloutStatus,
+                                       StepReward, Verdict)
+
+    groups = [GroupRequest("math", (Rollout(3, "x = 4", True), Rollout(1, "")), Reference(answer="4"), "q1", "2+2?", 2.5, {"mode": "soft"}),
+              GroupRequest("code", (Rollout(0, "def f(): pass"),), Reference(code_tests=CodeTests("asserts", asserts=("assert f() is None",))))]
+    results = [GroupResult("q1", "math", "1.2", (
+        RolloutResult(0, RolloutStatus.OK, Verdict.PARTIAL, 0.5, {"a": 0.5}, "half", 0.25, ("multiple_answers",), (StepReward(2, 1.0),)),
+        RolloutResult.unusable(1, RolloutStatus.VERIFIER_TIMEOUT, "slow")), 0.75)]
+    for value in (groups, results):
+        back = pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == value and back is not value
+    assert pickle.loads(pickle.dumps(results))[0].results[0].steps == (StepReward(2, 1.0),)

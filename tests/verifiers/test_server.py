@@ -204,15 +204,16 @@ def test_sigterm_drains(testplugin):
     ([(3, "a"), (1, "b"), (3, "c"), (1, "d")], "duplicate rollout index 3"),
 ])
 def test_validation_names_the_first_problem_in_rollout_order(rollouts, message):
-    from cohort.verifiers.base import GroupRequest, Rollout
+    from cohort.verifiers.base import GroupRequest, InvalidRequest, Rollout
     from cohort.verifiers.format import FormatVerifier
-    from cohort.verifiers.server import Limits, RequestError, Scorer
+    from cohort.verifiers.host import Limits, VerifierHost
+    from cohort.verifiers.server import status_code
 
-    scorer = Scorer({"format": FormatVerifier()}, Limits(max_completion_chars=5))
+    scorer = VerifierHost({"format": FormatVerifier()}, Limits(max_completion_chars=5))
     try:
-        with pytest.raises(RequestError, match=message) as err:
+        with pytest.raises(InvalidRequest, match=message) as err:
             scorer.validate(GroupRequest("format", tuple(Rollout(i, c) for i, c in rollouts), group_id="g"))
-        assert err.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        assert status_code(err.value) is grpc.StatusCode.INVALID_ARGUMENT
         scorer.validate(GroupRequest("format", (Rollout(0, "fine"), Rollout(1, "ok")), group_id="g"))  # no error
     finally:
         scorer.close()

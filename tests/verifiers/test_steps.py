@@ -1,4 +1,4 @@
-"""Step rewards in the contract (rows, columns, server and client validation) and the `steps` verifier:
+"""Step rewards in the contract (rows, server and client validation) and the `steps` verifier:
 phrasings, commas and currency, text without arithmetic, and hostile inputs that must stay bounded."""
 
 from __future__ import annotations
@@ -146,45 +146,10 @@ def results_with_steps() -> list[GroupResult]:
     ]
 
 
-@pytest.mark.parametrize("columns", [False, True])
-def test_steps_round_trip_as_rows_and_columns(columns):
-    wire = convert.batch_result_to_pb(results_with_steps(), columns=columns).SerializeToString()
+def test_steps_round_trip_as_rows():
+    wire = convert.batch_result_to_pb(results_with_steps()).SerializeToString()
     back = convert.batch_result_from_pb(pb.BatchVerifyGroupsResponse.FromString(wire))
     assert [[r.steps for r in g.results] for g in back] == [[r.steps for r in g.results] for g in results_with_steps()]
-
-
-def test_groups_without_steps_send_zero_counts_and_old_servers_none():
-    plain = [GroupResult("a", "arith", "1", (RolloutResult.ok(0, 1.0),))]
-    msg = convert.batch_result_to_pb(plain, columns=True)
-    assert list(msg.columns.step_counts) == [0] and not msg.columns.step_ends
-    assert convert.batch_result_from_pb(msg)[0].results[0].steps == ()
-    del msg.columns.step_counts[:]  # a server from before step rewards
-    assert convert.batch_result_from_pb(msg)[0].results[0].steps == ()
-
-
-def test_chunk_replies_joined_as_bytes_line_up_with_and_without_steps():
-    """The scoring processes join the column replies of consecutive chunks as bytes."""
-    groups = results_with_steps()
-    plain = GroupResult("c", "steps", "1", (RolloutResult.ok(0, 0.0), RolloutResult.ok(1, 1.0)))
-    parts = [[plain], groups[:1], [plain], groups[1:]]
-    wire, first = b"", 0
-    for part in parts:
-        wire += convert.batch_result_to_pb(part, columns=True, first_group=first).SerializeToString()
-        first += len(part)
-    back = convert.batch_result_from_pb(pb.BatchVerifyGroupsResponse.FromString(wire))
-    assert [[r.steps for r in g.results] for g in back] == [[r.steps for r in g.results] for p in parts for g in p]
-
-
-@pytest.mark.parametrize("damage,words", [
-    (lambda c: c.step_ends.pop(), "step_counts sum to"),
-    (lambda c: c.step_counts.pop(), "step_counts"),
-    (lambda c: c.step_rewards.append(1.0), "step_counts sum to"),
-])
-def test_step_columns_that_do_not_line_up_are_malformed(damage, words):
-    msg = convert.batch_result_to_pb(results_with_steps(), columns=True)
-    damage(msg.columns)
-    with pytest.raises(convert.MalformedMessage, match=words):
-        convert.batch_result_from_pb(msg)
 
 
 class _Stepper:
@@ -209,9 +174,9 @@ class _Stepper:
 
 
 def test_server_turns_malformed_steps_into_verifier_error():
-    from cohort.verifiers.server import Limits, Scorer
+    from cohort.verifiers.host import Limits, VerifierHost
 
-    scorer = Scorer({"stepper": _Stepper()}, Limits())
+    scorer = VerifierHost({"stepper": _Stepper()}, Limits())
     try:
         group = GroupRequest("stepper", tuple(Rollout(i, c) for i, c in enumerate(["fine", "past", "unordered", "unusable"])))
         (result,) = scorer.score_now([group], VerifyContext())
@@ -235,11 +200,10 @@ class _LyingSteps(pb_grpc.VerifierServiceServicer):
                 end = len(r.completion) + (1 if r.index == 1 else 0)
                 rows.append(RolloutResult.ok(r.index, 1.0, steps=[StepReward(end, 1.0)]))
             groups.append(GroupResult(req.group_id, req.verifier, "1", tuple(rows)))
-        return convert.batch_result_to_pb(groups, columns=request.result_layout == pb.RESULT_LAYOUT_COLUMNS)
+        return convert.batch_result_to_pb(groups)
 
 
-@pytest.mark.parametrize("columns", [False, True])
-def test_client_checks_steps_against_the_completions(columns):
+def test_client_checks_steps_against_the_completions():
     from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
 
     server = grpc.server(futures.ThreadPoolExecutor(2))
@@ -249,7 +213,7 @@ def test_client_checks_steps_against_the_completions(columns):
     try:
         async def run():
             verifiers = [WeightedVerifier("liar", 1.0, (f"127.0.0.1:{port}",))]
-            async with VerifierClient(verifiers, columns=columns) as client:
+            async with VerifierClient(verifiers) as client:
                 return await client.score([ScoreRequest("g", (Rollout(0, "2+2=4"), Rollout(1, "abc"), Rollout(2, "x")))])
 
         (scored,) = asyncio.run(run())

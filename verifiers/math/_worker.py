@@ -1,4 +1,4 @@
-"""Worker process body: receive (gold, answers[, policy, forms]) checks, answer with a typed result
+"""Worker process body: (gold, answers[, policy, forms]) checks, answered with a typed result
 (:data:`verifiers.math.outcome.WorkerResult`). Main thread only."""
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ def check(gold: str, answers: tuple[str, ...], policy: Policy = DEFAULT_POLICY, 
         return CheckFailed(f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
-def main(conn, memory_bytes: int) -> None:
+def setup(memory_bytes: int):
+    """In a fresh worker: cap its address space; tasks are ``check``'s arguments as a tuple."""
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    while True:
-        try:
-            task = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        conn.send(check(*task))
+    return _check_task
+
+
+def _check_task(task: tuple) -> WorkerResult:
+    return check(*task)

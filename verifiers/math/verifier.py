@@ -39,7 +39,7 @@ from cohort.verifiers.math.compare import DECIMAL_COMMA_CHOICES, NeedSympy, Over
 from cohort.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer
 from cohort.verifiers.math.normalize import normalize
 from cohort.verifiers.math.outcome import BadReference, CheckFailed, Compared, TooLarge
-from cohort.verifiers.math.pool import WorkerPool, default_pool_size
+from cohort.verifiers.math.pool import default_pool_size, math_pool
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class MathVerifier:
     reference_kinds = ("answer",)
 
     def __init__(self, workers: int | None = None, memory_mb: int = 1536, cache_size: int = 100_000, start_method: str | None = None):
-        self.pool = WorkerPool(workers or default_pool_size(), memory_mb=memory_mb, start_method=start_method)
+        self.pool = math_pool(workers or default_pool_size(), memory_mb=memory_mb, start_method=start_method)
         self._fanout = ThreadPoolExecutor(max_workers=4 * self.pool.size, thread_name_prefix="math-check")
         self.cache = _LRU(cache_size)
         # Workers start in the background now, so the first request does not pay for it.

@@ -34,12 +34,6 @@ class OutputComparison(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTPUT_COMPARISON_UNSPECIFIED: _ClassVar[OutputComparison]
     OUTPUT_COMPARISON_EXACT: _ClassVar[OutputComparison]
     OUTPUT_COMPARISON_WHITESPACE: _ClassVar[OutputComparison]
-
-class ResultLayout(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = ()
-    RESULT_LAYOUT_UNSPECIFIED: _ClassVar[ResultLayout]
-    RESULT_LAYOUT_ROWS: _ClassVar[ResultLayout]
-    RESULT_LAYOUT_COLUMNS: _ClassVar[ResultLayout]
 ROLLOUT_STATUS_UNSPECIFIED: RolloutStatus
 ROLLOUT_STATUS_OK: RolloutStatus
 ROLLOUT_STATUS_INVALID_REFERENCE: RolloutStatus
@@ -56,9 +50,6 @@ VERDICT_RUNTIME_ERROR: Verdict
 OUTPUT_COMPARISON_UNSPECIFIED: OutputComparison
 OUTPUT_COMPARISON_EXACT: OutputComparison
 OUTPUT_COMPARISON_WHITESPACE: OutputComparison
-RESULT_LAYOUT_UNSPECIFIED: ResultLayout
-RESULT_LAYOUT_ROWS: ResultLayout
-RESULT_LAYOUT_COLUMNS: ResultLayout
 
 class Rollout(_message.Message):
     __slots__ = ("index", "completion", "truncated")
@@ -183,70 +174,30 @@ class StepReward(_message.Message):
     def __init__(self, end: _Optional[int] = ..., reward: _Optional[float] = ...) -> None: ...
 
 class VerifyGroupResponse(_message.Message):
-    __slots__ = ("group_id", "verifier", "verifier_version", "results", "verify_duration", "column_rows")
+    __slots__ = ("group_id", "verifier", "verifier_version", "results", "verify_duration")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     VERIFIER_FIELD_NUMBER: _ClassVar[int]
     VERIFIER_VERSION_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     VERIFY_DURATION_FIELD_NUMBER: _ClassVar[int]
-    COLUMN_ROWS_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     verifier: str
     verifier_version: str
     results: _containers.RepeatedCompositeFieldContainer[RolloutResult]
     verify_duration: _duration_pb2.Duration
-    column_rows: int
-    def __init__(self, group_id: _Optional[str] = ..., verifier: _Optional[str] = ..., verifier_version: _Optional[str] = ..., results: _Optional[_Iterable[_Union[RolloutResult, _Mapping]]] = ..., verify_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., column_rows: _Optional[int] = ...) -> None: ...
-
-class ResultColumns(_message.Message):
-    __slots__ = ("index", "status", "verdict", "reward", "detail", "verify_nanos", "component_counts", "component_names", "component_values", "flag_counts", "flags", "group", "step_counts", "step_ends", "step_rewards")
-    INDEX_FIELD_NUMBER: _ClassVar[int]
-    STATUS_FIELD_NUMBER: _ClassVar[int]
-    VERDICT_FIELD_NUMBER: _ClassVar[int]
-    REWARD_FIELD_NUMBER: _ClassVar[int]
-    DETAIL_FIELD_NUMBER: _ClassVar[int]
-    VERIFY_NANOS_FIELD_NUMBER: _ClassVar[int]
-    COMPONENT_COUNTS_FIELD_NUMBER: _ClassVar[int]
-    COMPONENT_NAMES_FIELD_NUMBER: _ClassVar[int]
-    COMPONENT_VALUES_FIELD_NUMBER: _ClassVar[int]
-    FLAG_COUNTS_FIELD_NUMBER: _ClassVar[int]
-    FLAGS_FIELD_NUMBER: _ClassVar[int]
-    GROUP_FIELD_NUMBER: _ClassVar[int]
-    STEP_COUNTS_FIELD_NUMBER: _ClassVar[int]
-    STEP_ENDS_FIELD_NUMBER: _ClassVar[int]
-    STEP_REWARDS_FIELD_NUMBER: _ClassVar[int]
-    index: _containers.RepeatedScalarFieldContainer[int]
-    status: _containers.RepeatedScalarFieldContainer[RolloutStatus]
-    verdict: _containers.RepeatedScalarFieldContainer[Verdict]
-    reward: _containers.RepeatedScalarFieldContainer[float]
-    detail: _containers.RepeatedScalarFieldContainer[str]
-    verify_nanos: _containers.RepeatedScalarFieldContainer[int]
-    component_counts: _containers.RepeatedScalarFieldContainer[int]
-    component_names: _containers.RepeatedScalarFieldContainer[str]
-    component_values: _containers.RepeatedScalarFieldContainer[float]
-    flag_counts: _containers.RepeatedScalarFieldContainer[int]
-    flags: _containers.RepeatedScalarFieldContainer[str]
-    group: _containers.RepeatedScalarFieldContainer[int]
-    step_counts: _containers.RepeatedScalarFieldContainer[int]
-    step_ends: _containers.RepeatedScalarFieldContainer[int]
-    step_rewards: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, index: _Optional[_Iterable[int]] = ..., status: _Optional[_Iterable[_Union[RolloutStatus, str]]] = ..., verdict: _Optional[_Iterable[_Union[Verdict, str]]] = ..., reward: _Optional[_Iterable[float]] = ..., detail: _Optional[_Iterable[str]] = ..., verify_nanos: _Optional[_Iterable[int]] = ..., component_counts: _Optional[_Iterable[int]] = ..., component_names: _Optional[_Iterable[str]] = ..., component_values: _Optional[_Iterable[float]] = ..., flag_counts: _Optional[_Iterable[int]] = ..., flags: _Optional[_Iterable[str]] = ..., group: _Optional[_Iterable[int]] = ..., step_counts: _Optional[_Iterable[int]] = ..., step_ends: _Optional[_Iterable[int]] = ..., step_rewards: _Optional[_Iterable[float]] = ...) -> None: ...
+    def __init__(self, group_id: _Optional[str] = ..., verifier: _Optional[str] = ..., verifier_version: _Optional[str] = ..., results: _Optional[_Iterable[_Union[RolloutResult, _Mapping]]] = ..., verify_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class BatchVerifyGroupsRequest(_message.Message):
-    __slots__ = ("requests", "result_layout")
+    __slots__ = ("requests",)
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
-    RESULT_LAYOUT_FIELD_NUMBER: _ClassVar[int]
     requests: _containers.RepeatedCompositeFieldContainer[VerifyGroupRequest]
-    result_layout: ResultLayout
-    def __init__(self, requests: _Optional[_Iterable[_Union[VerifyGroupRequest, _Mapping]]] = ..., result_layout: _Optional[_Union[ResultLayout, str]] = ...) -> None: ...
+    def __init__(self, requests: _Optional[_Iterable[_Union[VerifyGroupRequest, _Mapping]]] = ...) -> None: ...
 
 class BatchVerifyGroupsResponse(_message.Message):
-    __slots__ = ("responses", "columns")
+    __slots__ = ("responses",)
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
-    COLUMNS_FIELD_NUMBER: _ClassVar[int]
     responses: _containers.RepeatedCompositeFieldContainer[VerifyGroupResponse]
-    columns: ResultColumns
-    def __init__(self, responses: _Optional[_Iterable[_Union[VerifyGroupResponse, _Mapping]]] = ..., columns: _Optional[_Union[ResultColumns, _Mapping]] = ...) -> None: ...
+    def __init__(self, responses: _Optional[_Iterable[_Union[VerifyGroupResponse, _Mapping]]] = ...) -> None: ...
 
 class ListVerifiersRequest(_message.Message):
     __slots__ = ()

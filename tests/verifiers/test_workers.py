@@ -1,0 +1,141 @@
+"""The one killable worker pool (``verifiers/workers.py``), driven directly: real processes running the
+math verifier's worker body, on a thread and on an event loop. The math verifier's and the scoring
+processes' own tests (test_math_pool.py, test_scoring_procs.py) cover it through them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from cohort.verifiers.math import _worker
+from cohort.verifiers.workers import WorkerPool
+
+SLOW = ("\\sum_{k=1}^{n} \\frac{k^3}{(k+1)(k+2)}", ("\\sum_{j=1}^{n} \\frac{j^3}{(j+2)(j+1)}",))  # tens of seconds of SymPy
+QUICK = ("(x+1)^2", ("x^2+2x+1",))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return stat[0] != "Z"
+
+
+def _wait_idle(pool: WorkerPool, n: int, timeout: float = 60.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(pool.pids()) == n and pool._idle.qsize() == n:
+            return pool.pids()
+        time.sleep(0.05)
+    raise AssertionError(f"pool did not come back to {n} idle workers: {pool.pids()}")
+
+
+@pytest.fixture
+def pool():
+    p = WorkerPool(_worker.setup, (1536 << 20,), 1, start_method="spawn", name="test-worker")
+    p.start(ready_timeout_s=120)
+    yield p
+    p.close()
+
+
+def test_a_task_past_its_deadline_kills_its_worker_and_the_next_task_is_answered(pool):
+    (first,) = _wait_idle(pool, 1)
+    t0 = time.monotonic()
+    out = pool.run(SLOW, time.monotonic() + 0.5)
+    assert out.kind == "timeout" and time.monotonic() - t0 < 2.0
+    assert pool.restarts == 1
+    (second,) = _wait_idle(pool, 1)
+    assert second != first and not _alive(first)
+    ok = pool.run(QUICK, time.monotonic() + 60)
+    assert ok.kind == "ok" and ok.value[:2] == ("equal", True)
+
+
+def test_a_cancelled_call_on_the_event_loop_kills_its_worker(pool):
+    (first,) = _wait_idle(pool, 1)
+
+    async def cancel_after(seconds: float):
+        task = asyncio.ensure_future(pool.run_async(SLOW, time.monotonic() + 600))
+        await asyncio.sleep(seconds)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_after(0.5))
+    assert pool.restarts == 1
+    _wait_idle(pool, 1)
+    assert not _alive(first)
+    assert asyncio.run(pool.run_async(QUICK, time.monotonic() + 60)).value[:2] == ("equal", True)
+
+
+def test_a_worker_killed_mid_task_is_crashed_with_one_try(pool):
+    (first,) = _wait_idle(pool, 1)
+
+    async def run():
+        async def kill_soon():
+            await asyncio.sleep(0.5)
+            os.kill(first, signal.SIGKILL)
+
+        return (await asyncio.gather(pool.run_async(SLOW, time.monotonic() + 60), kill_soon()))[0]
+
+    out = asyncio.run(run())
+    assert out.kind == "crashed"  # one try (the default): the task is not run again
+    assert pool.restarts == 1
+    assert _wait_idle(pool, 1) != [first]
+
+
+def test_with_more_tries_a_task_whose_worker_died_runs_again():
+    retried = WorkerPool(_worker.setup, (1536 << 20,), 1, start_method="spawn", name="test-worker", attempts=3)
+    retried.start(ready_timeout_s=120)
+    try:
+        (victim,) = _wait_idle(retried, 1)
+        threading.Timer(0.5, os.kill, (victim, signal.SIGKILL)).start()
+        t0 = time.monotonic()
+        out = retried.run(SLOW, time.monotonic() + 4.0)
+        # killed at 0.5 s, run again on the replacement, which is killed at the deadline
+        assert out.kind == "timeout" and 3.5 < time.monotonic() - t0 < 6.0
+        assert retried.restarts == 2
+        (idle_victim,) = _wait_idle(retried, 1)
+        os.kill(idle_victim, signal.SIGKILL)
+        while _alive(idle_victim):
+            time.sleep(0.05)
+        ok = retried.run(QUICK, time.monotonic() + 60)  # found dead while idle: replaced, not counted as a try
+        assert ok.kind == "ok" and ok.value[:2] == ("equal", True) and retried.restarts == 3
+    finally:
+        retried.close()
+
+
+def test_a_setup_that_never_says_ready_fails_the_start():
+    p = WorkerPool(os._exit, (3,), 1, start_method="spawn", name="test-worker")
+    try:
+        with pytest.raises(RuntimeError, match="did not start"):
+            p.start(ready_timeout_s=60)
+    finally:
+        p.close()
+
+
+def test_fork_is_refused():
+    with pytest.raises(ValueError, match="fork"):
+        WorkerPool(_worker.setup, (0,), 1, start_method="fork")
+
+
+def test_event_loop_callers_queue_for_a_busy_worker_and_give_up_at_their_deadline(pool):
+    """One worker, three calls at once: two are served in turn, one waits past its deadline and times
+    out without a worker being killed; the pool ends with its worker idle."""
+    (only,) = _wait_idle(pool, 1)
+
+    async def three():
+        now = time.monotonic()
+        return await asyncio.gather(pool.run_async(QUICK, now + 60), pool.run_async(QUICK, now + 60),
+                                    pool.run_async(QUICK, now + 0.001))
+
+    first, second, late = asyncio.run(three())
+    assert first.kind == second.kind == "ok" and first.value[:2] == second.value[:2] == ("equal", True)
+    assert late.kind == "timeout" and "no worker free" in late.detail
+    assert pool.restarts == 0 and _wait_idle(pool, 1) == [only]

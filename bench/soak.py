@@ -297,18 +297,20 @@ async def soak(args: argparse.Namespace) -> dict:
         "alive": alive, "serving": serving,
         "resources": {name: {"start": s[0], "max": {k: max(x[k] for x in s) for k in ("rss_mb", "fds", "threads")},
                              "end": s[-1], "series": s} for name, s in samples.items()},
+        "phase_windows_s": {label: [round(t, 1) for t in window] for label, window in windows.items()},
         "rss_by_minute": {label: per_minute(samples, *window) for label, window in windows.items()},
     }
 
 
 def per_minute(samples: dict[str, list], t0: float, t1: float) -> dict[str, dict]:
-    """Each server's mean RSS (MiB) in each whole or partial minute of the window [t0, t1), and the growth
+    """Each server's mean RSS (MiB) in each whole minute of the window [t0, t1) (one bucket if it is shorter), and the growth
     from the first minute to the last (the issue's leak criterion: under 5% at 1x)."""
     out = {}
     for name, series in samples.items():
+        whole = max(1, int((t1 - t0) // 60))  # whole minutes only: a phase's last few seconds are not a minute
         minutes: dict[int, list[float]] = {}
         for x in series:
-            if t0 <= x["t"] < t1:
+            if t0 <= x["t"] < t1 and int((x["t"] - t0) // 60) < whole:
                 minutes.setdefault(int((x["t"] - t0) // 60), []).append(x["rss_mb"])
         means = [round(sum(v) / len(v), 1) for _, v in sorted(minutes.items())]
         growth = round(100 * (means[-1] - means[0]) / means[0], 2) if means else None

@@ -102,9 +102,9 @@ def row_of(result) -> list:
 def full_verdicts(cases: list[dict], timeout: float = 30.0) -> list[list | None]:
     """The worker's verdict for every case the cheap pass leaves to SymPy (None elsewhere); a case that times
     out or crashes is ``["pool", kind]`` (not a verdict: left out of the snapshot)."""
-    from cohort.verifiers.math.pool import WorkerPool
+    from cohort.verifiers.math.pool import math_pool
 
-    pool = WorkerPool(1, memory_mb=1536)
+    pool = math_pool(1, memory_mb=1536)
     pool.start()
     out: list[list | None] = []
     try:

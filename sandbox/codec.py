@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 
 MAX_DEPTH = 64
 FRAME_HEADER = 4
@@ -145,7 +144,3 @@ def unpack(body: bytes) -> dict:
     if type(message) is not dict:
         raise CodecError("frame is not an object")
     return message
-
-
-def is_finite_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

@@ -28,6 +28,14 @@ Standard modules the candidate imported under their own name (``import math``) a
 afresh by the judge from a fixed allow-list (``_zygote.JUDGE_MODULES``), so MBPP asserts such as
 ``math.isclose(area(2), 12.566)`` work; nothing of the candidate's module objects crosses.
 
+The output cap is enforced asynchronously: the host reads the pipes and then asks PID 1 to kill
+the candidate, so a call can still answer between the cap firing and the kill landing (a kill
+delayed by 10 ms let a flooding candidate pass one assert in 5 of 20 runs). A run in which any
+candidate process exceeded the cap is therefore void: every test fails with cause ``output``,
+whatever passed before the cap fired, so the verdict never depends on when the kill lands. It is
+decided after every candidate process has ended, from their final statuses. Time and memory limits
+stay per test: they end the call in progress, synchronously.
+
 Limitation: values must be plain data; a test that needs a candidate-defined class instance, or
 checks in-place mutation of an argument, fails (reported as a runtime error).
 """
@@ -47,6 +55,7 @@ from cohort.sandbox.executor import ExecResult, ExecStatus, SandboxError, Slot
 MAX_FRAME = 16 << 20
 SMALL_FRAME = 64 << 10
 READY_FRAME = 1 << 20  # the candidate's first frame (its function names) is parsed here: kept small
+OUTPUT_VOID = "output limit exceeded: the whole run is void, including tests that answered before the kill"
 Cause = Literal["", "assertion", "runtime", "timeout", "memory", "output"]
 
 
@@ -212,6 +221,7 @@ class _Candidate:
         self.modules: list[str] = []
         self.stdout = bytearray()
         self.stderr = bytearray()
+        self.over_output = False  # some process of this run exceeded the output cap: the run is void
 
     def start(self, deadline: float) -> tuple[str, Cause]:
         """Load the code; returns ("", "") or (load error, cause)."""
@@ -241,6 +251,7 @@ class _Candidate:
         run, self.run = self.run, None
         result = run.finish(kill=kill)
         if result is not None:  # a candidate restarted per test must not pile up output: one cap in all
+            self.over_output = self.over_output or result.status is ExecStatus.OUTPUT_LIMIT_EXCEEDED
             cap = self.limits.output_bytes
             self.stdout += result.stdout[: max(0, cap - len(self.stdout))]
             self.stderr += result.stderr[: max(0, cap - len(self.stderr))]
@@ -300,6 +311,8 @@ def run_tests(sandbox, code: str, spec: TestSpec, per_test_timeout_s: float, sto
                 outcomes = _judge(jslot, spec, candidate, per_test, stop_first, run_limits)
         finally:
             candidate.stop()
+    if candidate.over_output:  # every candidate process has ended: this is final, not a race
+        outcomes = [TestOutcome(False, "output", OUTPUT_VOID)] * spec.count
     return TestRun(tuple(outcomes), "", "", bytes(candidate.stdout), bytes(candidate.stderr),
                    time.monotonic() - started)
 

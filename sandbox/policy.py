@@ -85,7 +85,6 @@ import errno
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -313,7 +312,3 @@ def drop_root_argv(argv: list[str]) -> tuple[list[str], dict]:
 
 def running_as_root() -> bool:
     return os.geteuid() == 0
-
-
-def python_version_ok(interpreter: str) -> bool:
-    return sys.version_info >= (3, 9) and Path(interpreter).exists()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -284,8 +286,35 @@ class Learner:
             "policy/lr": lr,
         }
 
-    def skip(self) -> dict[str, float]:
-        """No row carries signal this round: no optimizer step, but the schedule advances."""
+    def update(self, batch: UpdateBatch, iterations: int) -> dict[str, float]:
+        """One round's ``iterations`` optimizer steps on its rows (the same rows each pass); the last
+        step's metrics. Without old log-probs the first pass runs on the sampling policy, so its
+        log-probs are pi_old for the later passes (what a no-grad forward would give). No row on any
+        rank: no update (:meth:`skip`)."""
+        if self.comm.max_int(batch.input_ids.shape[0]) == 0:
+            return self.skip(iterations)
+        for _ in range(iterations):
+            stats = self.step(batch)
+            if batch.old_logprobs is None:
+                batch = dataclasses.replace(batch, old_logprobs=self.last_logprobs)
+        return stats
+
+    @torch.no_grad()
+    def logprobs(self, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
+                 completion_len: int) -> Float[Tensor, "B T"]:
+        """The policy's no-grad log-probs of a batch, with the learner's forward and micro-batches."""
+        return batched_logprobs(self.policy, input_ids, attention_mask, completion_len, self.cfg.rollout.temperature,
+                                self.cfg.optim.micro_batch_size or self.cfg.batch_size, self.forward_cost, self.lean)
+
+    def skip(self, iterations: int = 1) -> dict[str, float]:
+        """No row carries signal this round: no optimizer step, but the schedule advances by the round's
+        ``iterations`` steps, so the learning rate stays a function of the round (as planned over
+        ``max_steps * num_iterations``) however many rounds are skipped. PyTorch warns when a scheduler's
+        first step comes before any optimizer step (the old call order, which lost the first value);
+        here that is the intent, so that one warning is silenced."""
         lr = self.scheduler.get_last_lr()[0]
-        self.scheduler.step()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)` before")
+            for _ in range(iterations):
+                self.scheduler.step()
         return {"policy/lr": lr}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cohort.trainer import dist_checkpoint
+from cohort.trainer import checkpoint
 from cohort.trainer.config import load_config
 from cohort.trainer.distributed import SINGLE, pad_rows, setup
 from cohort.trainer.learner import Learner, UpdateBatch
@@ -107,7 +107,7 @@ def test_two_rank_checkpoint_loads_into_one_process(launch):
     cfg = worker.config()
     policy, _ = build_policy(cfg.model)
     learner = Learner(policy, cfg)
-    shared, per_rank = dist_checkpoint.load(r["checkpoint"], policy, learner.optimizer)
+    shared, per_rank = checkpoint.load(r["checkpoint"], policy, learner.optimizer)
     expected = torch.load(out / parallel / "step1_full.pt", weights_only=False)
     assert shared["world_size"] == 2 and shared["step"] == 1 and per_rank is None
     assert shared["sampler_position"] == expected["sampler_position"]

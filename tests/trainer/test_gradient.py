@@ -245,8 +245,7 @@ def test_a_skipped_round_advances_the_schedule_by_its_passes_without_a_warning()
     ids, am, mask, width = padded_batch(tok, ["5", "12", "7", "45"])
     batch = UpdateBatch(ids, am, mask, torch.tensor([1.0, -0.5, 0.7, -1.2])[:, None].expand_as(mask), None, None)
     empty = UpdateBatch(ids[:0], am[:0], mask[:0], batch.advantages[:0], None, None)
-    skipped, trained = Learner(model, cfg), Learner(tiny_llama(TinyModel(hidden_size=32, intermediate_size=64,
-                                                                        num_hidden_layers=1, num_attention_heads=2), tok), cfg)
+    skipped, trained = Learner(model, cfg), Learner(setup()[2], cfg)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         before = {k: v.clone() for k, v in model.state_dict().items()}

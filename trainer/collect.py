@@ -30,13 +30,14 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from cohort.trainer import llama_forward
+from cohort.trainer import forward
 from cohort.trainer.advantages import group_advantages
 from cohort.trainer.config import TrainConfig
 from cohort.trainer.data import PromptSampler
-from cohort.trainer.distributed import Comm
+from cohort.trainer.distributed import SINGLE, Comm
 from cohort.trainer.is_correction import rollout_correction
-from cohort.trainer.learner import UpdateBatch, batched_logprobs
+from cohort.trainer.forward import batched_logprobs
+from cohort.trainer.learner import UpdateBatch
 from cohort.trainer.metrics import StepTimer
 from cohort.trainer.rollout import RolloutBatch, concat_batches
 from cohort.trainer.scoring import Scorer, Scores, merge_scores
@@ -115,13 +116,13 @@ class Sources:
 
 
 def reference_logprobs(reference: torch.nn.Module | None, cfg: TrainConfig) -> LogProbs | None:
-    """No-grad log-probs of the frozen reference: a plain local module on every rank (the lean forward
-    when it is a Llama), micro-batched like the policy."""
+    """No-grad log-probs of the frozen reference: a plain local module on every rank (so the CPU fast
+    path when it is a Llama), micro-batched like the policy."""
     if reference is None:
         return None
     return functools.partial(batched_logprobs, reference, temperature=cfg.rollout.temperature,
                              micro_batch=cfg.optim.micro_batch_size or cfg.batch_size,
-                             forward_cost=cfg.optim.micro_batch_cost_tokens, lean=llama_forward.supports(reference))
+                             forward_cost=cfg.optim.micro_batch_cost_tokens, forward=forward.choose(reference, SINGLE))
 
 
 def collect_round(src: Sources, comm: Comm, timer: StepTimer) -> Round:

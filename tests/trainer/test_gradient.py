@@ -136,7 +136,7 @@ def _bucket_cost(buckets, prompt, cost):
 
 def test_length_buckets_hand_computed():
     """8 rows, prompt width 6: one long completion gets a micro-batch of its own when a forward costs 20 tokens."""
-    from cohort.trainer.learner import length_buckets
+    from cohort.trainer.forward import length_buckets
 
     lengths = torch.tensor([3, 32, 2, 3, 2, 3, 2, 2])
 
@@ -156,7 +156,7 @@ def test_length_buckets_are_optimal_partitions():
     """Against brute force over every split of the sorted rows into runs of at most `cap`."""
     import itertools
 
-    from cohort.trainer.learner import length_buckets
+    from cohort.trainer.forward import length_buckets
 
     g = torch.Generator().manual_seed(0)
     for _ in range(40):

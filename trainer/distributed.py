@@ -104,6 +104,11 @@ class Comm:
     def close(self) -> None:
         pass
 
+    def say(self, message: str) -> None:
+        """A one-off line for the person running the job (rank 0 prints it)."""
+        if self.is_main:
+            print(message, flush=True)
+
 
 SINGLE = Comm()
 
@@ -232,15 +237,6 @@ def full_state_dict(model: torch.nn.Module, comm: Comm) -> dict[str, Tensor]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-
-
-def iter_full_parameters(model: torch.nn.Module) -> Iterator[tuple[str, Tensor]]:
-    """Stream the full weights parameter by parameter (a collective per sharded tensor; every rank
-    must iterate to the end): for pushing to a rollout engine without holding a second full copy."""
-    from torch.distributed.tensor import DTensor
-
-    for name, param in unwrap(model).named_parameters():
-        yield name, param.full_tensor() if isinstance(param, DTensor) else param.detach()
 
 
 def save_pretrained(model: torch.nn.Module, tokenizer: Any, folder: str | Path, comm: Comm) -> None:

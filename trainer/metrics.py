@@ -14,9 +14,12 @@ of the seed (the exact-resume test compares them).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,30 @@ TIMING_PREFIXES = ("time/", "throughput/", "verify/idle", "verify/latency")
 
 def deterministic(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if not k.startswith(TIMING_PREFIXES)}
+
+
+class StepTimer:
+    """Wall time of one step and of its named phases: ``with timer("generate"):`` adds to a phase."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] += time.perf_counter() - t
+
+    def record(self, run_start: float, tokens: float) -> dict[str, float]:
+        """The step's ``time/``, ``verify/idle`` and ``throughput/`` metrics (``tokens``: completion tokens)."""
+        now = time.perf_counter()
+        step_s, idle_s = now - self.start, self.seconds["verify_wait"]
+        return {"time/step_s": step_s, "time/elapsed_s": now - run_start, "time/generate_s": self.seconds["generate"],
+                "time/update_s": self.seconds["update"], "verify/idle_s": idle_s, "verify/idle_frac": idle_s / step_s,
+                "throughput/tokens_per_s": tokens / step_s}
 
 
 def _clock(seconds: float) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from cohort.trainer import dist_checkpoint
+from cohort.trainer import checkpoint
 from cohort.trainer.advantages import group_advantages
 from cohort.trainer.config import load_config
 from cohort.trainer.data import PromptSampler, arithmetic_task
@@ -177,13 +177,13 @@ class MiniRun:
         return records
 
     def save(self, out_dir: Path) -> Path:
-        return dist_checkpoint.save(out_dir, self.step, self.policy, self.learner.optimizer,
+        return checkpoint.save(out_dir, self.step, self.policy, self.learner.optimizer,
                                     {"scheduler": self.learner.scheduler.state_dict(),
                                      "sampler_position": self.sampler.position},
                                     {"engine": self.engine.state_dict()}, self.comm)
 
     def load(self, folder: Path) -> None:
-        shared, per_rank = dist_checkpoint.load(folder, self.policy, self.learner.optimizer, self.comm)
+        shared, per_rank = checkpoint.load(folder, self.policy, self.learner.optimizer, self.comm)
         self.learner.scheduler.load_state_dict(shared["scheduler"])
         self.sampler.position = shared["sampler_position"]
         self.engine.load_state_dict(per_rank["engine"])

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cohort.trainer import dist_checkpoint
+from cohort.rpc.launch import ServiceProcess
+from cohort.trainer import checkpoint
 from cohort.trainer.config import load_config
 from cohort.trainer.distributed import SINGLE, pad_rows, setup
 from cohort.trainer.learner import Learner, UpdateBatch
@@ -107,7 +108,7 @@ def test_two_rank_checkpoint_loads_into_one_process(launch):
     cfg = worker.config()
     policy, _ = build_policy(cfg.model)
     learner = Learner(policy, cfg)
-    shared, per_rank = dist_checkpoint.load(r["checkpoint"], policy, learner.optimizer)
+    shared, per_rank = checkpoint.load(r["checkpoint"], policy, learner.optimizer)
     expected = torch.load(out / parallel / "step1_full.pt", weights_only=False)
     assert shared["world_size"] == 2 and shared["step"] == 1 and per_rank is None
     assert shared["sampler_position"] == expected["sampler_position"]
@@ -210,3 +211,40 @@ def test_cohort_train_under_torchrun_resumes_exactly(tmp_path):
     a, b = load_file(straight / "final" / "model.safetensors"), load_file(resumed / "final" / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert (straight / "rank_1" / "metrics.jsonl").exists()  # rank 1 logs aside, never over rank 0's file
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_any_world_size_resumes_the_others_checkpoint(tmp_path):
+    """One output_dir, trained on alternately without and with a launcher: step 1 by a plain ``cohort train``,
+    step 2 by 2 ranks (DDP), step 3 by a plain run again. Each run resumes the previous one's checkpoint and
+    appends to its metrics; none restarts at step 0 (the defect: a plain run found no ``state.pt`` in a 2-rank
+    checkpoint, started over, truncated metrics.jsonl and wrote ``state.pt`` into the 2-rank folders)."""
+    cohort = str(Path(sys.executable).parent / "cohort")
+    with ServiceProcess(["arith"]) as arith:
+        common = [f'scoring.verifiers=[{{name: arith, endpoints: ["{arith.endpoint}"]}}]', "grpo.prompts_per_step=4",
+                  "grpo.num_generations=4", "run.progress=false", "run.tensorboard=false", "run.plot=false",
+                  "run.torch_threads=1", f"run.output_dir={tmp_path}"]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+
+        def plain(steps: int) -> str:
+            proc = subprocess.run([cohort, "train", *common, f"run.max_steps={steps}"], capture_output=True, text=True,
+                                  timeout=300, env=env, cwd=ROOT)
+            assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+            return proc.stdout
+
+        plain(1)
+        after_1 = (tmp_path / "metrics.jsonl").read_text().splitlines()
+        two = torchrun("--no-python", cohort, "train", "distributed.parallel=ddp", *common, "run.max_steps=2").stdout
+        after_2 = (tmp_path / "metrics.jsonl").read_text().splitlines()
+        third = plain(3)
+    assert f"resuming run {tmp_path} from step 1 of 2" in two
+    assert third.splitlines()[0].startswith(f"resuming run {tmp_path} from step 2 of 3")
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2, 3]
+    assert lines[:1] == after_1 and lines[:2] == after_2  # appended to, never truncated
+    folders = sorted((tmp_path / "checkpoints").iterdir())
+    assert [f.name for f in folders] == ["step_000001", "step_000002", "step_000003"]
+    assert [torch.load(f / "meta.pt", weights_only=False)["world_size"] for f in folders] == [1, 2, 1]
+    assert all((f / "COMPLETE").exists() for f in folders) and not list(tmp_path.rglob("state.pt"))
+

@@ -136,7 +136,7 @@ def _bucket_cost(buckets, prompt, cost):
 
 def test_length_buckets_hand_computed():
     """8 rows, prompt width 6: one long completion gets a micro-batch of its own when a forward costs 20 tokens."""
-    from cohort.trainer.learner import length_buckets
+    from cohort.trainer.forward import length_buckets
 
     lengths = torch.tensor([3, 32, 2, 3, 2, 3, 2, 2])
 
@@ -156,7 +156,7 @@ def test_length_buckets_are_optimal_partitions():
     """Against brute force over every split of the sorted rows into runs of at most `cap`."""
     import itertools
 
-    from cohort.trainer.learner import length_buckets
+    from cohort.trainer.forward import length_buckets
 
     g = torch.Generator().manual_seed(0)
     for _ in range(40):
@@ -214,3 +214,44 @@ def test_first_pass_logprobs_serve_as_pi_old_for_the_next_passes():
     for a, b in zip(model.parameters(), other.parameters()):
         assert torch.allclose(a, b, atol=1e-5)  # float rounding through two Adam steps of lr 1e-2
     assert not all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))
+
+
+def test_learner_update_runs_the_passes_with_first_pass_logprobs_as_pi_old():
+    """``Learner.update`` is the loop's call: the same weights as the passes written out above."""
+    import copy
+    import dataclasses
+
+    cfg, tok, model = setup(lr=1e-2, num_iterations=2)
+    ids, am, mask, width = padded_batch(tok, ["5", "12", "7", "45"])
+    other = copy.deepcopy(model)
+    batch = UpdateBatch(ids, am, mask, torch.tensor([1.0, -0.5, 0.7, -1.2])[:, None].expand_as(mask), None, None)
+    Learner(model, cfg).update(batch, 2)
+    by_hand = Learner(other, cfg)
+    by_hand.step(batch)
+    by_hand.step(dataclasses.replace(batch, old_logprobs=by_hand.last_logprobs))
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), other.parameters()))
+
+
+def test_a_skipped_round_advances_the_schedule_by_its_passes_without_a_warning():
+    """The learning rate is a function of the round: a round with no row in the loss moves the schedule as
+    far as a round of ``num_iterations`` optimizer steps (the old skip moved it one step, so decay lagged),
+    and PyTorch's "lr_scheduler.step() before optimizer.step()" warning, meant for the old call order, is
+    not raised by this deliberate skip."""
+    import warnings
+
+    cfg, tok, model = setup(lr=1e-2, num_iterations=2)
+    cfg = cfg.model_copy(update={"optim": cfg.optim.model_copy(update={"lr_scheduler_type": "linear"}),
+                                 "run": cfg.run.model_copy(update={"max_steps": 4})})
+    ids, am, mask, width = padded_batch(tok, ["5", "12", "7", "45"])
+    batch = UpdateBatch(ids, am, mask, torch.tensor([1.0, -0.5, 0.7, -1.2])[:, None].expand_as(mask), None, None)
+    empty = UpdateBatch(ids[:0], am[:0], mask[:0], batch.advantages[:0], None, None)
+    skipped, trained = Learner(model, cfg), Learner(setup()[2], cfg)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        assert skipped.update(empty, 2) == {"policy/lr": pytest.approx(1e-2)}
+    assert not [w for w in caught if "lr_scheduler.step()" in str(w.message)], [str(w.message) for w in caught]
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # no update
+    trained.update(batch, 2)
+    assert skipped.scheduler.last_epoch == trained.scheduler.last_epoch == 2
+    assert skipped.scheduler.get_last_lr() == trained.scheduler.get_last_lr() == [pytest.approx(0.75e-2)]  # 1 - 2/8

@@ -8,7 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from cohort.trainer import llama_forward
-from cohort.trainer.learner import token_logprobs
+from cohort.trainer.forward import lean_logprobs, token_logprobs
 
 
 def model(kv_heads: int, seed: int = 0) -> LlamaForCausalLM:
@@ -44,7 +44,7 @@ def test_lean_forward_matches_the_module(kv_heads):
     real = mask[:, -4:].bool()  # completion positions that exist
     lp_hf, ent_hf = token_logprobs(m, ids, mask, 4, with_entropy=True)
     grads_hf = torch.autograd.grad((lp_hf * real).sum(), list(m.parameters()))
-    lp, ent = token_logprobs(m, ids, mask, 4, with_entropy=True, lean=True)
+    lp, ent = lean_logprobs(m, ids, mask, 4, with_entropy=True)
     grads = torch.autograd.grad((lp * real).sum(), list(m.parameters()))
     assert torch.allclose(lp[real], lp_hf[real], atol=1e-5)
     assert torch.allclose(ent[real], ent_hf[real], atol=1e-5)
@@ -58,9 +58,9 @@ def test_temperature_divides_the_logits_in_both_paths():
     ids, mask = batch()
     real = mask[:, -4:].bool()
     with torch.no_grad():
-        hot, _ = token_logprobs(m, ids, mask, 4, temperature=0.7, lean=True)
+        hot, _ = lean_logprobs(m, ids, mask, 4, temperature=0.7)
         hf, _ = token_logprobs(m, ids, mask, 4, temperature=0.7)
-        plain, _ = token_logprobs(m, ids, mask, 4, lean=True)
+        plain, _ = lean_logprobs(m, ids, mask, 4)
     assert torch.allclose(hot[real], hf[real], atol=1e-5)
     assert not torch.allclose(hot[real], plain[real], atol=1e-3)
 

@@ -9,7 +9,8 @@ import itertools
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from cohort.trainer.learner import batched_logprobs, cheapest_runs, prompt_buckets, token_logprobs
+from cohort.trainer.forward import (LLAMA_CPU, MODULE, batched_logprobs, cheapest_runs, packed_logprobs, prompt_buckets,
+                                    token_logprobs)
 from cohort.trainer.packing import pack, prompt_groups
 
 
@@ -56,7 +57,7 @@ def test_packed_logprobs_and_gradients_equal_the_unpacked_rows():
     lp_ref, ent_ref = token_logprobs(m, ids, mask, 5, with_entropy=True)  # transformers, one row each
     weights = torch.randn(6, 5, generator=torch.Generator().manual_seed(0)) * valid
     grads_ref = torch.autograd.grad((lp_ref * weights).sum(), list(m.parameters()))
-    lp, ent = token_logprobs(m, ids, mask, 5, with_entropy=True, lean=True, packed=True)
+    lp, ent = packed_logprobs(m, ids, mask, 5, with_entropy=True)
     grads = torch.autograd.grad((lp * weights).sum(), list(m.parameters()))
     assert torch.allclose(lp[valid], lp_ref[valid], atol=1e-5)
     assert torch.allclose(ent[valid], ent_ref[valid], atol=1e-5)
@@ -72,7 +73,7 @@ def test_packed_batched_logprobs_equal_the_module():
     with torch.no_grad():
         want, _ = token_logprobs(m, ids, mask, 5)
     for micro, cost in ((6, 160), (3, 1), (2, 0)):
-        got = batched_logprobs(m, ids, mask, 5, 1.0, micro, cost, lean=True)
+        got = batched_logprobs(m, ids, mask, 5, 1.0, micro, cost, forward=LLAMA_CPU)
         assert torch.allclose(got[valid], want[valid], atol=1e-5), (micro, cost)
 
 
@@ -117,7 +118,6 @@ def test_cheapest_runs_against_brute_force_with_sizes():
 def test_long_groups_are_not_packed():
     """A group whose packed sequence would pass MAX_PACKED_TOKENS runs row by row (dense tree masks grow
     with the square of the length); shorter ones pack."""
-    from cohort.trainer.learner import micro_batches
     from cohort.trainer.packing import MAX_PACKED_TOKENS
 
     rows, width = 24, 30
@@ -125,9 +125,9 @@ def test_long_groups_are_not_packed():
     ids[:, :2] = torch.tensor([5, 17])  # one prompt, 24 completions of 30 tokens: 722 packed tokens
     mask = torch.ones_like(ids)
     assert 2 + rows * width > MAX_PACKED_TOKENS
-    buckets, packed = micro_batches(ids, mask, width, 8, 160, lean=True)
-    assert not packed and all(len(idx) <= 8 for idx, _ in buckets)
-    _, packed = micro_batches(ids[:8], mask[:8], width, 8, 160, lean=True)  # 242 tokens
-    assert packed
-    _, packed = micro_batches(ids[:8], mask[:8], width, 8, 160, lean=False)  # transformers module: never packed
-    assert not packed
+    buckets, run = LLAMA_CPU.plan(ids, mask, width, 8, 160)
+    assert run is not packed_logprobs and all(len(idx) <= 8 for idx, _ in buckets)
+    _, run = LLAMA_CPU.plan(ids[:8], mask[:8], width, 8, 160)  # 242 tokens
+    assert run is packed_logprobs
+    _, run = MODULE.plan(ids[:8], mask[:8], width, 8, 160)  # transformers module: never packed
+    assert run is not packed_logprobs

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cohort.rpc.launch import ServiceProcess
-from cohort.trainer import metrics
+from cohort.trainer import checkpoint, metrics
 from cohort.trainer.config import load_config
 from cohort.trainer.learner import Learner, UpdateBatch
 from cohort.trainer.models import build_policy
@@ -50,7 +50,7 @@ def test_short_run_writes_metrics_tensorboard_curve_and_model(tmp_path, arith):
     assert (tmp_path / "reward_curve.png").stat().st_size > 1000
     assert any((tmp_path / "tensorboard").iterdir())
     assert (tmp_path / "final" / "model.safetensors").exists()
-    assert (tmp_path / "checkpoints" / "step_000003" / "state.pt").exists()
+    assert checkpoint.latest(tmp_path) == tmp_path / "checkpoints" / "step_000003"  # complete, and the newest
 
 
 def test_resume_is_exact(tmp_path, arith):
@@ -63,9 +63,20 @@ def test_resume_is_exact(tmp_path, arith):
     b = [metrics.deterministic(r) for r in first + resumed]
     assert a == b  # bit-identical metrics (floats compared exactly)
     assert [metrics.deterministic(r) for r in metrics.read(tmp_path / "b" / "metrics.jsonl")] == a
-    wa = torch.load(tmp_path / "a" / "checkpoints" / "step_000004" / "state.pt", weights_only=False)["policy"]
-    wb = torch.load(tmp_path / "b" / "checkpoints" / "step_000004" / "state.pt", weights_only=False)["policy"]
+    wa = checkpoint_weights(tmp_path / "a", arith.endpoint, "step_000004")
+    wb = checkpoint_weights(tmp_path / "b", arith.endpoint, "step_000004")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def checkpoint_weights(run, endpoint: str, step: str) -> dict[str, torch.Tensor]:
+    """The policy weights saved in ``run``'s checkpoint ``step`` (loaded into a fresh tiny policy)."""
+    cfg = small_config(run, endpoint)
+    policy, _ = build_policy(cfg.model)
+    init = {k: v.clone() for k, v in policy.state_dict().items()}
+    checkpoint.load(run / "checkpoints" / step, policy, Learner(policy, cfg).optimizer)
+    weights = policy.state_dict()
+    assert any(not torch.equal(init[k], weights[k]) for k in init)  # the trained weights, not a fresh init
+    return weights
 
 
 def test_unreachable_verifier_masks_its_rollouts_and_the_update_ignores_them(tmp_path):

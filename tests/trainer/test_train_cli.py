@@ -142,3 +142,18 @@ def test_progress_lines_reach_a_redirected_stdout_while_training(tmp_path, arith
     lines = [line for line in log.read_text().splitlines() if line.startswith("step ")]
     assert [line.split()[1] for line in lines[:2]] == ["1/100000", "3/100000"], log.read_text()  # first, then every 2
     assert all(" reward " in line and " elapsed " in line and " eta " in line for line in lines)
+
+
+def test_a_checkpoint_in_the_old_layout_is_refused_in_one_line_not_skipped(tmp_path):
+    """A step folder of the older single-file layout is never passed over (that restarted the run at step 0,
+    truncating its metrics): the run stops before training, in one line, naming the way out."""
+    old = tmp_path / "checkpoints" / "step_000004"
+    old.mkdir(parents=True)
+    (old / "state.pt").write_bytes(b"")
+    (tmp_path / "metrics.jsonl").write_text('{"step": 4, "reward/mean": 0.5}\n')
+    r = train(*tiny(tmp_path, "127.0.0.1:1"))
+    assert r.exit_code == 1
+    assert r.output.splitlines() == [
+        f"error: {old} is a checkpoint in the old single-file layout (state.pt), which this version cannot "
+        "resume: run.resume=false starts afresh (deleting the old checkpoints), or choose another run.output_dir"]
+    assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 4, "reward/mean": 0.5}\n'  # untouched

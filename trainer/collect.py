@@ -1,0 +1,175 @@
+"""One round of experience: chunked generation, remote scoring, dynamic resampling, per-row tensors.
+
+:func:`collect_round` returns a :class:`Round`: this rank's rows, their scores, and, aligned with
+them row for row, every tensor the update needs per row: reference log-probs (beta > 0), and for an
+engine that reports its own sampling log-probs (vLLM) the old policy's log-probs and the
+importance-sampling weights (``trainer.is_correction``).
+
+1. **Per-row tensors travel with their rows.** The log-probs of a generation call are computed for
+   that call's rows and carried through every ``select`` and ``concat`` with them (:class:`Rows`),
+   so after dynamic resampling a kept row keeps its own values and a fresh row brings its own; no
+   tensor is indexed with row numbers of another batch. The IS weights and their metrics are a pure
+   function of each row's (old, rollout) log-probs, computed once on the final rows.
+2. **Overlap.** A call's prompts are generated in ``rollout.generation_chunks`` chunks and each chunk
+   goes to the verifiers as soon as it exists, so chunk k is scored while chunk k+1 is generated; the
+   call's reference and old-policy forwards run while its last chunks are scored. The learner waits
+   on the verifiers only in :func:`_wait` (timed as ``verify_wait``).
+3. **Dynamic sampling (DAPO)**, single process only (the config refuses it with ``parallel``): groups
+   without signal are replaced by groups of freshly drawn prompts, at most ``max_resample_rounds``
+   times; the round then has P groups again, the last draw's flat ones included if rounds ran out.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from cohort.trainer import forward
+from cohort.trainer.advantages import group_advantages
+from cohort.trainer.config import TrainConfig
+from cohort.trainer.data import PromptSampler
+from cohort.trainer.distributed import SINGLE, Comm
+from cohort.trainer.is_correction import rollout_correction
+from cohort.trainer.forward import batched_logprobs
+from cohort.trainer.learner import UpdateBatch
+from cohort.trainer.metrics import StepTimer
+from cohort.trainer.rollout import RolloutBatch, concat_batches
+from cohort.trainer.scoring import Scorer, Scores, merge_scores
+from cohort.verifiers.records import Task
+
+LogProbs = Callable[[Int[Tensor, "B L"], Int[Tensor, "B L"], int], Float[Tensor, "B T"]]
+"""(input_ids, attention_mask, completion_len) -> no-grad log-probs (B, T), 0 past each completion."""
+
+
+def _pad_right(x: Tensor | None, width: int) -> Tensor | None:
+    return None if x is None else torch.nn.functional.pad(x, (0, width - x.shape[1]))
+
+
+@dataclass
+class Rows:
+    """Generated rows with their per-row log-probs (all (b, T), right-padded with 0 like the completions)."""
+
+    batch: RolloutBatch
+    ref_logprobs: Float[Tensor, "b T"] | None = None
+    old_logprobs: Float[Tensor, "b T"] | None = None
+
+    def select(self, rows: list[int]) -> Rows:
+        idx = torch.tensor(rows, dtype=torch.long)
+        return Rows(self.batch.select(rows), *(None if x is None else x[idx] for x in (self.ref_logprobs,
+                                                                                      self.old_logprobs)))
+
+    @staticmethod
+    def concat(parts: list[Rows], pad_id: int) -> Rows:
+        batch = concat_batches([p.batch for p in parts], pad_id)
+        t = batch.completion_ids.shape[1]
+
+        def joined(name: str) -> Tensor | None:
+            values = [getattr(p, name) for p in parts]
+            return None if any(v is None for v in values) else torch.cat([_pad_right(v, t) for v in values])
+
+        return Rows(batch, joined("ref_logprobs"), joined("old_logprobs"))
+
+
+@dataclass
+class Round:
+    """This rank's rows of one step (b = P/world * G), prompt-major, and everything per row."""
+
+    batch: RolloutBatch
+    scores: Scores  # (p, G)
+    ref_logprobs: Float[Tensor, "b T"] | None  # beta > 0
+    old_logprobs: Float[Tensor, "b T"] | None  # engines that report log-probs; else the first pass's
+    is_weights: Float[Tensor, "b T"] | None  # the same engines, unless rollout.is_correction=none
+    is_metrics: dict[str, float]
+    resampled: int  # prompts drawn to replace groups without signal
+
+    def update_batch(self, rows: Int[Tensor, "n"], advantages: Float[Tensor, "b T"]) -> UpdateBatch:
+        """The rows ``rows`` (indices into this rank's b) as the learner's batch."""
+        b, t = self.batch, self.batch.completion_ids.shape[1]
+
+        def take(x: Tensor | None) -> Tensor | None:
+            return None if x is None else x[rows]
+
+        return UpdateBatch(b.input_ids[rows], b.attention_mask[rows], b.completion_mask[rows].bool(),
+                           advantages[rows, :t], take(self.old_logprobs), take(self.ref_logprobs),
+                           take(self.is_weights))
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What a round is made from (fixed for the run)."""
+
+    engine: Any  # a trainer.rollout.RolloutEngine
+    scorer: Scorer
+    examples: list[Task]
+    prompt_ids: list[list[int]]  # tokenised prompts, by example index
+    sampler: PromptSampler
+    cfg: TrainConfig
+    pad_id: int
+    ref_logprobs: LogProbs | None  # the frozen reference (None when beta = 0)
+    policy_logprobs: LogProbs  # the current policy, no grad
+
+
+def reference_logprobs(reference: torch.nn.Module | None, cfg: TrainConfig) -> LogProbs | None:
+    """No-grad log-probs of the frozen reference: a plain local module on every rank (so the CPU fast
+    path when it is a Llama), micro-batched like the policy."""
+    if reference is None:
+        return None
+    return functools.partial(batched_logprobs, reference, temperature=cfg.rollout.temperature,
+                             micro_batch=cfg.optim.micro_batch_size or cfg.batch_size,
+                             forward_cost=cfg.optim.micro_batch_cost_tokens, forward=forward.choose(reference, SINGLE))
+
+
+def collect_round(src: Sources, comm: Comm, timer: StepTimer) -> Round:
+    """Sample G completions for this rank's share of the next P prompts, score them, resample groups
+    without signal (``grpo.dynamic_sampling``), and attach every per-row tensor (module docstring)."""
+    cfg = src.cfg
+    rows, futures = _generate(src, comm.shard(src.sampler.next()), timer)
+    scores = _wait(futures, timer)
+    resampled = 0
+    for _ in range(cfg.grpo.max_resample_rounds if cfg.grpo.dynamic_sampling else 0):
+        informative = group_advantages(scores.rewards, scores.valid, cfg.grpo.scale_rewards).informative_groups
+        keep = informative.nonzero().squeeze(-1).tolist()
+        if len(keep) >= cfg.grpo.prompts_per_step:
+            break
+        idx = src.sampler.next(cfg.grpo.prompts_per_step - len(keep))
+        resampled += len(idx)
+        extra, futures = _generate(src, idx, timer)
+        g = cfg.grpo.num_generations
+        kept = rows.select([k * g + j for k in keep for j in range(g)])
+        rows = Rows.concat([kept, extra], src.pad_id) if keep else extra
+        scores = merge_scores([scores.select(keep), _wait(futures, timer)])
+    is_weights, is_metrics = rollout_correction(rows.old_logprobs, rows.batch.rollout_logprobs,
+                                                rows.batch.completion_mask.bool(), cfg.rollout.is_correction,
+                                                cfg.rollout.is_cap)
+    return Round(rows.batch, scores, rows.ref_logprobs, rows.old_logprobs, is_weights, is_metrics, resampled)
+
+
+def _generate(src: Sources, idx: list[int], timer: StepTimer) -> tuple[Rows, list]:
+    """Generate ``idx``'s groups chunk by chunk, submitting each for scoring at once; then, while the
+    verifiers work, the rows' reference and (engines that report log-probs) old-policy log-probs."""
+    g, chunks = src.cfg.grpo.num_generations, src.cfg.rollout.generation_chunks
+    size = -(-len(idx) // chunks)
+    parts, futures = [], []
+    for c in range(0, len(idx), size):
+        chunk = idx[c : c + size]
+        with timer("generate"):
+            part = src.engine.generate([src.prompt_ids[i] for i in chunk], g)
+        futures.append(src.scorer.submit([src.examples[i] for i in chunk], part.texts, part.truncated.tolist(), c))
+        parts.append(part)
+    batch = concat_batches(parts, src.pad_id)
+    input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
+    ref = None if src.ref_logprobs is None else src.ref_logprobs(input_ids, attention_mask, t)  # (b, T)
+    old = None if batch.rollout_logprobs is None else src.policy_logprobs(input_ids, attention_mask, t)  # (b, T)
+    return Rows(batch, ref, old), futures
+
+
+def _wait(futures: list, timer: StepTimer) -> Scores:
+    """The learner's only wait on the verifiers."""
+    with timer("verify_wait"):
+        return merge_scores([f.result() for f in futures])

@@ -1,0 +1,201 @@
+"""How the learner computes log-probs: one back-end per model, chosen once at start-up (:func:`choose`).
+
+Every back-end computes the same function: log pi(token) of the last T positions and, on request,
+the per-token entropy, exactly 0 past each completion's end (so no term of the loss there can
+overflow), with position ids that follow the attention mask (left padding), as in the rollout
+engine. They differ only in how they get the logits and cut a batch into micro-batches:
+
+- :data:`MODULE`: the transformers module's forward (any architecture; DDP and FSDP2 need it), rows
+  cut into micro-batches by completion length (:func:`length_buckets`).
+- :data:`LLAMA_CPU`: a plain Llama on the CPU in one process (``llama_forward.supports``): the same
+  function through ``trainer/llama_forward.py``, without the module's per-call overhead, with the rows
+  of one prompt packed into one sequence (``trainer/packing.py``) and, when forwards have a price
+  (``forward_cost > 0``), micro-batches of whole prompt groups (:func:`prompt_buckets`). A batch whose
+  packed sequences would pass ``packing.MAX_PACKED_TOKENS`` runs unpacked, row by row.
+
+A back-end's :meth:`~Forward.plan` returns the micro-batches and the log-prob function to run on each,
+so the learner never branches on which one it has. Equivalence tests against the module:
+``tests/trainer/test_llama_forward.py`` (lean) and ``tests/trainer/test_packing.py`` (packed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from cohort.trainer import llama_forward
+from cohort.trainer.distributed import Comm
+from cohort.trainer.llama_forward import llama_logits, logits_with_pattern
+from cohort.trainer.packing import MAX_PACKED_TOKENS, pack, packed_lengths
+
+LogProbsFn = Callable[..., tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]]
+"""(model, input_ids, attention_mask, completion_len, temperature=1.0, with_entropy=False) -> (log-probs, entropy)."""
+MicroBatches = list[tuple[Int[Tensor, "b"], int]]
+"""(row indices, completion width to keep) per micro-batch."""
+
+
+def _from_logits(logits: Float[Tensor, "B T V"], targets: Int[Tensor, "B T"], valid: Tensor, temperature: float,
+                 with_entropy: bool) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    logz = torch.logsumexp(logits, dim=-1)  # (B, T)
+    logprobs = logits.gather(-1, targets[..., None]).squeeze(-1) - logz  # (B, T)
+    logprobs = torch.where(valid, logprobs, torch.zeros_like(logprobs))
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            p = torch.softmax(logits, dim=-1)
+            entropy = torch.where(valid, logz - (p * logits).sum(-1), torch.zeros_like(logz))  # (B, T)
+    return logprobs, entropy
+
+
+def token_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
+                   completion_len: int, temperature: float = 1.0, with_entropy: bool = False
+                   ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
+    """The transformers module's log-probs of the last ``completion_len`` positions (and entropies)."""
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                   logits_to_keep=completion_len + 1, use_cache=False).logits  # (B, T+1, V)
+    return _from_logits(logits[:, :-1], input_ids[:, -completion_len:], attention_mask[:, -completion_len:].bool(),
+                        temperature, with_entropy)  # completions are right-padded
+
+
+def lean_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
+                  completion_len: int, temperature: float = 1.0, with_entropy: bool = False
+                  ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
+    """:func:`token_logprobs` through ``llama_forward`` (a plain Llama on the CPU)."""
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
+    logits = llama_logits(model, input_ids, attention_mask, positions, completion_len + 1)  # (B, T+1, V)
+    return _from_logits(logits[:, :-1], input_ids[:, -completion_len:], attention_mask[:, -completion_len:].bool(),
+                        temperature, with_entropy)
+
+
+def packed_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
+                    completion_len: int, temperature: float = 1.0, with_entropy: bool = False
+                    ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
+    """:func:`lean_logprobs` with the rows sharing a prompt forwarded as one sequence (``trainer.packing``)."""
+    pk = pack(input_ids, attention_mask, completion_len)
+    logits = logits_with_pattern(model, pk.input_ids, pk.position_ids, pk.attend)  # (R, N, V)
+    logits = logits.flatten(0, 1)[pk.source]  # (B, T, V) the logits that predict each completion token
+    return _from_logits(logits, pk.targets, pk.valid, temperature, with_entropy)
+
+
+def completion_lengths(attention_mask: Int[Tensor, "B L"], completion_len: int) -> Int[Tensor, "B"]:
+    return attention_mask[:, -completion_len:].sum(dim=1)  # completions are right-padded
+
+
+def cheapest_runs(widths: list[int], sizes: list[int], cap: int, cost: int) -> list[tuple[int, int]]:
+    """Split items sorted by non-increasing width into consecutive runs [start, end), each holding at most
+    ``cap`` in ``sizes`` (or one item), minimising sum over runs of ``cost + items * widths[start]`` (padded
+    tokens plus a fixed price per forward, in tokens). An exact dynamic programme, O(n * run length)."""
+    n = len(widths)
+    best = [0] * (n + 1)  # best[i]: cheapest cost of the first i items
+    cut = [0] * (n + 1)  # the run that ends at item i starts at cut[i]
+    for i in range(1, n + 1):
+        best[i], cut[i] = best[i - 1] + cost + widths[i - 1], i - 1
+        held = sizes[i - 1]
+        for j in range(i - 2, -1, -1):
+            held += sizes[j]
+            if held > cap:
+                break
+            c = best[j] + cost + (i - j) * widths[j]
+            if c <= best[i]:  # ties: the longer run (fewer forwards)
+                best[i], cut[i] = c, j
+    runs, i = [], n
+    while i:
+        runs.append((cut[i], i))
+        i = cut[i]
+    return runs[::-1]
+
+
+def length_buckets(lengths: Int[Tensor, "B"], micro_batch: int, prompt_width: int = 0,
+                   forward_cost: int = 0) -> list[tuple[Tensor, int]]:
+    """Micro-batches of rows with similar completion lengths: (row indices, completion width to keep).
+
+    Rows are taken longest first, and each micro-batch is cut to its own longest completion, so
+    short completions do not pay for the longest one's padding. Trailing columns that every row of a
+    micro-batch has as padding change nothing (causal attention, right padding): the same maths.
+
+    ``forward_cost == 0``: consecutive runs of ``micro_batch`` rows (a fixed count, whatever the lengths).
+    ``forward_cost > 0``: runs of at most ``micro_batch`` rows, cut where they minimise the padded tokens
+    forwarded, ``rows * (prompt_width + width)`` summed over micro-batches, plus ``forward_cost`` tokens
+    per micro-batch (the fixed price of one more forward/backward, in tokens): see ``cheapest_runs``.
+    One long completion then gets a short micro-batch of its own instead of padding 31 short ones.
+    """
+    order = torch.argsort(lengths, descending=True, stable=True)
+    if forward_cost <= 0:
+        return [(idx, max(int(lengths[idx].max()), 1)) for idx in order.split(micro_batch)]
+    widths = [prompt_width + max(int(x), 1) for x in lengths[order].tolist()]  # non-increasing
+    return [(order[j:i], widths[j] - prompt_width) for j, i in cheapest_runs(widths, [1] * len(widths),
+                                                                               micro_batch, forward_cost)]
+
+
+def prompt_buckets(input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
+                   micro_batch: int, forward_cost: int) -> list[tuple[Tensor, int]]:
+    """Micro-batches of whole prompt groups for the packed forward (``trainer.packing``): (row indices,
+    completion width to keep). Groups are sorted by packed length (prompt + their completions) and cut
+    by ``cheapest_runs`` with at most ``micro_batch`` rows per micro-batch (or one group)."""
+    groups, packed = packed_lengths(input_ids, attention_mask, completion_len)
+    comp = completion_lengths(attention_mask, completion_len).tolist()
+    order = sorted(range(len(groups)), key=lambda k: -packed[k])
+    runs = cheapest_runs([packed[k] for k in order], [len(groups[k]) for k in order], micro_batch, forward_cost)
+    buckets = []
+    for j, i in runs:
+        rows = torch.tensor([r for k in order[j:i] for r in groups[k]])
+        buckets.append((rows, max(max(comp[r] for r in rows.tolist()), 1)))
+    return buckets
+
+
+class Forward:
+    """The transformers module's forward, rows cut by completion length (any model, any world size)."""
+
+    name = "module"
+
+    def plan(self, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
+             micro_batch: int, forward_cost: int) -> tuple[MicroBatches, LogProbsFn]:
+        """The micro-batches of a batch (at most ``micro_batch`` rows each; see :func:`length_buckets`) and
+        the function that computes each one's log-probs."""
+        tp = input_ids.shape[1] - completion_len
+        lengths = completion_lengths(attention_mask, completion_len)
+        return length_buckets(lengths, micro_batch, tp, forward_cost), token_logprobs
+
+
+class LlamaCPUForward(Forward):
+    """A plain Llama on the CPU in one process: lean forward, rows packed by prompt (module docstring)."""
+
+    name = "llama_cpu"
+
+    def plan(self, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
+             micro_batch: int, forward_cost: int) -> tuple[MicroBatches, LogProbsFn]:
+        by_length, _ = super().plan(input_ids, attention_mask, completion_len, micro_batch, forward_cost)
+        if max(packed_lengths(input_ids, attention_mask, completion_len)[1], default=0) > MAX_PACKED_TOKENS:
+            return by_length, lean_logprobs  # dense tree masks grow with the square of the packed length
+        if forward_cost > 0:
+            return prompt_buckets(input_ids, attention_mask, completion_len, micro_batch, forward_cost), packed_logprobs
+        return by_length, packed_logprobs
+
+
+MODULE, LLAMA_CPU = Forward(), LlamaCPUForward()
+
+
+def choose(model: torch.nn.Module, comm: Comm) -> Forward:
+    """The back-end for ``model``: the CPU fast path for a plain Llama in one process, else the module's."""
+    return LLAMA_CPU if not comm.distributed and llama_forward.supports(model) else MODULE
+
+
+@torch.no_grad()
+def batched_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
+                     completion_len: int, temperature: float, micro_batch: int, forward_cost: int = 0,
+                     forward: Forward = MODULE) -> Float[Tensor, "B T"]:
+    """No-grad log-probs (B, T) in ``forward``'s micro-batches, 0 past each completion's end."""
+    tp = input_ids.shape[1] - completion_len
+    out = torch.zeros(input_ids.shape[0], completion_len)
+    buckets, logprobs_of = forward.plan(input_ids, attention_mask, completion_len, micro_batch, forward_cost)
+    for idx, width in buckets:
+        lp, _ = logprobs_of(model, input_ids[idx, : tp + width], attention_mask[idx, : tp + width], width, temperature)
+        out[idx, :width] = lp.float()
+    return out

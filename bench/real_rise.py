@@ -58,6 +58,8 @@ def evaluate(args: argparse.Namespace, model: str | None, seed: int, out: Path) 
            f"run.seed={seed}"]
     if model is not None:
         cmd += ["--model", model]
+    if args.limit is not None:
+        cmd += ["--limit", str(args.limit)]
     return run(cmd, out)
 
 
@@ -117,6 +119,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40, help="GRPO steps")
     ap.add_argument("--samples", type=int, default=8, help="completions per held-out row")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="sampling seeds of each evaluation")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N held-out rows")
     ap.add_argument("--batch-prompts", type=int, default=16)
     ap.add_argument("--out", default="runs/real-rise")
     ap.add_argument("--reuse", action="store_true", help="keep evaluations and the trained model found in --out")

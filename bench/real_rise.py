@@ -14,7 +14,7 @@ from the files left in ``--out``:
   (each row's pass rate after minus before), and the noise band: the largest gap between two seeds of
   one model.
 
-    .venv/bin/python bench/real_rise.py                        # examples/smollm2-add.yaml, 40 steps, seeds 0 1
+    .venv/bin/python bench/real_rise.py                        # examples/smollm2-add.yaml, 30 steps, seeds 0 1
     .venv/bin/python bench/real_rise.py --steps 20 --samples 4 --seeds 0
     .venv/bin/python bench/real_rise.py --reuse                # skip the evaluations and training already done in --out
 
@@ -116,7 +116,7 @@ def main() -> None:
     ap.add_argument("--config", default="examples/smollm2-add.yaml")
     ap.add_argument("--test", default="examples/data/add-mini/test.jsonl", help="held-out rows (JSONL)")
     ap.add_argument("--source-name", default="add-test")
-    ap.add_argument("--steps", type=int, default=40, help="GRPO steps")
+    ap.add_argument("--steps", type=int, default=30, help="GRPO steps")
     ap.add_argument("--samples", type=int, default=8, help="completions per held-out row")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="sampling seeds of each evaluation")
     ap.add_argument("--limit", type=int, default=None, help="only the first N held-out rows")

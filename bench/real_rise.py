@@ -9,7 +9,8 @@ from the files left in ``--out``:
 - per task source and evaluation: mean reward, pass@1 (fraction of rollouts that pass; the mean over rows
   of each row's pass rate), its standard error over rows, the truncated fraction, and the fraction of
   passing rollouts whose text does not contain the reference answer (a check against reward hacks such
-  as echoing the question's expression, which a math verifier may accept);
+  as echoing the question's expression, which a math verifier may accept), and pass@1 counting only the
+  passes that state the answer (rollouts pooled);
 - the rise: mean pass@1 after minus before (seeds pooled), with a *paired* standard error over rows
   (each row's pass rate after minus before), and the noise band: the largest gap between two seeds of
   one model.
@@ -97,6 +98,7 @@ def summary(rollouts: list[dict], gold: dict[str, str]) -> dict:
         "se": statistics.stdev(rates) / math.sqrt(len(rates)) if len(rates) > 1 else math.nan,
         "truncated": sum(r["truncated"] for r in rollouts) / len(rollouts) if rollouts else math.nan,
         "pass_without_answer_text": len(no_text) / len(passed) if passed else 0.0,
+        "pass@1_stated": (len(passed) - len(no_text)) / len(ok) if ok else math.nan,
     }
 
 
@@ -146,12 +148,12 @@ def main() -> None:
     print(f"\nheld-out rows: {args.test}, {args.samples} samples per row, sampling seeds {args.seeds}; "
           f"{args.steps} GRPO steps ({args.config})")
     print(f"{'model':8} {'seed':>4} {'source':12} {'rows':>4} {'usable':>6} {'reward':>7} {'pass@1':>7} {'+-se':>6} "
-          f"{'trunc':>6} {'pass w/o answer text':>20}")
+          f"{'trunc':>6} {'pass w/o answer text':>20} {'pass@1 stating it':>17}")
     for (kind, seed), rs in runs.items():
         for src in sources:
             s = summary([r for r in rs if (r["source"] or "-") == src], gold)
             print(f"{kind:8} {seed:>4} {src:12} {s['rows']:>4} {s['usable']:>6} {s['reward']:7.3f} {s['pass@1']:7.3f} "
-                  f"{s['se']:6.3f} {s['truncated']:6.2f} {s['pass_without_answer_text']:20.2f}")
+                  f"{s['se']:6.3f} {s['truncated']:6.2f} {s['pass_without_answer_text']:20.2f} {s['pass@1_stated']:17.3f}")
     for src in sources:
         pick = {k: [r for r in rs if (r["source"] or "-") == src] for k, rs in runs.items()}
         rise, se, n = paired_rise([pick["base", s] for s in args.seeds], [pick["trained", s] for s in args.seeds])

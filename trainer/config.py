@@ -115,6 +115,10 @@ class DataSource(_Section):
     verifiers: list[str | RowVerifier] | None = None
     """Verifiers for this source's rows that name none themselves (default: every configured verifier
     that accepts the row's reference kind)."""
+    weight: float | None = Field(None, gt=0)
+    """Sampling weight in training: this source's share of the prompts drawn is ``weight / sum(weights)``
+    (``trainer.data.mix_sources``: rows of the lighter sources repeat, none is dropped). Set it on every
+    source or on none (none: the sources' rows are simply concatenated). Evaluation ignores it."""
 
     @model_validator(mode="after")
     def _one_kind(self) -> DataSource:
@@ -144,6 +148,8 @@ class DataSection(_Section):
             raise ValueError("data: set exactly one of `path` (task rows), `arithmetic` (the embedded task) "
                              "or `sources` (several); over the embedded default's task: "
                              "data.arithmetic=null data.path=FILE")
+        if self.sources is not None and len({s.weight is None for s in self.sources}) > 1:
+            raise ValueError("data.sources: give every source a `weight`, or none (weights are relative shares)")
         if self.system_prompt is not None and self.chat_template == "off":
             raise ValueError("data.system_prompt needs the chat template (chat_template: auto or on)")
         return self

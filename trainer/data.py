@@ -127,17 +127,51 @@ def load_source(source: DataSource) -> list[Task]:
     return rows
 
 
-def load_examples(cfg: DataSection) -> list[Task]:
-    """Every source's rows, in order; a bad row raises ValueError naming its file and line."""
-    rows: list[Task] = []
+MAX_MIXED_ROWS = 1_000_000
+"""Weights so uneven that mixing would list more rows than this are a config error, not a slow start."""
+
+
+def mix_sources(per_source: list[list[Task]], weights: list[float]) -> list[Task]:
+    """The sources' rows in proportion to ``weights``, without dropping any row.
+
+    Each source is given ``round(weight * scale)`` places, ``scale = max(rows / weight)`` (the smallest
+    scale at which every source keeps all its rows), filled with its rows cycled in order. A uniform draw
+    over the result (the :class:`PromptSampler`, one epoch = one pass over it) then takes a source with
+    probability ``weight / sum(weights)`` (up to rounding of one row per source), and every row of a
+    source equally often.
+
+    >>> a, b = [Task.with_answer(f"a{i}", "1") for i in range(4)], [Task.with_answer("b", "1")]
+    >>> [t.prompt for t in mix_sources([a, b], [1.0, 1.0])]
+    ['a0', 'a1', 'a2', 'a3', 'b', 'b', 'b', 'b']
+    """
+    if len(per_source) != len(weights) or any(not w > 0 for w in weights):
+        raise ValueError(f"mix_sources: one positive weight per source, got {weights}")
+    nonempty = [(rows, w) for rows, w in zip(per_source, weights) if rows]
+    scale = max(len(rows) / w for rows, w in nonempty)
+    counts = [max(len(rows), round(w * scale)) for rows, w in nonempty]
+    if sum(counts) > MAX_MIXED_ROWS:
+        raise ValueError(f"data.sources weights {weights} would list {sum(counts)} rows (over {MAX_MIXED_ROWS}): "
+                         "give the small sources more rows or less uneven weights")
+    return [rows[i % len(rows)] for (rows, _), n in zip(nonempty, counts) for i in range(n)]
+
+
+def load_examples(cfg: DataSection, weighted: bool = True) -> list[Task]:
+    """Every source's rows, in order; a bad row raises ValueError naming its file and line.
+
+    With source weights (``data.sources[].weight``) and ``weighted`` (training), the rows are mixed by
+    :func:`mix_sources`; evaluation passes ``weighted=False`` to see each row once."""
+    per_source: list[list[Task]] = []
     for source in cfg.resolved_sources:
         try:
-            rows.extend(load_source(source))
+            per_source.append(load_source(source))
         except RecordError as exc:
             raise ValueError(f"data: {exc}") from None
-    if not rows:
+    if not any(per_source):
         raise ValueError("the dataset is empty")
-    return rows
+    weights = [s.weight for s in cfg.resolved_sources]
+    if weighted and all(w is not None for w in weights):
+        return mix_sources(per_source, weights)  # type: ignore[arg-type]
+    return [t for rows in per_source for t in rows]
 
 
 def read_jsonl(path: str | Path) -> list[Task]:

@@ -89,7 +89,7 @@ def evaluate(cfg: TrainConfig, endpoints: dict[str, list[str]], samples: int, k:
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     torch.manual_seed(cfg.run.seed)
-    tasks = load_examples(cfg.data)[:limit]
+    tasks = load_examples(cfg.data, weighted=False)[:limit]  # every row once: source weights are for training
     scorer = Scorer(cfg.scoring, endpoints)
     try:
         scorer.check(tasks)

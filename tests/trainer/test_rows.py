@@ -272,3 +272,47 @@ def test_cohort_verify_reads_the_same_rows_and_routes_them(tmp_path, math_and_co
     out = [json.loads(x) for x in r.stdout.splitlines()]
     assert [(x["group_id"], x["reward"], sorted(x["verifiers"])) for x in out] == [
         ("m", 1.0, ["math"]), ("m", 0.0, ["math"]), ("c", 2.0, ["code"]), ("c", 0.0, ["code"])]
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_source_weights_set_the_share_of_drawn_prompts_and_keep_every_row(tmp_path):
+    from collections import Counter
+
+    from cohort.trainer.data import PromptSampler
+
+    math_rows = _jsonl(tmp_path / "m.jsonl", [{"id": f"m{i}", "prompt": f"{i}+1=", "answer": i + 1} for i in range(9)])
+    code = {"asserts": ["assert f() == 1"]}
+    code_rows = _jsonl(tmp_path / "c.jsonl", [{"id": f"c{i}", "prompt": f"write f {i}", "code_tests": code}
+                                              for i in range(2)])
+    cfg = DataSection(sources=[DataSource(path=math_rows, name="math", weight=3.0),
+                               DataSource(path=code_rows, name="code", weight=1.0)])
+    rows = load_examples(cfg)
+    # scale = max(9/3, 2/1) = 3: math keeps its 9 rows, code gets 3 places (its 2 rows cycled)
+    assert [t.id for t in rows] == [f"m{i}" for i in range(9)] + ["c0", "c1", "c0"]
+    drawn = Counter(rows[i].source for i in PromptSampler(len(rows), 4, seed=0).next(len(rows) * 50))
+    assert drawn == {"math": 9 * 50, "code": 3 * 50}  # 3 : 1, every epoch
+    assert load_examples(cfg, weighted=False) == rows[:11]  # evaluation: each row once, in order
+    even = load_examples(DataSection(sources=[DataSource(path=math_rows, weight=1.0), DataSource(path=code_rows, weight=1.0)]))
+    assert Counter(t.id[0] for t in even) == {"m": 9, "c": 9}  # the small source repeats (c0 5x, c1 4x), none dropped
+    assert Counter(t.id for t in even if t.id[0] == "c") == {"c0": 5, "c1": 4}
+
+
+def test_source_weights_are_all_or_none_and_positive(tmp_path):
+    from pydantic import ValidationError
+
+    from cohort.trainer.data import mix_sources
+
+    rows = _jsonl(tmp_path / "m.jsonl", [{"prompt": "1+1=", "answer": 2}])
+    with pytest.raises(ValidationError, match="give every source a `weight`, or none"):
+        DataSection(sources=[DataSource(path=rows, weight=2.0), DataSource(path=rows)])
+    with pytest.raises(ValidationError, match="greater than 0"):
+        DataSource(path=rows, weight=0)
+    plain = load_examples(DataSection(sources=[DataSource(path=rows), DataSource(path=rows)]))
+    assert len(plain) == 2  # no weights: concatenated as before
+    one = Task.with_answer("x", "1")
+    with pytest.raises(ValueError, match="would list"):
+        mix_sources([[one] * 1000, [one]], [1.0, 1e6])

@@ -205,7 +205,12 @@ class VerifierSpec(_Section):
 class ScoringSection(_Section):
     verifiers: list[VerifierSpec] = Field(min_length=1)
     timeout_s: float = Field(30.0, gt=0)
+    """Seconds for one scoring call to a verifier, failover and retries included."""
     retries: int = Field(3, ge=0)
+    attempt_timeout_s: float | None = Field(None, gt=0)
+    """Seconds for one attempt on one replica. Unset: what is left of ``timeout_s`` split over the replicas
+    still to try (a frozen replica costs one share, not the whole call; with one replica, the whole call).
+    Set it when a verifier's batches legitimately take longer than that share."""
     local_services: bool = True
     """Start ``cohort serve`` on loopback for every verifier without endpoints."""
     record_path: str | None = None

@@ -88,7 +88,8 @@ class Scorer:
             raise ValueError(f"data: {exc}") from None
 
     async def _make_client(self, cls, verifiers):  # the channels belong to the scorer's loop
-        return cls(verifiers, timeout_s=self.cfg.timeout_s, retries=self.cfg.retries)
+        return cls(verifiers, timeout_s=self.cfg.timeout_s, retries=self.cfg.retries,
+                   attempt_timeout_s=self.cfg.attempt_timeout_s)
 
     def _run(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

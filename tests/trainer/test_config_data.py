@@ -59,3 +59,17 @@ def test_jsonl_errors_name_the_line(tmp_path):
     p.write_text('{"prompt": "1+1=", "answer": 2}\n{"prompt": "x"}\n')
     with pytest.raises(ValueError, match=r"d.jsonl:2"):
         read_jsonl(p)
+
+
+def test_attempt_timeout_reaches_the_client_policy():
+    """scoring.attempt_timeout_s is the retry policy's per-attempt timeout; unset keeps the split default."""
+    from cohort.verifiers.client import VerifierClient
+
+    assert load_config(None, []).scoring.attempt_timeout_s is None
+    cfg = load_config(None, ["scoring.attempt_timeout_s=12.5"])
+    assert cfg.scoring.attempt_timeout_s == 12.5
+    client = VerifierClient({"arith": ["127.0.0.1:1"]}, timeout_s=cfg.scoring.timeout_s,
+                            attempt_timeout_s=cfg.scoring.attempt_timeout_s)
+    assert client.policy.attempt_timeout_s == 12.5
+    with pytest.raises((ValidationError, ValueError)):
+        load_config(None, ["scoring.attempt_timeout_s=0"])

@@ -142,9 +142,11 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
             # 2. while the verifiers work: reference log-probs (beta > 0); the sampler's own log-probs
             #    (vLLM) are compared with a no-grad policy forward (importance-sampling correction)
+            t_logprobs = time.perf_counter()
             ref_logprobs = ref_logprobs_of(input_ids, attention_mask, t) if reference is not None else None
             need_old = batch.rollout_logprobs is not None
             old_logprobs = old_logprobs_of(input_ids, attention_mask, t) if need_old else None
+            logprobs_s = time.perf_counter() - t_logprobs
             is_weights, is_metrics = rollout_correction(old_logprobs, batch.rollout_logprobs,
                                                         batch.completion_mask.bool(), cfg.rollout.is_correction,
                                                         cfg.rollout.is_cap)
@@ -186,7 +188,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             step_s = time.perf_counter() - t_step
             record = round_metrics(everything, scores, adv, comm.sum_int(len(rows))) | step_stats | update | is_metrics | {
                 "time/step_s": step_s, "time/elapsed_s": time.perf_counter() - t_start,
-                "time/generate_s": gen_s, "time/update_s": update_s,
+                "time/generate_s": gen_s, "time/logprobs_s": logprobs_s, "time/update_s": update_s,
                 "verify/idle_s": idle_s, "verify/idle_frac": idle_s / step_s, "verify/latency_s": scores.latency_s,
                 "throughput/tokens_per_s": float(everything.completion_mask.sum()) / step_s,
             }

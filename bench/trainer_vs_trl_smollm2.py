@@ -74,14 +74,16 @@ def write_rows(path: Path, n: int) -> None:
                                   "answer": row["answer"].split("####")[-1].strip()}) + "\n")
 
 
-def timed(cmd: list[str], env: dict[str, str], log: Path) -> float:
-    """Run under /usr/bin/time -v; return the peak RSS in MiB."""
+def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float]:
+    """Run under /usr/bin/time -v; return the peak RSS in MiB and the CPU seconds (user + system, whole
+    process: loading included), a figure that other jobs on a shared machine disturb less than wall time."""
     with open(log, "w") as f:
         proc = subprocess.run(["/usr/bin/time", "-v", *cmd], stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     text = log.read_text()
     if proc.returncode != 0:
         raise SystemExit(f"`{' '.join(cmd)}` failed ({proc.returncode}); log {log}:\n{text[-4000:]}")
-    return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 1024
+    cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", text).group(1)) for k in ("User", "System"))
+    return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 1024, cpu
 
 
 # --------------------------------------------------------------------------------------------- TRL side
@@ -287,7 +289,7 @@ def run_pair(args, spec: dict, tmp: Path, tag: str, env: dict[str, str], peer: P
     spec_path = tmp / f"{tag}_trl_spec.json"
     spec_path.write_text(json.dumps({**spec, "out": str(tmp / f"{tag}_trl.json")}))
     t0 = time.time()
-    trl_rss = timed([str(peer), str(Path(__file__).resolve()), "--side", "trl", "--spec", str(spec_path)], env,
+    trl_rss, trl_cpu = timed([str(peer), str(Path(__file__).resolve()), "--side", "trl", "--spec", str(spec_path)], env,
                     tmp / f"{tag}_trl.log")
     trl = json.loads((tmp / f"{tag}_trl.json").read_text())
     print(f"{tag}: TRL done in {time.time() - t0:.0f} s", flush=True)
@@ -295,11 +297,11 @@ def run_pair(args, spec: dict, tmp: Path, tag: str, env: dict[str, str], peer: P
     cfg_path = tmp / f"{tag}_cohort.yaml"
     cfg_path.write_text(cohort_config(spec, out, trl["settings"]))
     t0 = time.time()
-    cohort_rss = timed([args.cohort_python, "-m", "cohort.cli", "train", "--config", str(cfg_path)], env,
+    cohort_rss, cohort_cpu = timed([args.cohort_python, "-m", "cohort.cli", "train", "--config", str(cfg_path)], env,
                        tmp / f"{tag}_cohort.log")
     print(f"{tag}: Cohort done in {time.time() - t0:.0f} s", flush=True)
-    return ({"rss_mib": trl_rss, "steps": trl["per_step"], "trl": trl},
-            {"rss_mib": cohort_rss, "steps": cohort_steps(out)})
+    return ({"rss_mib": trl_rss, "cpu_s": trl_cpu, "steps": trl["per_step"], "trl": trl},
+            {"rss_mib": cohort_rss, "cpu_s": cohort_cpu, "steps": cohort_steps(out)})
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -365,7 +367,8 @@ def print_report(args, results: list[tuple[dict, dict]], tmp: Path) -> dict:
     report = {"repeats": []}
     for i, (trl, ours) in enumerate(results):
         t, o = summary(trl["steps"], args.warmup), summary(ours["steps"], args.warmup)
-        report["repeats"].append({"trl": {**t, "rss_mib": trl["rss_mib"]}, "cohort": {**o, "rss_mib": ours["rss_mib"]}})
+        report["repeats"].append({"trl": {**t, "rss_mib": trl["rss_mib"], "cpu_s": trl["cpu_s"]},
+                                  "cohort": {**o, "rss_mib": ours["rss_mib"], "cpu_s": ours["cpu_s"]}})
         print(f"\nrepeat {i}")
         print(f"{'s/step (mean)':28}{'TRL 1.16':>10}{'Cohort':>10}{'Cohort/TRL':>12}")
         for key, label in (("generate_s", "  generation"), ("score_s", "  scoring (wait)"),
@@ -375,6 +378,8 @@ def print_report(args, results: list[tuple[dict, dict]], tmp: Path) -> dict:
             print(f"{label:28}{t[key]:10.2f}{o[key]:10.2f}{ratio:12.2f}" + ("   goal <= 0.6" if key == "wall_s" else ""))
         print(f"{'peak RSS MiB':28}{trl['rss_mib']:10.0f}{ours['rss_mib']:10.0f}{ours['rss_mib'] / trl['rss_mib']:12.2f}"
               "   goal <= 0.8")
+        print(f"{'process CPU s (all steps)':28}{trl['cpu_s']:10.0f}{ours['cpu_s']:10.0f}{ours['cpu_s'] / trl['cpu_s']:12.2f}"
+              "   (user + system, loading included)")
         print(f"{'completion tok/s (step)':28}{t['tok_per_s']:10.1f}{o['tok_per_s']:10.1f}{o['tok_per_s'] / t['tok_per_s']:12.2f}")
         print(f"{'completion tok/s (generate)':28}{t['tok_per_s_gen']:10.1f}{o['tok_per_s_gen']:10.1f}"
               f"{o['tok_per_s_gen'] / t['tok_per_s_gen']:12.2f}")

@@ -55,8 +55,10 @@ FORMAT_OPTIONS = {"think": "optional", "mode": "soft"}
 VERIFIERS = [("math", 1.0, {}), ("format", 0.2, FORMAT_OPTIONS)]
 DIFFERENCES = [
     "TRL use_bias_correction_kl=False (its default is True): both sides use the textbook k3 KL",
-    "Cohort optim.micro_batch_size=8 rows per forward/backward, cut by length and packed by prompt (TRL: "
-    "per_device_train_batch_size=8, gradient_accumulation_steps=4, same 32 completions per optimizer step)",
+    "Cohort optim.micro_batch_size={mb} rows (at most) per forward/backward, cut by length and packed by prompt "
+    "(TRL: per_device_train_batch_size={mb}, gradient_accumulation_steps={ga}: the same {b} completions per "
+    "optimizer step)",
+    "Cohort skips the update when no group has signal (all rewards of every group equal); TRL runs it",
     "TRL gradient_checkpointing=True (its default); Cohort has no activation checkpointing",
     "Cohort samples with its own KV-cached decoder (trainer/engines), TRL with transformers generate()",
 ]
@@ -363,7 +365,9 @@ def print_report(args, results: list[tuple[dict, dict]], tmp: Path) -> dict:
           f"steps {args.warmup + 1}-{args.warmup + args.steps} measured (means), {len(results)} repeat(s); logs in {tmp}")
     print("TRL settings (GRPOConfig defaults unless changed): " + json.dumps(trl0["settings"]))
     print("TRL changed from its defaults: " + json.dumps(trl0["changed_from_defaults"]))
-    print("differences between the sides: " + "; ".join(DIFFERENCES))
+    b = args.prompts_per_step * args.num_generations
+    print("differences between the sides: "
+          + "; ".join(d.format(mb=args.micro_batch, ga=b // args.micro_batch, b=b) for d in DIFFERENCES))
     report = {"repeats": []}
     for i, (trl, ours) in enumerate(results):
         t, o = summary(trl["steps"], args.warmup), summary(ours["steps"], args.warmup)

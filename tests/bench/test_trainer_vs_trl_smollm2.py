@@ -42,7 +42,9 @@ def test_one_step_of_each_side_reports_every_phase(tmp_path):
     for side in ("trl", "cohort"):
         s = rep[side]
         assert s["rss_mib"] > 500, (side, s)  # a 135M-parameter float32 model alone is 540 MB
-        assert s["generate_s"] > 0 and s["update_s"] > 0 and s["logprobs_s"] > 0, (side, s)
+        assert s["generate_s"] > 0 and s["logprobs_s"] > 0, (side, s)  # beta > 0: reference log-probs
+        # TRL always runs the update; Cohort skips it when no group has signal (likely at 8 tokens)
+        assert s["update_s"] > 0 if side == "trl" else s["update_s"] >= 0, (side, s)
         assert s["wall_s"] >= s["generate_s"] + s["update_s"], (side, s)
         assert 0 < s["tok_per_s"] and s["tok_per_s"] <= s["tok_per_s_gen"], (side, s)
         assert math.isfinite(s["reward_mean"]) and 0.0 <= s["reward_mean"] <= 1.2, (side, s)  # math 1 + format 0.2

@@ -22,6 +22,9 @@ Prints, per trainer: seconds per step (median of steps 3-20, step end to step en
 step 20 and the mean reward over steps 16-20, then the ratios Cohort / TRL.
 
     python bench/trainer_vs_trl.py [--repeats 2] [--num-iterations 1] [--workload ../shared/bench/trl_workload]
+
+``--model smollm2`` runs the real-model comparison instead (SmolLM2-135M-Instruct on GSM8K, per-phase
+times): ``bench/trainer_vs_trl_smollm2.py``, which takes the other arguments.
 """
 
 from __future__ import annotations
@@ -133,6 +136,15 @@ def measure_verifier_rss(env: dict[str, str]) -> float:
 
 
 def main() -> None:
+    if "--model" in sys.argv[1:]:  # --model tiny (this workload, the default) | smollm2 (the sibling script)
+        at = sys.argv.index("--model")
+        model, rest = sys.argv[at + 1], sys.argv[1:at] + sys.argv[at + 2 :]
+        if model == "smollm2":
+            sibling = Path(__file__).with_name("trainer_vs_trl_smollm2.py")
+            os.execv(sys.executable, [sys.executable, str(sibling), *rest])
+        if model != "tiny":
+            raise SystemExit(f"--model: tiny or smollm2, not {model!r}")
+        sys.argv[1:] = rest
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
     ap.add_argument("--repeats", type=int, default=2)

@@ -164,8 +164,9 @@ def _generate(src: Sources, idx: list[int], timer: StepTimer) -> tuple[Rows, lis
         parts.append(part)
     batch = concat_batches(parts, src.pad_id)
     input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
-    ref = None if src.ref_logprobs is None else src.ref_logprobs(input_ids, attention_mask, t)  # (b, T)
-    old = None if batch.rollout_logprobs is None else src.policy_logprobs(input_ids, attention_mask, t)  # (b, T)
+    with timer("logprobs"):
+        ref = None if src.ref_logprobs is None else src.ref_logprobs(input_ids, attention_mask, t)  # (b, T)
+        old = None if batch.rollout_logprobs is None else src.policy_logprobs(input_ids, attention_mask, t)  # (b, T)
     return Rows(batch, ref, old), futures
 
 

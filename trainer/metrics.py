@@ -50,7 +50,7 @@ class StepTimer:
         now = time.perf_counter()
         step_s, idle_s = now - self.start, self.seconds["verify_wait"]
         return {"time/step_s": step_s, "time/elapsed_s": now - run_start, "time/generate_s": self.seconds["generate"],
-                "time/update_s": self.seconds["update"], "verify/idle_s": idle_s, "verify/idle_frac": idle_s / step_s,
+                "time/logprobs_s": self.seconds["logprobs"], "time/update_s": self.seconds["update"], "verify/idle_s": idle_s, "verify/idle_frac": idle_s / step_s,
                 "throughput/tokens_per_s": tokens / step_s}
 
 

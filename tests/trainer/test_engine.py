@@ -47,6 +47,37 @@ def test_lean_decoder_matches_transformers_forward():
         assert torch.allclose(logits, hf[:, width - 1 + j], atol=1e-5), j
 
 
+def test_prompt_prefilled_once_then_copied_to_its_rows_equals_prefilling_every_row():
+    """generate() prefills each prompt once and copies its cache to its G rows (``keep`` with repeated
+    indices): the decode logits must equal those of a decoder that prefilled every row itself."""
+    model, tok = tiny()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    prompts = [tok("12+3=")["input_ids"], tok("4+4=")["input_ids"]]
+    width, g = max(map(len, prompts)), 3
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])  # (P, Tp) left padding
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cont = torch.randint(4, len(tok), (2 * g, 3), generator=torch.Generator().manual_seed(0))  # (B, 3)
+    cont[1, 0] = 4 if cont[0, 0] != 4 else 5  # rows 0 and 1 (one prompt) take different first tokens
+    with torch.no_grad():
+        shared = llama_decode.LlamaDecoder(model, 2, width + 3)
+        first_shared = shared.forward(ids, positions, mask).repeat_interleave(g, 0)
+        shared.keep(torch.arange(2).repeat_interleave(g))
+        every = llama_decode.LlamaDecoder(model, 2 * g, width + 3)
+        first_every = every.forward(ids.repeat_interleave(g, 0), positions.repeat_interleave(g, 0),
+                                    mask.repeat_interleave(g, 0))
+        assert torch.allclose(first_shared, first_every, atol=1e-6)
+        pos = positions[:, -1:].repeat_interleave(g, 0) + 1
+        for j in range(3):
+            a = shared.forward(cont[:, j : j + 1], pos, torch.ones_like(pos))
+            b = every.forward(cont[:, j : j + 1], pos, torch.ones_like(pos))
+            assert torch.allclose(a, b, atol=1e-6), j
+            assert not torch.allclose(a[0], a[1], atol=1e-3)  # rows of one prompt diverge once their tokens do
+            pos = pos + 1
+
+
 def test_generate_cuts_after_eos_and_reports_truncation():
     model, tok = tiny()
     engine = build_engine(RolloutSection(max_completion_length=6), model, tok, seed=3)

@@ -55,16 +55,17 @@ class TransformersEngine:
 
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], num_generations: int) -> RolloutBatch:
-        rows = [p for p in prompts for _ in range(num_generations)]  # prompt-major, B rows
-        b = len(rows)
-        tp = max(len(r) for r in rows)
-        prompt_ids = torch.full((b, tp), self.pad_id, dtype=torch.long)
-        prompt_mask = torch.zeros((b, tp), dtype=torch.long)
-        for i, r in enumerate(rows):
-            prompt_ids[i, tp - len(r) :] = torch.tensor(r)
-            prompt_mask[i, tp - len(r) :] = 1
-        prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
-        tokens = self._decode(prompt_ids, prompt_mask)  # (B, T) with pad after the stop token
+        p, tp = len(prompts), max(len(r) for r in prompts)
+        unique_ids = torch.full((p, tp), self.pad_id, dtype=torch.long)  # (P, Tp) left-padded
+        unique_mask = torch.zeros((p, tp), dtype=torch.long)
+        for i, r in enumerate(prompts):
+            unique_ids[i, tp - len(r) :] = torch.tensor(r)
+            unique_mask[i, tp - len(r) :] = 1
+        unique_ids, unique_mask = unique_ids.to(self.device), unique_mask.to(self.device)
+        # (B, Tp) prompt-major: row p*G + g is generation g of prompt p
+        prompt_ids = unique_ids.repeat_interleave(num_generations, dim=0)
+        prompt_mask = unique_mask.repeat_interleave(num_generations, dim=0)
+        tokens = self._decode(unique_ids, unique_mask, num_generations)  # (B, T) with pad after the stop token
         is_eos = torch.isin(tokens, self.stop_ids)  # (B, T)
         has_eos = is_eos.any(dim=1)
         first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), tokens.shape[1])
@@ -75,27 +76,32 @@ class TransformersEngine:
         return RolloutBatch(prompt_ids.cpu(), prompt_mask.cpu(), tokens.cpu(), completion_mask.cpu(),
                             (~has_eos).cpu(), texts)
 
-    def _decode(self, prompt_ids: Tensor, prompt_mask: Tensor) -> Tensor:
-        """Sample up to max_completion_length tokens per row (B, T); rows stop after their stop token."""
+    def _decode(self, prompt_ids: Tensor, prompt_mask: Tensor, num_generations: int) -> Tensor:
+        """Sample up to max_completion_length tokens for each of the P prompts (P, Tp) ``num_generations``
+        times: (B, T) prompt-major; rows stop after their stop token."""
         was_training = self.policy.training
         self.policy.eval()
         try:
             if llama_decode.supports(self.policy):
-                return self._decode_lean(prompt_ids, prompt_mask)
-            return self._decode_generic(prompt_ids, prompt_mask)
+                return self._decode_lean(prompt_ids, prompt_mask, num_generations)
+            g = num_generations
+            return self._decode_generic(prompt_ids.repeat_interleave(g, 0), prompt_mask.repeat_interleave(g, 0))
         finally:
             self.policy.train(was_training)
 
-    def _decode_lean(self, prompt_ids: Tensor, prompt_mask: Tensor) -> Tensor:
-        b, tp = prompt_ids.shape
-        max_new = self.cfg.max_completion_length
+    def _decode_lean(self, prompt_ids: Tensor, prompt_mask: Tensor, num_generations: int) -> Tensor:
+        """The prompts are prefilled once each, then their cache is copied to their G rows (the same keys
+        and values the G-times-repeated prefill computes, at 1/G of its cost)."""
+        p, tp = prompt_ids.shape
+        b, max_new = p * num_generations, self.cfg.max_completion_length
         out = torch.full((b, max_new), self.pad_id, dtype=torch.long, device=self.device)
-        decoder = llama_decode.LlamaDecoder(self.policy, b, tp + max_new)
+        decoder = llama_decode.LlamaDecoder(self.policy, p, tp + max_new)
         rows = torch.arange(b, device=self.device)  # batch row -> index into out
         done = torch.zeros(b, dtype=torch.bool, device=self.device)
-        positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
-        logits = decoder.forward(prompt_ids, positions, prompt_mask)
-        next_pos = positions[:, -1:] + 1
+        positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)  # (P, Tp)
+        logits = decoder.forward(prompt_ids, positions, prompt_mask).repeat_interleave(num_generations, 0)  # (B, V)
+        decoder.keep(torch.arange(p, device=self.device).repeat_interleave(num_generations))  # (B,) cache rows
+        next_pos = positions[:, -1:].repeat_interleave(num_generations, 0) + 1  # (B, 1)
         real = torch.ones_like(next_pos)  # (b, 1) every decoded token is attendable
         for t in range(max_new):
             token = sample_next(logits, self.cfg.temperature, self.cfg.top_p, self.generator)  # (b,)

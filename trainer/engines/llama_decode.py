@@ -74,7 +74,8 @@ class LlamaDecoder:
         self.length = 0
 
     def keep(self, rows: Tensor) -> None:
-        """Keep only ``rows`` (indices into the current batch)."""
+        """Keep only ``rows`` (indices into the current batch; a repeated index copies that row, e.g. a
+        prompt's cache to each of its G generations)."""
         self.k = [k.index_select(0, rows) for k in self.k]
         self.v = [v.index_select(0, rows) for v in self.v]
         self.key_mask = self.key_mask.index_select(0, rows)

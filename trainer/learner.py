@@ -143,6 +143,7 @@ class Learner:
             stats = self.step(batch)
             if batch.old_logprobs is None:
                 batch = dataclasses.replace(batch, old_logprobs=self.last_logprobs)
+        self.optimizer.zero_grad(set_to_none=True)  # free the round's gradients: they would live through the next generation
         return stats
 
     @torch.no_grad()

@@ -5,7 +5,9 @@ It is served like every verifier (``cohort serve arith``); the learner never sco
 
 Components (each 0 or 1), on the completion as decoded (special tokens dropped):
 
-- ``correct``: the **first** integer in the completion (regex ``-?\\d+``) equals the reference answer.
+- ``correct``: the **first** integer in the completion (regex ``-?\\d+``) equals the reference answer;
+  with the option ``pick=last``, the **last** one (for chat models that restate the question before the
+  answer: "The sum of 7 and 12 is 19."; an echoed expression such as "7 + 12" is not the answer).
 - ``bare``: the whole completion, whitespace-stripped, is one integer (``-?\\d+``); with the option
   ``require_eos=1``, a truncated completion (no EOS) never counts as bare.
 
@@ -46,6 +48,13 @@ def first_int(text: str) -> int | None:
     return int(m.group())
 
 
+def last_int(text: str) -> int | None:
+    found = INT_RE.findall(text)
+    if not found or len(found[-1]) > MAX_DIGITS:
+        return None
+    return int(found[-1])
+
+
 class ArithVerifier:
     name = "arith"
     version = "1.0.0"
@@ -56,6 +65,7 @@ class ArithVerifier:
         w_correct = float_option(group, "correct_weight", 1.0)
         w_format = float_option(group, "format_weight", 0.1)
         require_eos = option(group, "require_eos", "0", ("0", "1")) == "1"
+        pick = first_int if option(group, "pick", "first", ("first", "last")) == "first" else last_int
         raw = (group.reference.answer or "").strip()
         if not re.fullmatch(r"-?\d{1,64}", raw):
             detail = f"reference {raw[:40]!r} is not an integer"
@@ -63,10 +73,10 @@ class ArithVerifier:
         gold = int(raw)
         out = []
         for r in group.rollouts:
-            got = first_int(r.completion)
+            got = pick(r.completion)
             correct = float(got == gold)
             bare = float(INT_RE.fullmatch(r.completion.strip()) is not None and not (require_eos and r.truncated))
             verdict = Verdict.NO_ANSWER if got is None else Verdict.CORRECT if correct else Verdict.INCORRECT
             out.append(RolloutResult.ok(r.index, w_correct * correct + w_format * bare, verdict,
-                                        {"correct": correct, "bare": bare}, detail=f"first integer {got}"))
+                                        {"correct": correct, "bare": bare}, detail=f"{pick.__name__.split('_')[0]} integer {got}"))
         return out

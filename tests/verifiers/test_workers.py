@@ -13,6 +13,7 @@ import time
 import pytest
 
 from cohort.verifiers.math import _worker
+from cohort.verifiers.math.outcome import Compared
 from cohort.verifiers.workers import WorkerPool
 
 SLOW = ("\\sum_{k=1}^{n} \\frac{k^3}{(k+1)(k+2)}", ("\\sum_{j=1}^{n} \\frac{j^3}{(j+2)(j+1)}",))  # tens of seconds of SymPy
@@ -54,7 +55,7 @@ def test_a_task_past_its_deadline_kills_its_worker_and_the_next_task_is_answered
     (second,) = _wait_idle(pool, 1)
     assert second != first and not _alive(first)
     ok = pool.run(QUICK, time.monotonic() + 60)
-    assert ok.kind == "ok" and ok.value[:2] == ("equal", True)
+    assert ok.kind == "ok" and ok.value == Compared(True, ok.value.how)
 
 
 def test_a_cancelled_call_on_the_event_loop_kills_its_worker(pool):
@@ -71,7 +72,7 @@ def test_a_cancelled_call_on_the_event_loop_kills_its_worker(pool):
     assert pool.restarts == 1
     _wait_idle(pool, 1)
     assert not _alive(first)
-    assert asyncio.run(pool.run_async(QUICK, time.monotonic() + 60)).value[:2] == ("equal", True)
+    assert asyncio.run(pool.run_async(QUICK, time.monotonic() + 60)).value.equal is True
 
 
 def test_a_worker_killed_mid_task_is_crashed_with_one_try(pool):
@@ -106,7 +107,7 @@ def test_with_more_tries_a_task_whose_worker_died_runs_again():
         while _alive(idle_victim):
             time.sleep(0.05)
         ok = retried.run(QUICK, time.monotonic() + 60)  # found dead while idle: replaced, not counted as a try
-        assert ok.kind == "ok" and ok.value[:2] == ("equal", True) and retried.restarts == 3
+        assert ok.kind == "ok" and ok.value == Compared(True, ok.value.how) and retried.restarts == 3
     finally:
         retried.close()
 
@@ -136,6 +137,6 @@ def test_event_loop_callers_queue_for_a_busy_worker_and_give_up_at_their_deadlin
                                     pool.run_async(QUICK, now + 0.001))
 
     first, second, late = asyncio.run(three())
-    assert first.kind == second.kind == "ok" and first.value[:2] == second.value[:2] == ("equal", True)
+    assert first.kind == second.kind == "ok" and first.value.equal is second.value.equal is True
     assert late.kind == "timeout" and "no worker free" in late.detail
     assert pool.restarts == 0 and _wait_idle(pool, 1) == [only]

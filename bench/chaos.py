@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import json
 import logging
+import math
 import os
 import random
 import signal
@@ -328,15 +329,19 @@ def audit(out: Path, chunks: int, batch_size: int) -> dict:
         for g in b["groups"]:
             statuses.update(g["status"])
     recorded = sum(statuses.values())
-    curve = [round(r["reward/mean"], 4) for r in metrics]
+    # a step whose every rollout was masked has no reward (NaN in metrics.jsonl): None in the curve, and
+    # left out of the final mean, never counted as 0
+    curve = [round(r["reward/mean"], 4) if math.isfinite(r["reward/mean"]) else None for r in metrics]
+    tail = [c for c in curve[-10:] if c is not None]
     return {
         "steps": len(metrics), "generated": len(metrics) * batch_size, "recorded": recorded,
         "scored": statuses["OK"], "masked": {k: v for k, v in statuses.items() if k != "OK"},
         "masked_logged": round(sum(r["verify/unusable_frac"] for r in metrics) * batch_size),
         "lost": len(metrics) * batch_size - recorded, "steps_reward_not_ok_mean": mismatched_steps,
         "client": batches[-1]["client"] if batches else {},
-        "final_reward": round(statistics.fmean(curve[-10:]), 4) if curve else None,
-        "final_reward_std": round(statistics.pstdev(curve[-10:]), 4) if len(curve) > 1 else None,
+        "final_reward": round(statistics.fmean(tail), 4) if tail else None,
+        "final_reward_std": round(statistics.pstdev(tail), 4) if len(tail) > 1 else None,
+        "steps_all_masked": sum(c is None for c in curve),
         "curve": curve, "_batches": batches,
     }
 

@@ -47,6 +47,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 GSM8K = (ROOT / ".." / "shared" / "data" / "gsm8k" / "train.jsonl").resolve()
+if not GSM8K.exists():  # a clone without ../shared (a CI machine): the repository's own first 64 train rows
+    GSM8K = ROOT / "examples" / "data" / "gsm8k-mini" / "train.jsonl"
 PEER = ROOT / ".venv-peer"
 MODEL = "smollm2-135m-instruct"
 SYSTEM = "You are a concise assistant."

@@ -312,6 +312,10 @@ class OptimSection(_Section):
     ``micro_batch_size`` rows each. The gradient is the same either way (normalisers are computed over
     the whole batch), except under ``bnpo`` and with several ranks, which always use fixed micro-batches.
     160 is about one transformers forward/backward's fixed cost on a CPU; GPUs warrant more."""
+    gradient_checkpointing: bool = False
+    """Activation checkpointing in the update: keep only each decoder layer's input and recompute the layer
+    in the backward pass. Peak memory of a micro-batch falls from all layers' activations to about one
+    layer's, for about one more forward per micro-batch (TRL turns it on by default)."""
 
 
 class RunSection(_Section):

@@ -21,6 +21,7 @@ so the learner never branches on which one it has. Equivalence tests against the
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from jaxtyping import Float, Int
@@ -65,21 +66,22 @@ def token_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attent
 
 
 def lean_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
-                  completion_len: int, temperature: float = 1.0, with_entropy: bool = False
+                  completion_len: int, temperature: float = 1.0, with_entropy: bool = False, checkpoint: bool = False
                   ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
-    """:func:`token_logprobs` through ``llama_forward`` (a plain Llama on the CPU)."""
+    """:func:`token_logprobs` through ``llama_forward`` (a plain Llama on the CPU); ``checkpoint``: recompute
+    each layer in the backward pass (``llama_forward.logits_with_pattern``)."""
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
-    logits = llama_logits(model, input_ids, attention_mask, positions, completion_len + 1)  # (B, T+1, V)
+    logits = llama_logits(model, input_ids, attention_mask, positions, completion_len + 1, checkpoint)  # (B, T+1, V)
     return _from_logits(logits[:, :-1], input_ids[:, -completion_len:], attention_mask[:, -completion_len:].bool(),
                         temperature, with_entropy)
 
 
 def packed_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
-                    completion_len: int, temperature: float = 1.0, with_entropy: bool = False
+                    completion_len: int, temperature: float = 1.0, with_entropy: bool = False, checkpoint: bool = False
                     ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
     """:func:`lean_logprobs` with the rows sharing a prompt forwarded as one sequence (``trainer.packing``)."""
     pk = pack(input_ids, attention_mask, completion_len)
-    logits = logits_with_pattern(model, pk.input_ids, pk.position_ids, pk.attend)  # (R, N, V)
+    logits = logits_with_pattern(model, pk.input_ids, pk.position_ids, pk.attend, None, checkpoint)  # (R, N, V)
     logits = logits.flatten(0, 1)[pk.source]  # (B, T, V) the logits that predict each completion token
     return _from_logits(logits, pk.targets, pk.valid, temperature, with_entropy)
 
@@ -165,26 +167,40 @@ class Forward:
 
 
 class LlamaCPUForward(Forward):
-    """A plain Llama on the CPU in one process: lean forward, rows packed by prompt (module docstring)."""
+    """A plain Llama on the CPU in one process: lean forward, rows packed by prompt (module docstring).
+    ``checkpoint``: recompute each decoder layer in the backward pass instead of keeping its activations."""
 
     name = "llama_cpu"
+
+    def __init__(self, checkpoint: bool = False):
+        self.checkpoint = checkpoint
 
     def plan(self, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
              micro_batch: int, forward_cost: int) -> tuple[MicroBatches, LogProbsFn]:
         by_length, _ = super().plan(input_ids, attention_mask, completion_len, micro_batch, forward_cost)
+        lean, packed = (partial(f, checkpoint=True) if self.checkpoint else f for f in (lean_logprobs, packed_logprobs))
         if max(packed_lengths(input_ids, attention_mask, completion_len)[1], default=0) > MAX_PACKED_TOKENS:
-            return by_length, lean_logprobs  # dense tree masks grow with the square of the packed length
+            return by_length, lean  # dense tree masks grow with the square of the packed length
         if forward_cost > 0:
-            return prompt_buckets(input_ids, attention_mask, completion_len, micro_batch, forward_cost), packed_logprobs
-        return by_length, packed_logprobs
+            return prompt_buckets(input_ids, attention_mask, completion_len, micro_batch, forward_cost), packed
+        return by_length, packed
 
 
 MODULE, LLAMA_CPU = Forward(), LlamaCPUForward()
 
 
-def choose(model: torch.nn.Module, comm: Comm) -> Forward:
-    """The back-end for ``model``: the CPU fast path for a plain Llama in one process, else the module's."""
-    return LLAMA_CPU if not comm.distributed and llama_forward.supports(model) else MODULE
+def choose(model: torch.nn.Module, comm: Comm, checkpoint: bool = False) -> Forward:
+    """The back-end for ``model``: the CPU fast path for a plain Llama in one process, else the module's.
+    ``checkpoint`` (activation checkpointing: each decoder layer recomputed in the backward pass): the fast
+    path's own, or transformers' activation (gradient) checkpointing on the module."""
+    if not comm.distributed and llama_forward.supports(model):
+        return LlamaCPUForward(checkpoint) if checkpoint else LLAMA_CPU
+    if checkpoint:
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x names it so
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return MODULE
 
 
 @torch.no_grad()

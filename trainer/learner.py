@@ -79,7 +79,7 @@ class Learner:
         # micro-batch) and not across ranks (every rank must run the same number of forward/backward passes).
         fixed = cfg.grpo.loss_type == "bnpo" or comm.distributed
         self.forward_cost = 0 if fixed else cfg.optim.micro_batch_cost_tokens
-        self.forward = forward.choose(policy, comm)  # the CPU fast path, or the module (DDP/FSDP2 need it)
+        self.forward = forward.choose(policy, comm, cfg.optim.gradient_checkpointing)  # the CPU fast path, or the module
         self.last_logprobs: Tensor | None = None  # (B, T) log-probs of the last step's rows before its update
 
     def step(self, batch: UpdateBatch) -> dict[str, float]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
@@ -48,13 +49,14 @@ def llama_logits(
     attention_mask: Int[Tensor, "B L"],
     position_ids: Int[Tensor, "B L"],
     keep: int,
+    checkpoint: bool = False,
 ) -> Float[Tensor, "B K V"]:
     """Logits of the last ``keep`` positions, as ``model(..., logits_to_keep=keep).logits``."""
     n = input_ids.shape[1]
     pos = torch.arange(n, device=input_ids.device)
     causal = pos[None, :] <= pos[:, None]  # (L, L) query i sees keys j <= i
     attend = causal[None] & attention_mask.bool()[:, None, :]  # (B, L, L) and not padding
-    return logits_with_pattern(model, input_ids, position_ids, attend, keep)
+    return logits_with_pattern(model, input_ids, position_ids, attend, keep, checkpoint)
 
 
 def logits_with_pattern(
@@ -63,33 +65,45 @@ def logits_with_pattern(
     position_ids: Int[Tensor, "B L"],
     attend: Bool[Tensor, "B L L"],
     keep: int | None = None,
+    checkpoint: bool = False,
 ) -> Float[Tensor, "B K V"]:
     """The Llama forward with an explicit attention pattern (``attend[b, i, j]``: query i sees key j);
     logits of the last ``keep`` positions (all when None). A query that sees nothing attends to itself
-    (its output stays finite; such positions are padding, never attended to and never scored)."""
+    (its output stays finite; such positions are padding, never attended to and never scored).
+    ``checkpoint``: under autograd, keep only each layer's input and recompute the layer in the backward
+    pass (activation memory of one layer instead of all of them, for about one more forward)."""
     cfg, m = model.config, model.model
-    b, n = input_ids.shape
-    hq, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
-    d = getattr(cfg, "head_dim", None) or cfg.hidden_size // hq
-    eps = cfg.rms_norm_eps
+    n = input_ids.shape[1]
     h = F.embedding(input_ids, m.embed_tokens.weight, m.embed_tokens.padding_idx)  # (B, L, D); pad's row: no grad
     cos, sin = m.rotary_emb(h, position_ids)  # (B, L, d) each
     cos, sin = cos[:, None], sin[:, None]  # (B, 1, L, d) broadcast over heads
     attend = attend | torch.eye(n, dtype=torch.bool, device=input_ids.device)[None]
     mask = torch.zeros(attend.shape, dtype=h.dtype, device=h.device).masked_fill_(~attend, float("-inf"))[:, None]
     for layer in m.layers:
-        attn, mlp = layer.self_attn, layer.mlp
-        x = _rms(h, layer.input_layernorm.weight, eps)
-        q = F.linear(x, attn.q_proj.weight).view(b, n, hq, d).transpose(1, 2)  # (B, Hq, L, d)
-        k = F.linear(x, attn.k_proj.weight).view(b, n, hkv, d).transpose(1, 2)  # (B, Hkv, L, d)
-        v = F.linear(x, attn.v_proj.weight).view(b, n, hkv, d).transpose(1, 2)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=hkv != hq)  # (B, Hq, L, d)
-        h = h + F.linear(o.transpose(1, 2).reshape(b, n, hq * d), attn.o_proj.weight)
-        x = _rms(h, layer.post_attention_layernorm.weight, eps)
-        h = h + F.linear(F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight),
-                         mlp.down_proj.weight)  # SwiGLU, (B, L, I) inside
+        if checkpoint and torch.is_grad_enabled():  # keep only h; recompute the layer in the backward pass
+            h = torch.utils.checkpoint.checkpoint(_layer, layer, h, cos, sin, mask, cfg, use_reentrant=False)
+        else:
+            h = _layer(layer, h, cos, sin, mask, cfg)
     if keep is not None:
         h = h[:, -keep:]
-    return F.linear(_rms(h, m.norm.weight, eps), model.lm_head.weight)  # (B, K, V)
+    return F.linear(_rms(h, m.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)  # (B, K, V)
+
+
+def _layer(layer: torch.nn.Module, h: Float[Tensor, "B L D"], cos: Tensor, sin: Tensor,
+           mask: Float[Tensor, "B 1 L L"], cfg) -> Float[Tensor, "B L D"]:
+    """One decoder layer: attention (RoPE, GQA, additive mask) then SwiGLU, each with its residual."""
+    attn, mlp = layer.self_attn, layer.mlp
+    b, n = h.shape[:2]
+    hq, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
+    d = getattr(cfg, "head_dim", None) or cfg.hidden_size // hq
+    x = _rms(h, layer.input_layernorm.weight, cfg.rms_norm_eps)
+    q = F.linear(x, attn.q_proj.weight).view(b, n, hq, d).transpose(1, 2)  # (B, Hq, L, d)
+    k = F.linear(x, attn.k_proj.weight).view(b, n, hkv, d).transpose(1, 2)  # (B, Hkv, L, d)
+    v = F.linear(x, attn.v_proj.weight).view(b, n, hkv, d).transpose(1, 2)
+    q = q * cos + _rotate_half(q) * sin
+    k = k * cos + _rotate_half(k) * sin
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=hkv != hq)  # (B, Hq, L, d)
+    h = h + F.linear(o.transpose(1, 2).reshape(b, n, hq * d), attn.o_proj.weight)
+    x = _rms(h, layer.post_attention_layernorm.weight, cfg.rms_norm_eps)
+    return h + F.linear(F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight),
+                        mlp.down_proj.weight)  # SwiGLU, (B, L, I) inside

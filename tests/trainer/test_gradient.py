@@ -255,3 +255,34 @@ def test_a_skipped_round_advances_the_schedule_by_its_passes_without_a_warning()
     trained.update(batch, 2)
     assert skipped.scheduler.last_epoch == trained.scheduler.last_epoch == 2
     assert skipped.scheduler.get_last_lr() == trained.scheduler.get_last_lr() == [pytest.approx(0.75e-2)]  # 1 - 2/8
+
+
+@pytest.mark.parametrize("backend", ["llama_cpu", "module"])
+def test_gradient_checkpointing_gives_the_same_update(backend):
+    """optim.gradient_checkpointing recomputes each layer in the backward pass: the same gradients, on the
+    CPU fast path (its own per-layer checkpoint) and on the module (transformers' gradient checkpointing)."""
+    import copy
+
+    from transformers import LlamaForCausalLM
+
+    cfg, tok, _ = setup()
+    base = tiny_llama(TinyModel(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2), tok)
+    if backend == "module":  # a subclass is not a plain LlamaForCausalLM, so the learner takes the module's forward
+        cls = type("WrappedLlama", (LlamaForCausalLM,), {})
+        base = cls(base.config).eval()
+    ids, am, mask, width = padded_batch(tok, ["5", "1234567", "7", "45"])
+    adv = torch.tensor([1.0, -0.5, 0.7, -1.2])[:, None].expand(-1, width)
+    grads, used = {}, {}
+    for ckpt in (False, True):
+        model = copy.deepcopy(base)
+        c = cfg.model_copy(update={"optim": cfg.optim.model_copy(update={"micro_batch_size": 2, "max_grad_norm": 1e9,
+                                                                        "gradient_checkpointing": ckpt})})
+        learner = Learner(model, c)
+        used[ckpt] = (learner.forward.name, any(getattr(m, "gradient_checkpointing", False) for m in model.modules()))
+        learner.step(UpdateBatch(ids, am, mask, adv, None, None))
+        grads[ckpt] = [p.grad.clone() for p in model.parameters()]
+    assert used[False][0] == used[True][0] == backend
+    assert used[True][1] == (backend == "module") and not used[False][1]
+    assert any(g.abs().sum() > 0 for g in grads[False])
+    for a, b in zip(grads[False], grads[True]):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-5)

@@ -36,15 +36,16 @@ def batch():
     return ids, mask
 
 
+@pytest.mark.parametrize("checkpoint", [False, True])
 @pytest.mark.parametrize("kv_heads", [4, 2])
-def test_lean_forward_matches_the_module(kv_heads):
+def test_lean_forward_matches_the_module(kv_heads, checkpoint):
     m = model(kv_heads)
     assert llama_forward.supports(m)
     ids, mask = batch()
     real = mask[:, -4:].bool()  # completion positions that exist
     lp_hf, ent_hf = token_logprobs(m, ids, mask, 4, with_entropy=True)
     grads_hf = torch.autograd.grad((lp_hf * real).sum(), list(m.parameters()))
-    lp, ent = lean_logprobs(m, ids, mask, 4, with_entropy=True)
+    lp, ent = lean_logprobs(m, ids, mask, 4, with_entropy=True, checkpoint=checkpoint)
     grads = torch.autograd.grad((lp * real).sum(), list(m.parameters()))
     assert torch.allclose(lp[real], lp_hf[real], atol=1e-5)
     assert torch.allclose(ent[real], ent_hf[real], atol=1e-5)

@@ -18,6 +18,7 @@ from pathlib import Path
 import grpc
 
 from cohort.rpc.health import SERVING, health_services, health_status
+from cohort.rpc.runtime import PARENT_FD_ENV
 from cohort.rpc.tls import ClientTls
 
 __all__ = ["LocalServices", "ServiceError", "ServiceProcess", "health_services", "health_status"]
@@ -47,6 +48,7 @@ class ServiceProcess:
         self.port_file = Path(self._tmp.name) / "port"
         self.log_path = log_path or Path(self._tmp.name) / "server.log"
         self.proc: subprocess.Popen | None = None
+        self._lifeline: int | None = None  # the write end of the pipe the server watches
         self.requested_port = port
         self.port = 0
 
@@ -65,7 +67,11 @@ class ServiceProcess:
                "--port", str(self.requested_port),
                "--port-file", str(self.port_file), *self.extra_args]
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        self._cut_lifeline()  # a restart gets a fresh pipe
+        watch, self._lifeline = os.pipe()  # the server drains when this process is gone (runtime.PARENT_FD_ENV)
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     env={**self.env, PARENT_FD_ENV: str(watch)}, pass_fds=(watch,))
+        os.close(watch)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -111,7 +117,13 @@ class ServiceProcess:
         except ProcessLookupError:
             pass
         self._log.close()
+        self._cut_lifeline()
         return self.proc.returncode
+
+    def _cut_lifeline(self) -> None:
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
 
     def __enter__(self) -> ServiceProcess:
         return self.start()

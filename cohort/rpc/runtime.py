@@ -180,10 +180,20 @@ class GrpcRuntime:
         await self.server.stop(grace=max(0.0, deadline - time.monotonic()))
 
     async def serve_until_signal(self, on_stop: Callable[[], None] | None = None) -> None:
+        """Serve until SIGTERM/SIGINT, or until the launching process is gone (``PARENT_FD_ENV``), then drain."""
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        parent_fd = _parent_pipe()
+        if parent_fd is not None:  # readable = EOF: every holder of the write end has exited, however it died
+
+            def parent_gone() -> None:
+                log.warning("the process that launched this server is gone; draining")
+                loop.remove_reader(parent_fd)
+                stop.set()
+
+            loop.add_reader(parent_fd, parent_gone)
         waiter = asyncio.ensure_future(self.server.wait_for_termination())
         stopper = asyncio.ensure_future(stop.wait())
         await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -193,6 +203,25 @@ class GrpcRuntime:
         stopper.cancel()
         if on_stop is not None:
             on_stop()
+
+
+PARENT_FD_ENV = "COHORT_PARENT_FD"
+"""A server launched by another process (``cohort.rpc.launch``) gets the read end of a pipe whose write end
+only the launcher holds: when the launcher exits, even by SIGKILL, the pipe reads EOF and the server drains
+and stops instead of living on as an orphan."""
+
+
+def _parent_pipe() -> int | None:
+    value = os.environ.pop(PARENT_FD_ENV, None)  # popped: the server's own children do not watch it
+    if value is None:
+        return None
+    try:
+        fd = int(value)
+        os.fstat(fd)
+    except (ValueError, OSError):
+        log.warning("%s=%r is not an open file descriptor; not watching the parent", PARENT_FD_ENV, value)
+        return None
+    return fd
 
 
 class DecodeErrorIsInvalidArgument(grpc.aio.ServerInterceptor):

@@ -4,8 +4,8 @@
 Run as ``python bench/trainer_vs_trl.py --model smollm2`` (or this file directly). Both sides get:
 
 - the same model folder (``named_model_folder('smollm2-135m-instruct')``, float32) and tokenizer;
-- the same prompts: the first ``--rows`` GSM8K train rows (``../shared/data/gsm8k``), question plus
-  ``SUFFIX``, after the system prompt ``SYSTEM``, through the tokenizer's chat template (TRL gets the
+- the same prompts: the first ``--rows`` GSM8K train rows (``../shared/data/gsm8k``), a one-shot ``EXAMPLE``,
+  the question and ``SUFFIX``, after the system prompt ``SYSTEM``, through the tokenizer's chat template (TRL gets the
   conversation, Cohort renders it itself; the TRL side checks that the token ids are identical), in the
   same order (``torch.randperm(rows, seed 0)``, TRL's RepeatSampler and Cohort's PromptSampler);
 - G=8, 4 prompts a step (32 completions, one generation round and one optimizer step), at most 128
@@ -53,6 +53,11 @@ PEER = ROOT / ".venv-peer"
 MODEL = "smollm2-135m-instruct"
 SYSTEM = "You are a concise assistant."
 SUFFIX = "\nGive the final number inside <answer></answer>."
+EXAMPLE = ("Example question: What is fifteen more than a quarter of 48?\nExample solution: A quarter of 48 is 48 / 4 = 12. "
+           "Fifteen more is 12 + 15 = 27.\n<answer>27</answer>\n\nQuestion: ")
+"""A one-shot example before each question. Without it, SmolLM2-135M never wrote <answer> tags nor a right
+answer in 64 samples at temperature 1 (8 groups of 8, three prompt wordings), so every group had one reward, no
+signal, and Cohort skipped every update; with it, 2 of 4 probe groups had signal (from the format reward)."""
 FORMAT_OPTIONS = {"think": "optional", "mode": "soft"}
 VERIFIERS = [("math", 1.0, {}), ("format", 0.2, FORMAT_OPTIONS)]
 DIFFERENCES = [
@@ -61,20 +66,21 @@ DIFFERENCES = [
     "(TRL: per_device_train_batch_size={mb}, gradient_accumulation_steps={ga}: the same {b} completions per "
     "optimizer step)",
     "Cohort skips the update when no group has signal (all rewards of every group equal); TRL runs it",
-    "TRL gradient_checkpointing=True (its default); Cohort has no activation checkpointing",
+    "activation checkpointing: TRL gradient_checkpointing={trl_gc} (its default: True), Cohort "
+    "optim.gradient_checkpointing={cohort_gc}",
     "Cohort samples with its own KV-cached decoder (trainer/engines), TRL with transformers generate()",
 ]
 
 
 # --------------------------------------------------------------------------------------------- shared
 def write_rows(path: Path, n: int) -> None:
-    """The first n GSM8K train rows as task rows: prompt = question + SUFFIX, answer = text after ####."""
+    """The first n GSM8K train rows as task rows: prompt = EXAMPLE + question + SUFFIX, answer = text after ####."""
     with open(GSM8K) as src, open(path, "w") as out:
         for i, line in enumerate(src):
             if i == n:
                 break
             row = json.loads(line)
-            out.write(json.dumps({"id": f"gsm8k/{i}", "prompt": row["question"] + SUFFIX,
+            out.write(json.dumps({"id": f"gsm8k/{i}", "prompt": EXAMPLE + row["question"] + SUFFIX,
                                   "answer": row["answer"].split("####")[-1].strip()}) + "\n")
 
 
@@ -239,7 +245,8 @@ def cohort_config(spec: dict, out: Path, trl_settings: dict) -> str:
                     "max_completion_length": spec["max_completion_length"], "generation_chunks": 1},
         "optim": {"learning_rate": s["learning_rate"], "weight_decay": s["weight_decay"], "adam_beta1": s["adam_beta1"],
                   "adam_beta2": s["adam_beta2"], "adam_epsilon": s["adam_epsilon"], "max_grad_norm": s["max_grad_norm"],
-                  "lr_scheduler_type": s["lr_scheduler_type"], "micro_batch_size": spec["micro_batch"]},
+                  "lr_scheduler_type": s["lr_scheduler_type"], "micro_batch_size": spec["micro_batch"],
+                  "gradient_checkpointing": spec["cohort_gradient_checkpointing"]},
         "run": {"output_dir": str(out), "max_steps": spec["steps"], "seed": 0, "torch_threads": spec["threads"],
                 "resume": False, "tensorboard": False, "progress": False, "plot": False, "target_reward": None},
     }
@@ -253,7 +260,8 @@ def cohort_steps(out: Path) -> list[dict]:
         rows.append({"step": r["step"], "wall_s": r["time/elapsed_s"] - last, "generate_s": r["time/generate_s"],
                      "score_s": r["verify/idle_s"], "logprobs_s": r.get("time/logprobs_s", float("nan")),
                      "update_s": r["time/update_s"],
-                     "tokens": round(r["throughput/tokens_per_s"] * r["time/step_s"]), "reward": r["reward/mean"]})
+                     "tokens": round(r["throughput/tokens_per_s"] * r["time/step_s"]), "reward": r["reward/mean"],
+                     "updated": "loss/total" in r, "rows_in_loss": r.get("rollout/rows_in_loss")})  # a round with no signal in any group skips its update
         last = r["time/elapsed_s"]
     return rows
 
@@ -322,6 +330,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--micro-batch", type=int, default=8, help="rows per forward/backward (TRL's default is 8)")
     ap.add_argument("--rows", type=int, default=256, help="first N GSM8K train rows")
     ap.add_argument("--trl-gradient-checkpointing", choices=["on", "off"], default="on", help="TRL's default: on")
+    ap.add_argument("--cohort-gradient-checkpointing", choices=["on", "off"], default="on",
+                    help="Cohort's optim.gradient_checkpointing (its default is off; on here, as TRL's)")
     ap.add_argument("--cohort-python", default=sys.executable)
     ap.add_argument("--keep", type=Path, default=None, help="keep logs and results in this folder")
     ap.add_argument("--json", type=Path, default=None, help="write the summary here")
@@ -351,7 +361,8 @@ def main(argv: list[str] | None = None) -> dict:
         spec = {"model": model, "rows": str(rows_path), "endpoints": endpoints, "threads": args.threads,
                 "steps": total, "prompts_per_step": args.prompts_per_step, "num_generations": args.num_generations,
                 "max_completion_length": args.max_completion_length, "micro_batch": args.micro_batch,
-                "gradient_checkpointing": args.trl_gradient_checkpointing == "on", "cohort_prompt_ids": prompt_ids}
+                "gradient_checkpointing": args.trl_gradient_checkpointing == "on",
+                "cohort_gradient_checkpointing": args.cohort_gradient_checkpointing == "on", "cohort_prompt_ids": prompt_ids}
         for r in range(args.repeats):
             results.append(run_pair(args, spec, tmp, f"r{r}", env, peer))
     report = print_report(args, results, tmp)
@@ -369,7 +380,8 @@ def print_report(args, results: list[tuple[dict, dict]], tmp: Path) -> dict:
     print("TRL changed from its defaults: " + json.dumps(trl0["changed_from_defaults"]))
     b = args.prompts_per_step * args.num_generations
     print("differences between the sides: "
-          + "; ".join(d.format(mb=args.micro_batch, ga=b // args.micro_batch, b=b) for d in DIFFERENCES))
+          + "; ".join(d.format(mb=args.micro_batch, ga=b // args.micro_batch, b=b, trl_gc=args.trl_gradient_checkpointing == "on",
+                                cohort_gc=args.cohort_gradient_checkpointing == "on") for d in DIFFERENCES))
     report = {"repeats": []}
     for i, (trl, ours) in enumerate(results):
         t, o = summary(trl["steps"], args.warmup), summary(ours["steps"], args.warmup)
@@ -393,6 +405,10 @@ def print_report(args, results: list[tuple[dict, dict]], tmp: Path) -> dict:
         for name, side in (("TRL", trl), ("Cohort", ours)):
             print(f"  reward per step {name:7}" + " ".join(f"{r['reward']:.3f}" for r in side["steps"]))
             print(f"  tokens per step {name:7}" + " ".join(f"{r['tokens']}" for r in side["steps"]))
+        skipped = [r["step"] for r in ours["steps"] if not r["updated"]]
+        print(f"  Cohort steps without an update (no group with signal): {skipped or 'none'}")
+        print("  Cohort rows in the loss per step (groups without signal are left out; TRL keeps all "
+              f"{b}): " + " ".join(str(int(r["rows_in_loss"] or 0)) for r in ours["steps"]))
     return report
 
 

@@ -48,9 +48,11 @@ def _from_logits(logits: Float[Tensor, "B T V"], targets: Int[Tensor, "B T"], va
     logprobs = torch.where(valid, logprobs, torch.zeros_like(logprobs))
     entropy = None
     if with_entropy:
-        with torch.no_grad():
-            p = torch.softmax(logits, dim=-1)
-            entropy = torch.where(valid, logz - (p * logits).sum(-1), torch.zeros_like(logz))  # (B, T)
+        with torch.no_grad():  # row by row: two (T, V) temporaries instead of two (B, T, V)
+            mean_logit = torch.zeros(logz.shape, dtype=logits.dtype, device=logits.device)  # (B, T): E_p[logit]
+            for b, row in enumerate(logits.detach()):
+                mean_logit[b] = (torch.softmax(row, dim=-1) * row).sum(-1)
+            entropy = torch.where(valid, logz.detach() - mean_logit, torch.zeros_like(mean_logit))  # (B, T)
     return logprobs, entropy
 
 
@@ -81,8 +83,8 @@ def packed_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], atten
                     ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
     """:func:`lean_logprobs` with the rows sharing a prompt forwarded as one sequence (``trainer.packing``)."""
     pk = pack(input_ids, attention_mask, completion_len)
-    logits = logits_with_pattern(model, pk.input_ids, pk.position_ids, pk.attend, None, checkpoint)  # (R, N, V)
-    logits = logits.flatten(0, 1)[pk.source]  # (B, T, V) the logits that predict each completion token
+    # (B, T, V): only the logits that predict a completion token, not those of prompts or packing
+    logits = logits_with_pattern(model, pk.input_ids, pk.position_ids, pk.attend, None, checkpoint, pk.source)
     return _from_logits(logits, pk.targets, pk.valid, temperature, with_entropy)
 
 

@@ -66,12 +66,15 @@ def logits_with_pattern(
     attend: Bool[Tensor, "B L L"],
     keep: int | None = None,
     checkpoint: bool = False,
+    select: Int[Tensor, "B T"] | None = None,
 ) -> Float[Tensor, "B K V"]:
     """The Llama forward with an explicit attention pattern (``attend[b, i, j]``: query i sees key j);
     logits of the last ``keep`` positions (all when None). A query that sees nothing attends to itself
     (its output stays finite; such positions are padding, never attended to and never scored).
     ``checkpoint``: under autograd, keep only each layer's input and recompute the layer in the backward
-    pass (activation memory of one layer instead of all of them, for about one more forward)."""
+    pass (activation memory of one layer instead of all of them, for about one more forward).
+    ``select``: flat indices (row * L + position) of the positions to return logits for, (B', T') -> logits
+    (B', T', V), computed only there (the LM head's output is the largest tensor of a forward)."""
     cfg, m = model.config, model.model
     n = input_ids.shape[1]
     h = F.embedding(input_ids, m.embed_tokens.weight, m.embed_tokens.padding_idx)  # (B, L, D); pad's row: no grad
@@ -84,7 +87,9 @@ def logits_with_pattern(
             h = torch.utils.checkpoint.checkpoint(_layer, layer, h, cos, sin, mask, cfg, use_reentrant=False)
         else:
             h = _layer(layer, h, cos, sin, mask, cfg)
-    if keep is not None:
+    if select is not None:
+        h = h.flatten(0, 1)[select]  # (B', T', D)
+    elif keep is not None:
         h = h[:, -keep:]
     return F.linear(_rms(h, m.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)  # (B, K, V)
 

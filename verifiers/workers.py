@@ -11,7 +11,7 @@ noticed when its pipe closes. Either way a fresh worker takes its place in the b
 ``restarts`` counts it, so a pathological input costs one restart, never a hung thread. ``signal.alarm``
 is never used. Callers wait either on a thread (:meth:`WorkerPool.run`, for verifiers' thread pools)
 or on the event loop (:meth:`WorkerPool.run_async`, for the server: no thread hand-off per task, and
-a cancelled call kills its worker at once).
+a cancelled call kills its worker at once); both drive the same submit/retry/replace loop.
 
 Workers are started by ``forkserver`` (optionally with modules preloaded, so a replacement is ready
 in milliseconds) or ``spawn``; never by ``fork``, since a server process has gRPC threads. As with any
@@ -33,13 +33,15 @@ import multiprocessing as mp
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 
 _READY = "ready"
+_TAKE, _CALL = "take", "call"
+"""What :meth:`WorkerPool._steps` asks its driver for: an idle worker, or the task's reply from one."""
 
 
 @dataclass(frozen=True)
@@ -193,27 +195,64 @@ class WorkerPool:
             self.restarts += 1
         threading.Thread(target=lambda: (worker.kill(), self._add_worker()), daemon=True, name=f"{self._name}-restart").start()
 
+    # The submit/retry/replace loop exists once, in _steps; run and run_async only drive it, a thread
+    # blocking and the event loop awaiting (no thread hand-off per task there).
+
     def run(self, task: Any, deadline: float) -> PoolResult:
         """Run ``task`` in a worker on this thread; give up at ``deadline`` (``time.monotonic()``)."""
         self.start()
+        steps = self._steps()
+        try:
+            need, worker = next(steps)
+            while True:
+                try:
+                    reply = self._take_blocking(deadline) if need is _TAKE else worker.call(task, deadline)
+                except BaseException as exc:  # into the loop, which replaces the worker or lets it through
+                    need, worker = steps.throw(exc)
+                else:
+                    need, worker = steps.send(reply)
+        except StopIteration as done:
+            return done.value
+
+    async def run_async(self, task: Any, deadline: float) -> PoolResult:
+        """:meth:`run` on the event loop; a cancelled call kills its worker (then re-raises)."""
+        self.start()
+        steps = self._steps()
+        try:
+            need, worker = next(steps)
+            while True:
+                try:
+                    reply = await self._take(deadline) if need is _TAKE else await worker.call_async(task, deadline)
+                except BaseException as exc:  # into the loop, which replaces the worker or lets it through
+                    need, worker = steps.throw(exc)
+                else:
+                    need, worker = steps.send(reply)
+        except StopIteration as done:
+            return done.value
+
+    def _steps(self) -> Generator[tuple[str, _Worker | None], Any, PoolResult]:
+        """One task's way through the pool, without waiting itself: it yields ``(_TAKE, None)`` for an idle
+        worker (sent back; None when none was free before the deadline) and ``(_CALL, worker)`` for the
+        task's reply from that worker (sent back, or what the call raised thrown in), and returns the
+        outcome. A worker found dead is replaced without using up a try; one that dies during the task
+        is replaced and the task tried again, up to ``attempts``; one past the deadline is killed."""
         tries = 0
         while tries < self._attempts:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return PoolResult("timeout", detail="deadline passed before a worker was free")
-            try:
-                worker = self._idle.get(timeout=remaining)
-            except queue.Empty:
+            worker = yield _TAKE, None
+            if worker is None:
                 return PoolResult("timeout", detail="no worker free before the deadline")
             if not worker.process.is_alive():  # died while idle (killed, OOM killer)
                 self._replace(worker, "died while idle")
                 continue  # not a try: the task never reached it
             tries += 1
             try:
-                value = worker.call(task, deadline)
+                value = yield _CALL, worker
             except TimeoutError:
                 self._replace(worker, "ran past its deadline")
                 return PoolResult("timeout", detail="killed at the deadline")
+            except asyncio.CancelledError:
+                self._replace(worker, "had its call cancelled")
+                raise
             except (EOFError, OSError, RuntimeError) as exc:
                 self._replace(worker, f"died during a task ({exc!r})")
                 continue
@@ -221,31 +260,15 @@ class WorkerPool:
             return PoolResult("ok", value)
         return PoolResult("crashed", detail="the worker died during the task")
 
-    async def run_async(self, task: Any, deadline: float) -> PoolResult:
-        """:meth:`run` on the event loop; a cancelled call kills its worker (then re-raises)."""
-        self.start()
-        tries = 0
-        while tries < self._attempts:
-            worker = await self._take(deadline)
-            if worker is None:
-                return PoolResult("timeout", detail="no worker free before the deadline")
-            if not worker.process.is_alive():
-                self._replace(worker, "died while idle")
-                continue  # not a try: the task never reached it
-            tries += 1
-            try:
-                value = await worker.call_async(task, deadline)
-            except (TimeoutError, asyncio.CancelledError) as exc:
-                self._replace(worker, "ran past its deadline" if isinstance(exc, TimeoutError) else "had its call cancelled")
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                return PoolResult("timeout", detail="killed at the deadline")
-            except (EOFError, OSError, RuntimeError) as exc:
-                self._replace(worker, f"died during a task ({exc!r})")
-                continue
-            self._release(worker)
-            return PoolResult("ok", value)
-        return PoolResult("crashed", detail="the worker died during the task")
+    def _take_blocking(self, deadline: float) -> _Worker | None:
+        """An idle worker, waited for on this thread (None at the deadline)."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        try:
+            return self._idle.get(timeout=remaining)
+        except queue.Empty:
+            return None
 
     async def _take(self, deadline: float) -> _Worker | None:
         """An idle worker, waited for on the event loop (None at the deadline)."""

@@ -33,15 +33,13 @@ import multiprocessing as mp
 import queue
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 
 _READY = "ready"
-_TAKE, _CALL = "take", "call"
-"""What :meth:`WorkerPool._steps` asks its driver for: an idle worker, or the task's reply from one."""
 
 
 @dataclass(frozen=True)
@@ -195,50 +193,39 @@ class WorkerPool:
             self.restarts += 1
         threading.Thread(target=lambda: (worker.kill(), self._add_worker()), daemon=True, name=f"{self._name}-restart").start()
 
-    # The submit/retry/replace loop exists once, in _steps; run and run_async only drive it, a thread
-    # blocking and the event loop awaiting (no thread hand-off per task there).
-
     def run(self, task: Any, deadline: float) -> PoolResult:
         """Run ``task`` in a worker on this thread; give up at ``deadline`` (``time.monotonic()``)."""
         self.start()
-        steps = self._steps()
+
+        # The same loop as run_async, waiting by blocking this thread: nothing it awaits ever suspends,
+        # so the coroutine runs to its end within the one send() (no event loop involved).
+        async def take() -> _Worker | None:
+            return self._take_blocking(deadline)
+
+        async def call(worker: _Worker) -> Any:
+            return worker.call(task, deadline)
+
+        attempt = self._attempt(take, call)
         try:
-            need, worker = next(steps)
-            while True:
-                try:
-                    reply = self._take_blocking(deadline) if need is _TAKE else worker.call(task, deadline)
-                except BaseException as exc:  # into the loop, which replaces the worker or lets it through
-                    need, worker = steps.throw(exc)
-                else:
-                    need, worker = steps.send(reply)
+            attempt.send(None)
         except StopIteration as done:
             return done.value
+        attempt.close()
+        raise RuntimeError("the blocking attempt loop suspended")  # never: see above
 
     async def run_async(self, task: Any, deadline: float) -> PoolResult:
         """:meth:`run` on the event loop; a cancelled call kills its worker (then re-raises)."""
         self.start()
-        steps = self._steps()
-        try:
-            need, worker = next(steps)
-            while True:
-                try:
-                    reply = await self._take(deadline) if need is _TAKE else await worker.call_async(task, deadline)
-                except BaseException as exc:  # into the loop, which replaces the worker or lets it through
-                    need, worker = steps.throw(exc)
-                else:
-                    need, worker = steps.send(reply)
-        except StopIteration as done:
-            return done.value
+        return await self._attempt(lambda: self._take(deadline), lambda worker: worker.call_async(task, deadline))
 
-    def _steps(self) -> Generator[tuple[str, _Worker | None], Any, PoolResult]:
-        """One task's way through the pool, without waiting itself: it yields ``(_TAKE, None)`` for an idle
-        worker (sent back; None when none was free before the deadline) and ``(_CALL, worker)`` for the
-        task's reply from that worker (sent back, or what the call raised thrown in), and returns the
-        outcome. A worker found dead is replaced without using up a try; one that dies during the task
-        is replaced and the task tried again, up to ``attempts``; one past the deadline is killed."""
+    async def _attempt(self, take: Callable[[], Awaitable[_Worker | None]], call: Callable[[_Worker], Awaitable[Any]]) -> PoolResult:
+        """The submit/retry/replace loop of :meth:`run` and :meth:`run_async`, written once: ``take`` waits
+        for an idle worker (None: none free before the deadline), ``call`` for the task's reply from it.
+        A worker found dead is replaced without using up a try; one that dies during the task is
+        replaced and the task tried again, up to ``attempts``; one past the deadline is killed."""
         tries = 0
         while tries < self._attempts:
-            worker = yield _TAKE, None
+            worker = await take()
             if worker is None:
                 return PoolResult("timeout", detail="no worker free before the deadline")
             if not worker.process.is_alive():  # died while idle (killed, OOM killer)
@@ -246,7 +233,7 @@ class WorkerPool:
                 continue  # not a try: the task never reached it
             tries += 1
             try:
-                value = yield _CALL, worker
+                value = await call(worker)
             except TimeoutError:
                 self._replace(worker, "ran past its deadline")
                 return PoolResult("timeout", detail="killed at the deadline")

@@ -8,7 +8,16 @@ from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from cohort.verifiers.base import RolloutResult
+from cohort.verifiers.base import GroupResult, RolloutResult
+
+Counts = list[tuple[str, str, str, int]]
+"""(verifier, status, verdict, rollouts) rows: what a scoring process tells the server's metrics."""
+
+
+def count_results(groups: Sequence[GroupResult]) -> Counts:
+    """Rollouts by verifier, status and verdict (``.value`` per row, not per rollout: it is slow)."""
+    tally = Tally([(g.verifier, r.status, r.verdict) for g in groups for r in g.results])
+    return [(verifier, status.value, verdict.value, n) for (verifier, status, verdict), n in tally.items()]
 
 
 class ServerMetrics:
@@ -38,6 +47,10 @@ class ServerMetrics:
     def observe_results(self, verifier: str, results: Sequence[RolloutResult]) -> None:
         for (status, verdict), n in Tally([(r.status, r.verdict) for r in results]).items():
             self._rollout_counter(verifier, status.value, verdict.value).inc(n)
+
+    def observe_counts(self, counts: Counts) -> None:
+        for verifier, status, verdict, n in counts:
+            self._rollout_counter(verifier, status, verdict).inc(n)
 
     def _rollout_counter(self, verifier: str, status: str, verdict: str):
         """The labelled child, cached: ``labels()`` validates and locks on every call."""

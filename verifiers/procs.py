@@ -5,11 +5,20 @@ use more than one core inside one process, whatever the thread count. With ``--s
 server splits each batch of such groups into at most N chunks and scores them in N worker processes
 of a :class:`~verifiers.workers.WorkerPool`.
 
-Work travels as domain objects (``GroupRequest`` chunks out, ``GroupResult`` lists back, pickled by
-the pool's pipes): the servicer converts messages at the edge, as it does for the threaded path.
-Each worker runs the same :class:`~verifiers.host.VerifierHost` (in-band VERIFIER_ERROR for a verifier
-bug, result matching) as the threaded path, so replies are identical; requests are validated by the
-server's host before they are split. A worker is a killable process, which gives the server hard
+What travels is bytes, both ways. Each worker gets the request's wire bytes and the range of groups
+that is its chunk, decodes that range into ``GroupRequest`` objects itself (:mod:`verifiers.convert`,
+the converter the threaded path uses) and answers with its chunk's serialized
+``BatchVerifyGroupsResponse`` and the rollout counts for the server's metrics. Protobuf concatenates
+repeated fields on the wire, so the chunks' replies joined in order are the reply to the batch: the
+server process neither builds a domain object for a rollout nor pickles one, and the conversion work
+of a batch is spread over the processes instead of the single server process (at 512 groups of 8
+those conversions and pickles took most of the server's time per call). Scoring itself sees only
+domain objects, as on the threaded path.
+
+Each worker runs the same :class:`~verifiers.host.VerifierHost` (validation, in-band VERIFIER_ERROR for
+a verifier bug, result matching) as the threaded path, so replies are identical; a chunk's domain
+error (:class:`~verifiers.base.InvalidRequest`, a malformed message) is sent back and raised by the
+server, the first in request order. A worker is a killable process, which gives the server hard
 timeouts: a chunk still running when the call's deadline passes (or after ``max_rollout_timeout_s``
 per group when the call has none) is killed with its process and comes back VERIFIER_TIMEOUT; a
 worker that dies comes back VERIFIER_ERROR. Either way the worker is replaced and the other chunks
@@ -25,9 +34,18 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from cohort.verifiers.base import GroupRequest, GroupResult, InvalidRequest, RolloutResult, RolloutStatus, Verifier, VerifyContext
+from cohort.verifiers import convert
+from cohort.verifiers.base import GroupResult, InvalidRequest, RolloutResult, RolloutStatus, Verifier, VerifyContext
 from cohort.verifiers.host import Limits, VerifierHost
+from cohort.verifiers.metrics import Counts, count_results
 from cohort.verifiers.workers import WorkerPool
+
+Chunk = tuple[bytes, int, int, float | None]
+"""A worker's task: a serialized ``BatchVerifyGroupsRequest``, the range ``start:stop`` of its groups
+to score, and the call's deadline (``time.monotonic()``, or None)."""
+
+Reply = tuple[bytes, Counts]
+"""A chunk's serialized ``BatchVerifyGroupsResponse`` and its rollout counts."""
 
 
 def gil_bound(verifier: Verifier) -> bool:
@@ -39,18 +57,22 @@ def gil_bound(verifier: Verifier) -> bool:
 
 
 def _setup(names: list[str], limits: Limits):
-    """Load the verifiers once; the handler scores ``(groups, deadline)`` chunks."""
+    """Load the verifiers once; the handler scores :data:`Chunk` tasks."""
     from cohort.verifiers import registry
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server process owns shutdown (drain on SIGTERM/SIGINT)
     host = VerifierHost(registry.load_many(names), replace(limits, workers=1))
 
-    def score_chunk(task: tuple[list[GroupRequest], float | None]) -> list[GroupResult] | InvalidRequest:
-        groups, deadline = task
+    def score_chunk(task: Chunk) -> Reply | InvalidRequest | convert.MalformedMessage:
+        payload, start, stop, deadline = task
         try:
-            return host.score_now(groups, VerifyContext(deadline=deadline))
-        except InvalidRequest as exc:  # a bad option, found by the verifier: sent back, raised by the server
+            groups = convert.groups_from_bytes(payload, start, stop)
+            for g in groups:
+                host.validate(g)
+            results = host.score_now(groups, VerifyContext(deadline=deadline))
+        except (InvalidRequest, convert.MalformedMessage) as exc:  # sent back, raised by the server
             return exc
+        return convert.batch_result_to_bytes(results), count_results(results)
 
     return score_chunk
 
@@ -79,20 +101,22 @@ class ScoringProcesses:
         """True when every group of a batch is for a GIL-bound verifier (anything else takes the thread path)."""
         return bool(self.names) and all(name in self.names for name in verifier_names)
 
-    async def score(self, groups: Sequence[GroupRequest], deadline: float | None) -> list[GroupResult]:
-        """Score validated groups in the processes; results in request order. Raises InvalidRequest."""
-        n = min(self._pool.size, len(groups))
-        size = -(-len(groups) // n)
-        chunks = [list(groups[i : i + size]) for i in range(0, len(groups), size)]
-        replies = await asyncio.gather(*(self._run_chunk(chunk, deadline) for chunk in chunks))
-        errors = [r for r in replies if isinstance(r, InvalidRequest)]
+    async def score(self, payload: bytes, n_groups: int, deadline: float | None) -> Reply:
+        """Score the ``n_groups`` groups of a serialized ``BatchVerifyGroupsRequest`` in the processes: the
+        serialized reply (groups in request order) and its counts. Raises InvalidRequest / MalformedMessage."""
+        n = min(self._pool.size, n_groups)
+        size = -(-n_groups // n)
+        bounds = [(start, min(start + size, n_groups)) for start in range(0, n_groups, size)]
+        replies = await asyncio.gather(*(self._run_chunk((payload, start, stop, deadline)) for start, stop in bounds))
+        errors = [r for r in replies if isinstance(r, Exception)]
         if errors:
             raise errors[0]
-        return [result for reply in replies for result in reply]
+        return b"".join(data for data, _ in replies), [row for _, counts in replies for row in counts]
 
-    async def _run_chunk(self, chunk: list[GroupRequest], deadline: float | None) -> list[GroupResult] | InvalidRequest:
-        budget = deadline if deadline is not None else time.monotonic() + self.limits.max_rollout_timeout_s * len(chunk)
-        outcome = await self._pool.run_async((chunk, deadline), budget)
+    async def _run_chunk(self, chunk: Chunk) -> Reply | InvalidRequest | convert.MalformedMessage:
+        _, start, stop, deadline = chunk
+        budget = deadline if deadline is not None else time.monotonic() + self.limits.max_rollout_timeout_s * (stop - start)
+        outcome = await self._pool.run_async(chunk, budget)
         if outcome.kind == "ok":
             return outcome.value
         if outcome.kind == "timeout":
@@ -103,6 +127,8 @@ class ScoringProcesses:
         self._pool.close()
 
 
-def _unusable(chunk: Sequence[GroupRequest], status: RolloutStatus, detail: str) -> list[GroupResult]:
-    return [GroupResult(g.group_id, g.verifier, "", tuple(RolloutResult.unusable(r.index, status, detail) for r in g.rollouts))
-            for g in chunk]
+def _unusable(chunk: Chunk, status: RolloutStatus, detail: str) -> Reply:
+    payload, start, stop, _ = chunk
+    results = [GroupResult(g.group_id, g.verifier, "", tuple(RolloutResult.unusable(r.index, status, detail) for r in g.rollouts))
+               for g in convert.groups_from_bytes(payload, start, stop)]
+    return convert.batch_result_to_bytes(results), count_results(results)

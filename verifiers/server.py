@@ -40,7 +40,7 @@ from cohort.verifiers.host import Limits, QueueFull, VerifierHost
 from cohort.verifiers.metrics import ServerMetrics
 from cohort.verifiers.procs import ScoringProcesses, gil_bound
 
-__all__ = ["Limits", "VerifierServicer", "serve", "status_code"]
+__all__ = ["Limits", "VerifierServicer", "add_to_server", "serve", "status_code"]
 
 log = logging.getLogger("cohort.verifiers.server")
 
@@ -61,7 +61,10 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         self.metrics = metrics
         self.procs = procs
 
-    async def _score(self, method: str, requests: Sequence[pb.VerifyGroupRequest], context) -> list[GroupResult] | None:
+    async def _score(self, method: str, requests: Sequence[pb.VerifyGroupRequest], context,
+                     payload: bytes | None = None) -> list[GroupResult] | bytes | None:
+        """The domain results; or, when the scoring processes take the batch (its wire ``payload``
+        given), its serialized reply: they decode and encode it themselves (see :mod:`verifiers.procs`)."""
         if self.runtime.draining:
             self.metrics.count_request(method, "UNAVAILABLE")
             await abort_draining(context)
@@ -70,17 +73,12 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         ctx = VerifyContext(deadline=None if remaining is None else time.monotonic() + remaining)
         with self.runtime.track(), self.metrics.track_in_flight():
             try:
-                groups = [convert.group_from_pb(r) for r in requests]
-                if self.procs is not None and self.procs.handles([g.verifier for g in groups]):
-                    # one group (VerifyGroup) travels as a batch of one: the same hard timeouts as a batch
-                    for g in groups:
-                        self.host.validate(g)
-                    with self.host.admitted(len(groups)):
-                        results = await self.procs.score(groups, ctx.deadline)
-                    for r in results:
-                        self.metrics.observe_results(r.verifier, r.results)
+                if payload is not None and self.procs is not None and self.procs.handles([r.verifier for r in requests]):
+                    with self.host.admitted(len(requests)):
+                        results, counts = await self.procs.score(payload, len(requests), ctx.deadline)
+                    self.metrics.observe_counts(counts)
                 else:
-                    results = await self.host.score(groups, ctx)
+                    results = await self.host.score([convert.group_from_pb(r) for r in requests], ctx)
             except (convert.MalformedMessage, InvalidRequest, QueueFull) as exc:
                 code, message = status_code(exc), str(exc)
             else:
@@ -91,14 +89,27 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
         return None
 
     async def VerifyGroup(self, request, context):
-        results = await self._score("VerifyGroup", [request], context)
+        # with scoring processes, one group travels as a batch of one (the same hard timeouts as a batch)
+        takes = self.procs is not None and self.procs.handles([request.verifier])
+        payload = pb.BatchVerifyGroupsRequest(requests=[request]).SerializeToString() if takes else None
+        results = await self._score("VerifyGroup", [request], context, payload)
+        if isinstance(results, bytes):
+            return pb.BatchVerifyGroupsResponse.FromString(results).responses[0]
         return convert.group_result_to_pb(results[0])
 
-    async def BatchVerifyGroups(self, request, context):
+    async def BatchVerifyGroups(self, payload: bytes, context) -> pb.BatchVerifyGroupsResponse | bytes:
+        """Takes the request's wire bytes (see :func:`add_to_server`); may answer with the reply's."""
+        try:
+            request = convert.batch_from_bytes(payload)
+        except convert.MalformedMessage as exc:
+            self.metrics.count_request("BatchVerifyGroups", "INVALID_ARGUMENT")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         if not request.requests:
             self.metrics.count_request("BatchVerifyGroups", "INVALID_ARGUMENT")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "BatchVerifyGroupsRequest.requests is empty")
-        results = await self._score("BatchVerifyGroups", request.requests, context)
+        results = await self._score("BatchVerifyGroups", request.requests, context, payload)
+        if isinstance(results, bytes):  # joined by the scoring processes: forwarded as they are
+            return results
         return convert.batch_result_to_pb(results)
 
     async def ListVerifiers(self, request, context):
@@ -115,6 +126,26 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
             for name, v in sorted(self.host.verifiers.items())
         ]
         return pb.ListVerifiersResponse(verifiers=infos, limits=limits, server_version=f"cohort-rl {__version__}")
+
+
+def add_to_server(servicer: VerifierServicer, server: grpc.aio.Server) -> None:
+    """The generated ``add_VerifierServiceServicer_to_server``, except that BatchVerifyGroups gets its
+    request as wire bytes and may answer with wire bytes: the scoring processes decode their chunks of
+    the request and encode their replies, which the server joins and forwards without parsing them."""
+    handlers = {
+        "BatchVerifyGroups": grpc.unary_unary_rpc_method_handler(
+            servicer.BatchVerifyGroups, request_deserializer=None, response_serializer=_serialize_reply),
+        "VerifyGroup": grpc.unary_unary_rpc_method_handler(
+            servicer.VerifyGroup, pb.VerifyGroupRequest.FromString, pb.VerifyGroupResponse.SerializeToString),
+        "ListVerifiers": grpc.unary_unary_rpc_method_handler(
+            servicer.ListVerifiers, pb.ListVerifiersRequest.FromString, pb.ListVerifiersResponse.SerializeToString),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
+def _serialize_reply(reply: pb.BatchVerifyGroupsResponse | bytes) -> bytes:
+    return reply if isinstance(reply, bytes) else reply.SerializeToString()
 
 
 async def serve(
@@ -140,7 +171,7 @@ async def serve(
         # started before health turns SERVING, so the first call finds them ready
         procs = await asyncio.to_thread(ScoringProcesses, verifiers, limits, limits.scoring_procs)
         log.info("%d scoring processes for %s", limits.scoring_procs, ", ".join(procs.names))
-    pb_grpc.add_VerifierServiceServicer_to_server(VerifierServicer(host, runtime, metrics, procs), runtime.server)
+    add_to_server(VerifierServicer(host, runtime, metrics, procs), runtime.server)
 
     def stop() -> None:
         host.close()

@@ -11,7 +11,7 @@ noticed when its pipe closes. Either way a fresh worker takes its place in the b
 ``restarts`` counts it, so a pathological input costs one restart, never a hung thread. ``signal.alarm``
 is never used. Callers wait either on a thread (:meth:`WorkerPool.run`, for verifiers' thread pools)
 or on the event loop (:meth:`WorkerPool.run_async`, for the server: no thread hand-off per task, and
-a cancelled call kills its worker at once).
+a cancelled call kills its worker at once); both drive the same submit/retry/replace loop.
 
 Workers are started by ``forkserver`` (optionally with modules preloaded, so a replacement is ready
 in milliseconds) or ``spawn``; never by ``fork``, since a server process has gRPC threads. As with any
@@ -33,7 +33,7 @@ import multiprocessing as mp
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -196,24 +196,50 @@ class WorkerPool:
     def run(self, task: Any, deadline: float) -> PoolResult:
         """Run ``task`` in a worker on this thread; give up at ``deadline`` (``time.monotonic()``)."""
         self.start()
+
+        # The same loop as run_async, waiting by blocking this thread: nothing it awaits ever suspends,
+        # so the coroutine runs to its end within the one send() (no event loop involved).
+        async def take() -> _Worker | None:
+            return self._take_blocking(deadline)
+
+        async def call(worker: _Worker) -> Any:
+            return worker.call(task, deadline)
+
+        attempt = self._attempt(take, call)
+        try:
+            attempt.send(None)
+        except StopIteration as done:
+            return done.value
+        attempt.close()
+        raise RuntimeError("the blocking attempt loop suspended")  # never: see above
+
+    async def run_async(self, task: Any, deadline: float) -> PoolResult:
+        """:meth:`run` on the event loop; a cancelled call kills its worker (then re-raises)."""
+        self.start()
+        return await self._attempt(lambda: self._take(deadline), lambda worker: worker.call_async(task, deadline))
+
+    async def _attempt(self, take: Callable[[], Awaitable[_Worker | None]], call: Callable[[_Worker], Awaitable[Any]]) -> PoolResult:
+        """The submit/retry/replace loop of :meth:`run` and :meth:`run_async`, written once: ``take`` waits
+        for an idle worker (None: none free before the deadline), ``call`` for the task's reply from it.
+        A worker found dead is replaced without using up a try; one that dies during the task is
+        replaced and the task tried again, up to ``attempts``; one past the deadline is killed."""
         tries = 0
         while tries < self._attempts:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return PoolResult("timeout", detail="deadline passed before a worker was free")
-            try:
-                worker = self._idle.get(timeout=remaining)
-            except queue.Empty:
+            worker = await take()
+            if worker is None:
                 return PoolResult("timeout", detail="no worker free before the deadline")
             if not worker.process.is_alive():  # died while idle (killed, OOM killer)
                 self._replace(worker, "died while idle")
                 continue  # not a try: the task never reached it
             tries += 1
             try:
-                value = worker.call(task, deadline)
+                value = await call(worker)
             except TimeoutError:
                 self._replace(worker, "ran past its deadline")
                 return PoolResult("timeout", detail="killed at the deadline")
+            except asyncio.CancelledError:
+                self._replace(worker, "had its call cancelled")
+                raise
             except (EOFError, OSError, RuntimeError) as exc:
                 self._replace(worker, f"died during a task ({exc!r})")
                 continue
@@ -221,31 +247,15 @@ class WorkerPool:
             return PoolResult("ok", value)
         return PoolResult("crashed", detail="the worker died during the task")
 
-    async def run_async(self, task: Any, deadline: float) -> PoolResult:
-        """:meth:`run` on the event loop; a cancelled call kills its worker (then re-raises)."""
-        self.start()
-        tries = 0
-        while tries < self._attempts:
-            worker = await self._take(deadline)
-            if worker is None:
-                return PoolResult("timeout", detail="no worker free before the deadline")
-            if not worker.process.is_alive():
-                self._replace(worker, "died while idle")
-                continue  # not a try: the task never reached it
-            tries += 1
-            try:
-                value = await worker.call_async(task, deadline)
-            except (TimeoutError, asyncio.CancelledError) as exc:
-                self._replace(worker, "ran past its deadline" if isinstance(exc, TimeoutError) else "had its call cancelled")
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                return PoolResult("timeout", detail="killed at the deadline")
-            except (EOFError, OSError, RuntimeError) as exc:
-                self._replace(worker, f"died during a task ({exc!r})")
-                continue
-            self._release(worker)
-            return PoolResult("ok", value)
-        return PoolResult("crashed", detail="the worker died during the task")
+    def _take_blocking(self, deadline: float) -> _Worker | None:
+        """An idle worker, waited for on this thread (None at the deadline)."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        try:
+            return self._idle.get(timeout=remaining)
+        except queue.Empty:
+            return None
 
     async def _take(self, deadline: float) -> _Worker | None:
         """An idle worker, waited for on the event loop (None at the deadline)."""

@@ -19,7 +19,7 @@ Paths, each fast variant against the variant without it (``PAIRS``):
    transformers module's decode loop (``TransformersEngine._decode_generic``), same settings and seed;
    compared per generated token (sampled lengths differ once rows finish at different steps).
 2. ``logprobs/*``: no-grad ``forward.batched_logprobs`` of the batch (reference / old log-probs):
-   lean forward (unpacked) vs module, packed vs lean unpacked, LLAMA_CPU vs MODULE, and the
+   LLAMA_CPU (rows packed by prompt, lean forward) vs MODULE, and the
    micro-batch dynamic programme (``forward_cost > 0``) vs fixed micro-batches (``0``) under LLAMA_CPU.
 3. ``update/*``: one ``Learner.step`` (forward+backward over its micro-batches, clip, AdamW): the same
    four pairs.
@@ -29,8 +29,9 @@ change hits both alike; reported times are medians over ``--rounds`` (>= 3 for a
 ``--warmup`` untimed rounds. ratio = fast / plain seconds of the medians (per token for ``generate``),
 gain = 1 - ratio; ``paired`` is the median over rounds of each round's own fast / plain (robust to a load
 that changes between rounds).
-When a packed group would pass ``packing.MAX_PACKED_TOKENS`` LLAMA_CPU runs the lean forward unpacked:
-its times then stand for the lean variant, and packing is reported as not applied (gain 0).
+When a packed group would pass ``packing.MAX_PACKED_TOKENS`` LLAMA_CPU runs the module's forward: the
+back-end pairs are then reported as not applied (gain 0). A lean *unpacked* forward measured here bought
+under 10% on both workloads (tiny -6%/+4%, SmolLM2 -2%/+4% for log-probs/update) and was removed.
 
     python bench/fast_paths.py --model tiny|smollm2 [--rounds 3] [--warmup 1] [--threads 2] [--paths generate ...]
                                [--json out.json]
@@ -59,12 +60,8 @@ SUFFIX = "\nGive the final number inside <answer></answer>."
 
 PAIRS = {  # path -> (fast variant, plain variant)
     "generate": ("lean_decoder", "transformers_decode"),
-    "logprobs/lean_forward": ("lean", "module"),
-    "logprobs/packing": ("llama_cpu", "lean"),
     "logprobs/llama_cpu_backend": ("llama_cpu", "module"),
     "logprobs/micro_batch_dp": ("llama_cpu", "llama_cpu_cost0"),
-    "update/lean_forward": ("lean", "module"),
-    "update/packing": ("llama_cpu", "lean"),
     "update/llama_cpu_backend": ("llama_cpu", "module"),
     "update/micro_batch_dp": ("llama_cpu", "llama_cpu_cost0"),
 }
@@ -133,19 +130,10 @@ def run(model_name: str = "tiny", rounds: int = 3, warmup: int = 1, threads: int
     log-probs first, then updates, then generation; ``partial`` gets the result so far after each of the
     three. The result table: see the module docstring."""
     chosen = [n for n in PAIRS if paths is None or any(n.startswith(p) for p in paths)]
-    from cohort.trainer import forward
     from cohort.trainer.engines.hf import TransformersEngine
-    from cohort.trainer.forward import LLAMA_CPU, MODULE, batched_logprobs, lean_logprobs
+    from cohort.trainer.forward import LLAMA_CPU, MODULE, batched_logprobs
     from cohort.trainer.learner import Learner, UpdateBatch
     from cohort.trainer.packing import MAX_PACKED_TOKENS, packed_lengths
-
-    class LeanUnpacked(forward.Forward):
-        """LLAMA_CPU without packing: the lean forward on the module back-end's length-cut micro-batches."""
-
-        name = "lean"
-
-        def plan(self, input_ids, attention_mask, completion_len, micro_batch, forward_cost):
-            return super().plan(input_ids, attention_mask, completion_len, micro_batch, forward_cost)[0], lean_logprobs
 
     class PlainEngine(TransformersEngine):
         """The engine with the transformers module's decode loop for every model."""
@@ -191,9 +179,7 @@ def run(model_name: str = "tiny", rounds: int = 3, warmup: int = 1, threads: int
         f"({'packed' if packs else f'> {MAX_PACKED_TOKENS}: LLAMA_CPU runs unpacked'})")
 
     cost = cfg.optim.micro_batch_cost_tokens
-    backends = {"module": (MODULE, cost), "lean": (LeanUnpacked(), cost), "llama_cpu": (LLAMA_CPU, cost),
-                "llama_cpu_cost0": (LLAMA_CPU, 0)}
-    skip = set() if packs else {"lean"}  # LLAMA_CPU runs unpacked: it is the lean variant, timed once
+    backends = {"module": (MODULE, cost), "llama_cpu": (LLAMA_CPU, cost), "llama_cpu_cost0": (LLAMA_CPU, 0)}
     lp_of = {}
 
     def logprobs(name: str) -> Callable[[], None]:
@@ -220,7 +206,7 @@ def run(model_name: str = "tiny", rounds: int = 3, warmup: int = 1, threads: int
 
     def needed(kind: str) -> list[str]:
         names = {v for n in chosen if n.startswith(kind) for v in PAIRS[n]}
-        return [n for n in (backends if kind != "generate" else engines) if n in names and n not in skip]
+        return [n for n in (backends if kind != "generate" else engines) if n in names]
 
     times: dict[str, dict[str, list[float]]] = {}
     valid = batch.completion_mask.bool()
@@ -244,18 +230,15 @@ def run(model_name: str = "tiny", rounds: int = 3, warmup: int = 1, threads: int
 def pair_table(times: dict[str, dict[str, list[float]]], packs: bool,
                chosen: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """Median times, ratio and gain of the ``chosen`` pairs timed so far (all of ``PAIRS`` by default);
-    packing is not applied when ``not packs`` (LLAMA_CPU then runs the lean forward unpacked: its times
-    stand for the lean variant)."""
+    the LLAMA_CPU back-end is not applied when ``not packs`` (it then runs the module's forward)."""
     table = {}
     for path in chosen or PAIRS:
         fast, plain = PAIRS[path]
         kind = path.split("/")[0]
         if kind not in times:
             continue
-        got = dict(times[kind])
-        if not packs and "llama_cpu" in got:
-            got["lean"] = got["llama_cpu"]
-        if (not packs and {fast, plain} == {"llama_cpu", "lean"}) or fast not in got or plain not in got:
+        got = times[kind]
+        if (not packs and path.endswith("llama_cpu_backend")) or fast not in got or plain not in got:
             table[path] = {"fast": fast, "plain": plain, "applied": False, "fast_s": None, "plain_s": None,
                            "ratio": 1.0, "gain": 0.0, "paired_ratio": 1.0}
             continue

@@ -36,5 +36,5 @@ def test_fast_paths_smoke_on_the_tiny_workload():
     assert all(len(v) == 1 for kind in result["times"].values() for v in kind.values())
     assert all(n > 0 for counts in result["generated_tokens"].values() for n in counts)
     diffs = result["logprob_max_abs_diff"]
-    assert set(diffs) == {"module", "lean", "llama_cpu", "llama_cpu_cost0"}
+    assert set(diffs) == {"module", "llama_cpu", "llama_cpu_cost0"}
     assert max(diffs.values()) < 1e-4, diffs

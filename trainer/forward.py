@@ -7,15 +7,16 @@ engine. They differ only in how they get the logits and cut a batch into micro-b
 
 - :data:`MODULE`: the transformers module's forward (any architecture; DDP and FSDP2 need it), rows
   cut into micro-batches by completion length (:func:`length_buckets`).
-- :data:`LLAMA_CPU`: a plain Llama on the CPU in one process (``llama_forward.supports``): the same
-  function through ``trainer/llama_forward.py``, without the module's per-call overhead, with the rows
-  of one prompt packed into one sequence (``trainer/packing.py``) and, when forwards have a price
+- :data:`LLAMA_CPU`: a plain Llama on the CPU in one process (``llama_forward.supports``): the rows
+  of one prompt packed into one sequence (``trainer/packing.py``) through ``trainer/llama_forward.py``
+  (a forward that takes the tree attention pattern) and, when forwards have a price
   (``forward_cost > 0``), micro-batches of whole prompt groups (:func:`prompt_buckets`). A batch whose
-  packed sequences would pass ``packing.MAX_PACKED_TOKENS`` runs unpacked, row by row.
+  packed sequences would pass ``packing.MAX_PACKED_TOKENS`` runs unpacked through the module, as
+  :data:`MODULE` does (a lean unpacked forward bought under 10% there: ``bench/fast_paths.py``).
 
 A back-end's :meth:`~Forward.plan` returns the micro-batches and the log-prob function to run on each,
-so the learner never branches on which one it has. Equivalence tests against the module:
-``tests/trainer/test_llama_forward.py`` (lean) and ``tests/trainer/test_packing.py`` (packed).
+so the learner never branches on which one it has. Equivalence test against the module:
+``tests/trainer/test_packing.py`` (packed).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from torch import Tensor
 
 from cohort.trainer import llama_forward
 from cohort.trainer.distributed import Comm
-from cohort.trainer.llama_forward import llama_logits, logits_with_pattern
+from cohort.trainer.llama_forward import logits_with_pattern
 from cohort.trainer.packing import MAX_PACKED_TOKENS, pack, packed_lengths
 
 LogProbsFn = Callable[..., tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]]
@@ -67,24 +68,14 @@ def token_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attent
                         temperature, with_entropy)  # completions are right-padded
 
 
-def lean_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
-                  completion_len: int, temperature: float = 1.0, with_entropy: bool = False, checkpoint: bool = False
-                  ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
-    """:func:`token_logprobs` through ``llama_forward`` (a plain Llama on the CPU); ``checkpoint``: recompute
-    each layer in the backward pass (``llama_forward.logits_with_pattern``)."""
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
-    logits = llama_logits(model, input_ids, attention_mask, positions, completion_len + 1, checkpoint)  # (B, T+1, V)
-    return _from_logits(logits[:, :-1], input_ids[:, -completion_len:], attention_mask[:, -completion_len:].bool(),
-                        temperature, with_entropy)
-
-
 def packed_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
                     completion_len: int, temperature: float = 1.0, with_entropy: bool = False, checkpoint: bool = False
                     ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
-    """:func:`lean_logprobs` with the rows sharing a prompt forwarded as one sequence (``trainer.packing``)."""
+    """:func:`token_logprobs` with the rows sharing a prompt forwarded as one sequence (``trainer.packing``)
+    through ``llama_forward`` (a plain Llama on the CPU)."""
     pk = pack(input_ids, attention_mask, completion_len)
     # (B, T, V): only the logits that predict a completion token, not those of prompts or packing
-    logits = logits_with_pattern(model, pk.input_ids, pk.position_ids, pk.attend, None, checkpoint, pk.source)
+    logits = logits_with_pattern(model, pk.input_ids, pk.position_ids, pk.attend, checkpoint, pk.source)
     return _from_logits(logits, pk.targets, pk.valid, temperature, with_entropy)
 
 
@@ -169,7 +160,7 @@ class Forward:
 
 
 class LlamaCPUForward(Forward):
-    """A plain Llama on the CPU in one process: lean forward, rows packed by prompt (module docstring).
+    """A plain Llama on the CPU in one process: rows packed by prompt (module docstring).
     ``checkpoint``: recompute each decoder layer in the backward pass instead of keeping its activations."""
 
     name = "llama_cpu"
@@ -179,10 +170,10 @@ class LlamaCPUForward(Forward):
 
     def plan(self, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
              micro_batch: int, forward_cost: int) -> tuple[MicroBatches, LogProbsFn]:
-        by_length, _ = super().plan(input_ids, attention_mask, completion_len, micro_batch, forward_cost)
-        lean, packed = (partial(f, checkpoint=True) if self.checkpoint else f for f in (lean_logprobs, packed_logprobs))
+        by_length, unpacked = super().plan(input_ids, attention_mask, completion_len, micro_batch, forward_cost)
         if max(packed_lengths(input_ids, attention_mask, completion_len)[1], default=0) > MAX_PACKED_TOKENS:
-            return by_length, lean  # dense tree masks grow with the square of the packed length
+            return by_length, unpacked  # dense tree masks grow with the square of the packed length
+        packed = partial(packed_logprobs, checkpoint=True) if self.checkpoint else packed_logprobs
         if forward_cost > 0:
             return prompt_buckets(input_ids, attention_mask, completion_len, micro_batch, forward_cost), packed
         return by_length, packed
@@ -194,14 +185,14 @@ MODULE, LLAMA_CPU = Forward(), LlamaCPUForward()
 def choose(model: torch.nn.Module, comm: Comm, checkpoint: bool = False) -> Forward:
     """The back-end for ``model``: the CPU fast path for a plain Llama in one process, else the module's.
     ``checkpoint`` (activation checkpointing: each decoder layer recomputed in the backward pass): the fast
-    path's own, or transformers' activation (gradient) checkpointing on the module."""
-    if not comm.distributed and llama_forward.supports(model):
-        return LlamaCPUForward(checkpoint) if checkpoint else LLAMA_CPU
+    path's own for packed rows, and transformers' on the module for everything the module runs."""
     if checkpoint:
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x names it so
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if not comm.distributed and llama_forward.supports(model):
+        return LlamaCPUForward(checkpoint) if checkpoint else LLAMA_CPU
     return MODULE
 
 

@@ -1,4 +1,5 @@
-"""A lean full-sequence forward for Llama-architecture policies: the logits the loss needs, with autograd.
+"""A lean full-sequence forward for Llama-architecture policies with an explicit attention pattern (the
+packed rows of ``trainer/packing.py``): the logits the loss needs, with autograd.
 
 transformers' module forward costs milliseconds of Python per call (output capturing, mask
 construction, one module call per projection) whatever the model size; for the small policies and
@@ -11,7 +12,8 @@ shared by every layer; no module calls).
 Used only for a plain, unwrapped Llama without dropout, on the CPU, in a single process (DDP and FSDP2
 need their own module forward; on a GPU, Python overhead matters less than the module's attention
 kernels, which a dense mask would rule out); everything else goes through the transformers module.
-``tests/trainer/test_llama_forward.py`` checks log-probs and gradients against the module.
+``tests/trainer/test_packing.py`` checks its packed log-probs and gradients against the module. Without
+packing it bought under 10% over the module (``bench/fast_paths.py``), so unpacked rows use the module.
 """
 
 from __future__ import annotations
@@ -43,33 +45,16 @@ def _rotate_half(x: Tensor) -> Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def llama_logits(
-    model: torch.nn.Module,
-    input_ids: Int[Tensor, "B L"],
-    attention_mask: Int[Tensor, "B L"],
-    position_ids: Int[Tensor, "B L"],
-    keep: int,
-    checkpoint: bool = False,
-) -> Float[Tensor, "B K V"]:
-    """Logits of the last ``keep`` positions, as ``model(..., logits_to_keep=keep).logits``."""
-    n = input_ids.shape[1]
-    pos = torch.arange(n, device=input_ids.device)
-    causal = pos[None, :] <= pos[:, None]  # (L, L) query i sees keys j <= i
-    attend = causal[None] & attention_mask.bool()[:, None, :]  # (B, L, L) and not padding
-    return logits_with_pattern(model, input_ids, position_ids, attend, keep, checkpoint)
-
-
 def logits_with_pattern(
     model: torch.nn.Module,
     input_ids: Int[Tensor, "B L"],
     position_ids: Int[Tensor, "B L"],
     attend: Bool[Tensor, "B L L"],
-    keep: int | None = None,
     checkpoint: bool = False,
     select: Int[Tensor, "B T"] | None = None,
-) -> Float[Tensor, "B K V"]:
-    """The Llama forward with an explicit attention pattern (``attend[b, i, j]``: query i sees key j);
-    logits of the last ``keep`` positions (all when None). A query that sees nothing attends to itself
+) -> Float[Tensor, "B L V"]:
+    """The Llama forward with an explicit attention pattern (``attend[b, i, j]``: query i sees key j):
+    logits of every position, or of those in ``select``. A query that sees nothing attends to itself
     (its output stays finite; such positions are padding, never attended to and never scored).
     ``checkpoint``: under autograd, keep only each layer's input and recompute the layer in the backward
     pass (activation memory of one layer instead of all of them, for about one more forward).
@@ -89,9 +74,7 @@ def logits_with_pattern(
             h = _layer(layer, h, cos, sin, mask, cfg)
     if select is not None:
         h = h.flatten(0, 1)[select]  # (B', T', D)
-    elif keep is not None:
-        h = h[:, -keep:]
-    return F.linear(_rms(h, m.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)  # (B, K, V)
+    return F.linear(_rms(h, m.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)  # (B, L, V) or (B', T', V)
 
 
 def _layer(layer: torch.nn.Module, h: Float[Tensor, "B L D"], cos: Tensor, sin: Tensor,

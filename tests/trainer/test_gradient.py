@@ -282,7 +282,7 @@ def test_gradient_checkpointing_gives_the_same_update(backend):
         learner.step(UpdateBatch(ids, am, mask, adv, None, None))
         grads[ckpt] = [p.grad.clone() for p in model.parameters()]
     assert used[False][0] == used[True][0] == backend
-    assert used[True][1] == (backend == "module") and not used[False][1]
+    assert used[True][1] and not used[False][1]  # the module's own checkpointing too (the fast path's fallback)
     assert any(g.abs().sum() > 0 for g in grads[False])
     for a, b in zip(grads[False], grads[True]):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-5)

@@ -1,14 +1,14 @@
-"""The lean Llama forward used for the loss computes the transformers module's function: the same
-log-probs and entropies, and the same gradients on every parameter (left and right padding, GQA)."""
+"""The lean Llama forward (packed rows, ``trainer.packing``) divides by the temperature as the module does,
+and serves only plain Llama without dropout. Its log-probs, entropies and gradients against the module:
+``tests/trainer/test_packing.py``."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from cohort.trainer import llama_forward
-from cohort.trainer.forward import lean_logprobs, token_logprobs
+from cohort.trainer.forward import packed_logprobs, token_logprobs
 
 
 def model(kv_heads: int, seed: int = 0) -> LlamaForCausalLM:
@@ -36,32 +36,14 @@ def batch():
     return ids, mask
 
 
-@pytest.mark.parametrize("checkpoint", [False, True])
-@pytest.mark.parametrize("kv_heads", [4, 2])
-def test_lean_forward_matches_the_module(kv_heads, checkpoint):
-    m = model(kv_heads)
-    assert llama_forward.supports(m)
-    ids, mask = batch()
-    real = mask[:, -4:].bool()  # completion positions that exist
-    lp_hf, ent_hf = token_logprobs(m, ids, mask, 4, with_entropy=True)
-    grads_hf = torch.autograd.grad((lp_hf * real).sum(), list(m.parameters()))
-    lp, ent = lean_logprobs(m, ids, mask, 4, with_entropy=True, checkpoint=checkpoint)
-    grads = torch.autograd.grad((lp * real).sum(), list(m.parameters()))
-    assert torch.allclose(lp[real], lp_hf[real], atol=1e-5)
-    assert torch.allclose(ent[real], ent_hf[real], atol=1e-5)
-    for (name, _), a, b in zip(m.named_parameters(), grads, grads_hf):
-        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), name
-    assert any(a.abs().sum() > 0 for a in grads)
-
-
 def test_temperature_divides_the_logits_in_both_paths():
     m = model(4)
     ids, mask = batch()
     real = mask[:, -4:].bool()
     with torch.no_grad():
-        hot, _ = lean_logprobs(m, ids, mask, 4, temperature=0.7)
+        hot, _ = packed_logprobs(m, ids, mask, 4, temperature=0.7)
         hf, _ = token_logprobs(m, ids, mask, 4, temperature=0.7)
-        plain, _ = lean_logprobs(m, ids, mask, 4)
+        plain, _ = packed_logprobs(m, ids, mask, 4)
     assert torch.allclose(hot[real], hf[real], atol=1e-5)
     assert not torch.allclose(hot[real], plain[real], atol=1e-3)
 

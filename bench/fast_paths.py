@@ -8,8 +8,10 @@ Workloads (``--model``):
 - ``smollm2``: SmolLM2-135M-Instruct (``named_model_folder``), 4 GSM8K prompts x G=8 through the chat
   template (the system prompt and suffix of ``bench/trainer_vs_trl_smollm2.py``), 128 completion
   tokens, micro-batches of 8 rows.
+- ``embedded``: the main job's own tiny Llama and char tokenizer, 8 sums x G=8, 8 tokens (for a clone
+  without ``../shared``: the smoke test).
 
-Both: fp32, ``--threads`` torch threads (2), temperature 1, top-p 1, beta 0.04 (reference log-probs in
+All: fp32, ``--threads`` torch threads (2), temperature 1, top-p 1, beta 0.04 (reference log-probs in
 the update), the default ``optim.micro_batch_cost_tokens``. The completions are sampled once (lean
 decoder, seed 0) and reused by the log-prob and update measurements, so lengths vary as in training.
 
@@ -33,7 +35,7 @@ When a packed group would pass ``packing.MAX_PACKED_TOKENS`` LLAMA_CPU runs the 
 back-end pairs are then reported as not applied (gain 0). A lean *unpacked* forward measured here bought
 under 10% on both workloads (tiny -6%/+4%, SmolLM2 -2%/+4% for log-probs/update) and was removed.
 
-    python bench/fast_paths.py --model tiny|smollm2 [--rounds 3] [--warmup 1] [--threads 2] [--paths generate ...]
+    python bench/fast_paths.py --model tiny|smollm2|embedded [--rounds 3] [--warmup 1] [--threads 2] [--paths generate ...]
                                [--json out.json]
 """
 
@@ -95,7 +97,17 @@ def load_workload(name: str, threads: int) -> dict[str, Any]:
         tasks = [Task.with_answer(r["question"] + SUFFIX, r["answer"].split("####")[-1].strip()) for r in rows]
         prompts = encode_prompts(tasks, tok, DataSection(path=str(GSM8K), system_prompt=SYSTEM, chat_template="on"))
         return {"model": model, "tok": tok, "prompts": prompts, "g": 8, "max_new": 128, "micro_batch": 8}
-    raise SystemExit(f"--model: tiny or smollm2, not {name!r}")
+    if name == "embedded":  # the main job's own tiny Llama and char tokenizer: nothing outside this repository
+        from cohort.trainer.config import TinyModel
+        from cohort.trainer.models import char_tokenizer, tiny_llama
+
+        torch.manual_seed(0)
+        tok = char_tokenizer()
+        model = tiny_llama(TinyModel(), tok)
+        prompts = [tok(f"{a}+{b}=", add_special_tokens=False)["input_ids"] for a, b in
+                   [(3, 4), (12, 7), (25, 30), (8, 9), (40, 2), (17, 17), (6, 51), (33, 21)]]
+        return {"model": model, "tok": tok, "prompts": prompts, "g": 8, "max_new": 8, "micro_batch": 32}
+    raise SystemExit(f"--model: tiny, smollm2 or embedded, not {name!r}")
 
 
 def config(w: dict[str, Any]):
@@ -269,7 +281,7 @@ def print_table(result: dict[str, Any], log: Callable[[str], None] = print) -> N
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", choices=["tiny", "smollm2"], default="tiny")
+    ap.add_argument("--model", choices=["tiny", "smollm2", "embedded"], default="tiny")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds per path (>= 3 for a verdict)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")

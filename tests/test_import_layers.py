@@ -14,14 +14,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# package -> folder in the repository (the wheel maps these under `cohort.`, see pyproject.toml)
-FOLDERS = {
-    "cohort.proto": ROOT / "proto",
-    "cohort.rpc": ROOT / "cohort" / "rpc",
-    "cohort.sandbox": ROOT / "sandbox",
-    "cohort.verifiers": ROOT / "verifiers",
-    "cohort.trainer": ROOT / "trainer",
-}
+# The layout is the import tree: the repository root is the package `cohort`, so every top-level
+# folder X/ with an `__init__.py` is `cohort.X` (pyproject.toml: `"cohort" = "."`). This is the one
+# place that rule is checked (test_the_layout_is_the_import_tree); the table below places each package.
+LAYOUT = {f"cohort.{d.name}": d for d in sorted(ROOT.iterdir()) if d.is_dir() and (d / "__init__.py").exists()}
+APPLICATION = ("cohort.cli", "cohort.conformance", "cohort.integrations")
+"""The top layer: it may import every package below (and each other)."""
+FOLDERS = {name: folder for name, folder in LAYOUT.items() if name not in APPLICATION}
 
 # package -> the cohort packages (or modules) it may import, besides itself
 ALLOWED = {
@@ -96,16 +95,23 @@ def test_the_checker_sees_a_back_edge(tmp_path):
         del FOLDERS["_probe"], ALLOWED["_probe"]
 
 
-def test_every_module_belongs_to_a_layer():
-    """A new top-level folder with Python in it must be placed in the table, not slip past it."""
-    mapped = {p.resolve() for p in FOLDERS.values()} | {(ROOT / "cohort").resolve()}
-    skip = {"tests", "bench", "examples", "deploy", "scripts", ".venv", ".git", "build"}
-    stray = [
-        d.name for d in ROOT.iterdir()
-        if d.is_dir() and d.name not in skip and not d.name.startswith(".")
-        and d.resolve() not in mapped and any(d.rglob("*.py"))
-    ]
-    assert not stray, f"folders outside the layer table: {stray}"
+def test_the_layout_is_the_import_tree():
+    """Every top-level folder with Python in it is a package `cohort.X` placed in the layer table, the
+    wheel lists exactly those packages (and their subpackages), and no folder is named `cohort/` (it would
+    shadow the installed package in any process started in the repository root)."""
+    import tomllib
+
+    assert (ROOT / "__init__.py").exists() and not (ROOT / "cohort").exists()
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"] == {"cohort": "."}
+    assert set(LAYOUT) == set(ALLOWED) | set(APPLICATION), f"folders outside the layer table: {set(LAYOUT) ^ (set(ALLOWED) | set(APPLICATION))}"
+    skip = {"tests", "bench", "examples", "deploy", "scripts", "docs", "build", "site"}
+    stray = [d.name for d in ROOT.iterdir() if d.is_dir() and d.name not in skip and not d.name.startswith(".")
+             and f"cohort.{d.name}" not in LAYOUT and any(d.rglob("*.py"))]
+    assert not stray, f"top-level folders with Python but no __init__.py (not packages, not in the table): {stray}"
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {"cohort"} | {".".join(["cohort", *init.parent.relative_to(ROOT).parts])
+                            for name, folder in LAYOUT.items() for init in folder.rglob("__init__.py")}
+    assert listed == on_disk, f"pyproject's packages differ from the folders: {listed ^ on_disk}"
 
 
 # ---- no cycles inside a package ---------------------------------------------------------------
@@ -113,16 +119,16 @@ def test_every_module_belongs_to_a_layer():
 # modules that import each other (directly or round a longer loop, at module level or inside a
 # function) are a cycle too: neither can be read, tested or moved without the other.
 
-PACKAGES = {**FOLDERS, "cohort": ROOT / "cohort"}  # the application package: cohort/ less cohort/rpc
+PACKAGES = {**LAYOUT, "cohort": ROOT}  # "cohort": the root's own modules (__init__, protogen)
 
 
 def _modules(package: str) -> dict[str, Path]:
     """Every module of ``package`` by dotted name (a package's ``__init__`` by the package's name)."""
     folder = PACKAGES[package]
     out = {}
-    for path in sorted(folder.rglob("*.py")):
+    for path in sorted(folder.glob("*.py") if package == "cohort" else folder.rglob("*.py")):
         rel = path.relative_to(folder).with_suffix("")
-        if package == "cohort" and rel.parts[0] == "rpc" or package == "cohort.proto" and "grpo" in rel.parts:
+        if package == "cohort.proto" and "grpo" in rel.parts:
             continue
         parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
         out[".".join((package, *parts))] = path
@@ -218,5 +224,5 @@ def test_the_cycle_check_sees_a_function_local_cycle(tmp_path):
 
 def test_the_root_imports_nothing():
     """`from cohort import __version__` is allowed everywhere because the root package imports nothing."""
-    tree = ast.parse((ROOT / "cohort" / "__init__.py").read_text())
+    tree = ast.parse((ROOT / "__init__.py").read_text())
     assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]

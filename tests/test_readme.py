@@ -42,7 +42,7 @@ def test_links_resolve_inside_the_repository():
         assert path.exists(), f"README links to a missing file: {target}"
 
 
-TOP = ("bench", "cohort", "deploy", "examples", "proto", "sandbox", "scripts", "tests", "trainer", "verifiers", ".ci")
+TOP = ("bench", "cli", "conformance", "integrations", "rpc", "deploy", "docs", "examples", "proto", "sandbox", "scripts", "tests", "trainer", "verifiers", ".ci")
 
 
 def test_paths_it_names_exist_inside_the_repository():

@@ -30,6 +30,7 @@ import asyncio
 import collections
 import logging
 import multiprocessing as mp
+import os
 import queue
 import threading
 import time
@@ -124,6 +125,32 @@ class _Worker:
         self.conn.close()
 
 
+def _ensure_forkserver() -> None:
+    """Start the forkserver with ``PYTHONSAFEPATH=1`` (a no-op when it runs already).
+
+    Python starts the forkserver with ``-c``, which puts the working folder first on its ``sys.path``;
+    the forkserver imports the preloaded modules (``cohort`` among them) and every worker inherits them.
+    Started in a folder that holds a ``cohort/`` package (a checkout of an older layout, a user's
+    project), every worker would import that folder as ``cohort`` and die. The variable is set only
+    while the forkserver starts: it is the forkserver's environment, not this process's.
+    """
+    from multiprocessing import forkserver
+
+    with _LOCK:
+        before = os.environ.get("PYTHONSAFEPATH")
+        os.environ["PYTHONSAFEPATH"] = "1"
+        try:
+            forkserver.ensure_running()
+        finally:
+            if before is None:
+                del os.environ["PYTHONSAFEPATH"]
+            else:
+                os.environ["PYTHONSAFEPATH"] = before
+
+
+_LOCK = threading.Lock()
+
+
 class WorkerPool:
     """``size`` killable worker processes running ``setup(*setup_args)``'s handler. Thread-safe."""
 
@@ -136,8 +163,10 @@ class WorkerPool:
         if method == "fork":
             raise ValueError("the fork start method is unsafe in a gRPC server; use forkserver or spawn")
         self._ctx = mp.get_context(method)
-        if method == "forkserver" and preload:
-            self._ctx.set_forkserver_preload(list(preload))
+        if method == "forkserver":
+            if preload:
+                self._ctx.set_forkserver_preload(list(preload))
+            _ensure_forkserver()
         self._setup, self._setup_args, self._name = setup, setup_args, name
         self._size = size
         self._attempts = attempts

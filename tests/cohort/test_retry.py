@@ -1,4 +1,4 @@
-"""The one retry/failover policy (cohort/rpc/retry.py): the schedule as numbers, no servers."""
+"""The one retry/failover policy (rpc/retry.py): the schedule as numbers, no servers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``CohortReward`` called the way TRL 1.16 calls a reward function (see ``cohort/integrations/trl.py``),
+"""``CohortReward`` called the way TRL 1.16 calls a reward function (see ``integrations/trl.py``),
 against real ``cohort serve arith`` servers on loopback. Needs no TRL: the default suite runs it; the
 real ``GRPOTrainer`` steps are in ``test_trl.py`` (marker ``trl``)."""
 

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-PROTO_ROOT = Path(__file__).resolve().parent.parent / "proto"
+PROTO_ROOT = Path(__file__).resolve().parent / "proto"
 SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 PYTHON_ROOT = "cohort.proto"
 

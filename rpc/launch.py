@@ -43,7 +43,9 @@ class ServiceProcess:
         self.tls = tls
         self.host = host
         self.extra_args = list(extra_args)
-        self.env = {**os.environ, **(env or {})}
+        # PYTHONSAFEPATH: `python -m` would put the working folder first on the service's sys.path, and a
+        # `cohort/` folder there (a checkout, a user's project) would shadow the installed package
+        self.env = {**os.environ, "PYTHONSAFEPATH": "1", **(env or {})}
         self._tmp = tempfile.TemporaryDirectory(prefix="cohort-svc-")
         self.port_file = Path(self._tmp.name) / "port"
         self.log_path = log_path or Path(self._tmp.name) / "server.log"

@@ -66,7 +66,7 @@ def verify(
             typer.secho(f"error: group {rec.group_id!r} asks for verifiers without an endpoint: {sorted(missing)}", err=True, fg="red")
             raise typer.Exit(2)
     from cohort.rpc.tls import ClientTls, TlsError
-    from cohort.verify_run import run_verify
+    from cohort.cli.verify_run import run_verify
 
     try:
         tls = ClientTls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)

@@ -59,5 +59,7 @@ def train(
     if records:
         last = records[-1]
         curve = f", curve in {cfg.run.output_dir}/reward_curve.png" if cfg.run.plot else ""
-        typer.echo(f"done: step {last['step']}, reward/mean {last['reward/mean']:.3f}; "
-                   f"metrics in {cfg.run.output_dir}/metrics.jsonl{curve}")
+        reward = "n/a" if last.get("reward/mean") is None else f"{last['reward/mean']:.3f}"
+        masked, outage = int(last.get("verify/masked_rounds", 0)), last.get("verify/outage_s", 0.0)
+        typer.echo(f"done: step {last['step']}, reward/mean {reward}; {masked} fully masked round(s) not counted "
+                   f"as steps, verifiers unavailable {outage:.1f} s; metrics in {cfg.run.output_dir}/metrics.jsonl{curve}")

@@ -122,16 +122,33 @@ class ClientTls:
             raise TlsError(f"{prefix}*: {exc}") from None
 
 
+CHANNEL_OPTIONS: dict[str, object] = {
+    # gRPC's default reconnect backoff grows to 120 s: a restarted server would stay unused (every call
+    # failing fast) for that long. Reconnect within a second instead; a down server costs a connect
+    # attempt a second, nothing more.
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.min_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 1000,
+    "grpc.enable_retries": 0,  # retries and failover are ours, across endpoints (cohort.rpc.retry)
+}
+"""Options of every Cohort client channel (the caller's own options override them)."""
+
+
+def _options(options: Sequence[tuple[str, object]], tls: ClientTls | None) -> list[tuple[str, object]]:
+    merged = {**CHANNEL_OPTIONS, **dict(options), **dict(tls.channel_options() if tls else ())}
+    return list(merged.items())
+
+
 def channel(address: str, tls: ClientTls | None = None, options: Sequence[tuple[str, object]] = ()) -> grpc.Channel:
-    """A blocking channel: TLS when ``tls`` is given, plaintext otherwise."""
+    """A blocking channel: TLS when ``tls`` is given, plaintext otherwise; :data:`CHANNEL_OPTIONS` first."""
     if tls is None:
-        return grpc.insecure_channel(address, options=list(options))
-    return grpc.secure_channel(address, tls.credentials(), options=[*options, *tls.channel_options()])
+        return grpc.insecure_channel(address, options=_options(options, tls))
+    return grpc.secure_channel(address, tls.credentials(), options=_options(options, tls))
 
 
 def aio_channel(address: str, tls: ClientTls | None = None,
                 options: Sequence[tuple[str, object]] = ()) -> grpc.aio.Channel:
-    """An asyncio channel: TLS when ``tls`` is given, plaintext otherwise."""
+    """An asyncio channel: TLS when ``tls`` is given, plaintext otherwise; :data:`CHANNEL_OPTIONS` first."""
     if tls is None:
-        return grpc.aio.insecure_channel(address, options=list(options))
-    return grpc.aio.secure_channel(address, tls.credentials(), options=[*options, *tls.channel_options()])
+        return grpc.aio.insecure_channel(address, options=_options(options, tls))
+    return grpc.aio.secure_channel(address, tls.credentials(), options=_options(options, tls))

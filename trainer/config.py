@@ -216,6 +216,26 @@ class ScoringSection(_Section):
     record_path: str | None = None
     """Append every scored batch here as one JSON line (texts, status and reward of each rollout, the client's
     call/retry counts): an audit of what the verifiers answered, e.g. for ``bench/chaos.py``. Unset: nothing."""
+    on_outage: Literal["wait", "drop", "mask"] = "wait"
+    """A verifier that no attempt of a call reaches. ``wait``: training pauses (the round's scoring is retried
+    with backoff, one log line when the outage starts, one every 30 s, one when it ends) and goes on within
+    about a second of its return; no step is spent on rollouts nobody scored. ``drop``: its weight is left out
+    and the other verifiers' weights scaled up to the same total until it is back (rows it alone scores
+    still wait); the rewards of those steps differ from a full run's. ``mask``: its rollouts are masked
+    (DEPENDENCY_UNAVAILABLE) and the run goes on; a round with every rollout masked is not a step."""
+    max_outage_s: float | None = Field(None, gt=0)
+    """Stop the run with an error once one verifier has been unavailable this long. Unset: wait indefinitely."""
+    masked_alarm_frac: float = Field(0.05, gt=0, le=1)
+    """Warn (one line, and ``verify/masked_alarm`` = 1) when the share of rollouts that one verifier masks with
+    one status, over the last ``masked_window`` steps, rises past this or to double its first window's."""
+    masked_window: int = Field(20, ge=1)
+    """Steps in the masked-share window."""
+    max_masked_frac: float | None = Field(None, gt=0, le=1)
+    """Stop the run with an error when the masked share (all verifiers, all statuses) over the window exceeds
+    this (checked once the window is full). Unset: warn only."""
+    max_masked_rounds: int = Field(20, ge=1)
+    """A round whose every rollout was masked trains nothing and is not counted as a step; this many in a row
+    stop the run with an error naming the statuses."""
 
     @model_validator(mode="after")
     def _endpoints(self) -> ScoringSection:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 import time
 from collections import defaultdict
@@ -116,7 +117,7 @@ class MetricsLog:
         self.path.write_text("".join(line + "\n" for line in keep))
 
     def log(self, step: int, record: dict[str, float]) -> None:
-        self._file.write(json.dumps({"step": step, **record}) + "\n")
+        self._file.write(json.dumps(jsonable({"step": step, **record}), allow_nan=False) + "\n")
         self._file.flush()
         if self._tb is not None:
             for k, v in record.items():
@@ -141,6 +142,11 @@ def read(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line]
 
 
+def jsonable(record: dict) -> dict:
+    """NaN and infinities as null: ``json.dumps`` would write bare ``NaN``, which is not JSON."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}
+
+
 def read_if_exists(path: str | Path) -> list[dict[str, Any]]:
     return read(path) if Path(path).exists() else []
 
@@ -154,10 +160,11 @@ def plot_rewards(metrics_path: str | Path, png_path: str | Path) -> None:
     records = read(metrics_path)
     steps = [r["step"] for r in records]
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(steps, [r.get("reward/mean", float("nan")) for r in records], label="reward/mean", lw=2)
+    value = lambda r, key: float("nan") if r.get(key) is None else r[key]  # noqa: E731
+    ax.plot(steps, [value(r, "reward/mean") for r in records], label="reward/mean", lw=2)
     for key in sorted({k for r in records for k in r if k.startswith("reward/") and k.count("/") == 1}):
         if key not in ("reward/mean", "reward/std"):
-            ax.plot(steps, [r.get(key, float("nan")) for r in records], label=key, lw=1, alpha=0.7)
+            ax.plot(steps, [value(r, key) for r in records], label=key, lw=1, alpha=0.7)
     ax.set_xlabel("step")
     ax.set_ylabel("reward")
     ax.grid(alpha=0.3)

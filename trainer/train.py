@@ -12,6 +12,7 @@ get one, for the importance-sampling correction).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from cohort.trainer.metrics import MetricsLog, StepTimer, plot_rewards
 from cohort.trainer.models import build_policy, frozen_reference
 from cohort.trainer.process import round_advantages
 from cohort.trainer.rollout import RolloutBatch, build_engine
-from cohort.trainer.scoring import Scorer, Scores, client_tls
+from cohort.trainer.scoring import MaskedShare, Scorer, Scores, client_tls
 from cohort.verifiers.records import check_routes
 
 
@@ -74,6 +75,9 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
         return []
     scorer = Scorer(cfg.scoring, endpoints)  # handshake: fails fast when a verifier is missing
     scorer.check(examples)  # every row routes to verifiers that accept its reference kind
+    for line in scorer.describe():  # endpoints, TLS mode, server version, limits
+        comm.say(line)
+    masked_share, masked = MaskedShare(cfg.scoring), MaskedRounds(cfg.scoring.max_masked_rounds)
     log = MetricsLog(distributed.rank_dir(out_dir, comm), tensorboard=cfg.run.tensorboard and comm.is_main,
                      progress=cfg.run.progress and comm.is_main, total_steps=cfg.run.max_steps, start_step=start,
                      every_steps=cfg.run.log_every, every_s=cfg.run.log_every_s)
@@ -82,14 +86,19 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                   reference_logprobs(reference, cfg), learner.logprobs)
     records: list[dict] = []
     run_start = time.perf_counter()
+    step = start
     try:
-        for step in range(start + 1, cfg.run.max_steps + 1):
+        while step < cfg.run.max_steps:
             timer = StepTimer()
             # 1-3. G completions for each of this rank's P/world prompts, each chunk scored as soon as it
             #      exists; per-row log-probs while the verifiers work; flat groups resampled (DAPO)
             rnd = collect_round(src, comm, timer)
-            # 4. group advantages over valid rollouts of the whole round; groups without signal drop out
             everything, scores = distributed.gather_round(rnd.batch, rnd.scores, comm, src.pad_id)  # all B rows
+            alarm = masked_share.observe(scores, comm.say)  # the share each verifier masks, over a window
+            if masked.skip(scores, step, comm.say):  # a round nobody could score trains nothing: not a step
+                continue
+            step += 1
+            # 4. group advantages over valid rollouts of the whole round; groups without signal drop out
             adv, token_adv, rows, step_stats = loss_rows(everything, scores, cfg, tokenizer)  # token_adv: (B, T)
             mine = comm.local_rows(rows, cfg.batch_size)  # this rank's included rows
             # 5. num_iterations optimizer steps on the included rows only; the engine follows the policy
@@ -99,7 +108,8 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                 engine.sync_weights(distributed.unwrap(policy))
             # 6. log and checkpoint
             record = (round_metrics(everything, scores, adv, len(rows)) | step_stats | update | rnd.is_metrics
-                      | resample_metrics(rnd, cfg) | timer.record(run_start, float(everything.completion_mask.sum())))
+                      | resample_metrics(rnd, cfg) | alarm | masked.metrics(scorer.outage_s())
+                      | timer.record(run_start, float(everything.completion_mask.sum())))
             log.log(step, record)
             records.append({"step": step, **record})
             done = step == cfg.run.max_steps or reached_target([*history, *records], cfg)
@@ -152,7 +162,40 @@ def reached_target(records: list[dict], cfg: TrainConfig) -> bool:
     target, window = cfg.run.target_reward, cfg.run.target_window
     if target is None or len(records) < window:
         return False
-    return sum(r["reward/mean"] for r in records[-window:]) / window >= target
+    rewards = [r.get("reward/mean") for r in records[-window:]]  # None (no usable rollout) never reaches it
+    return None not in rewards and sum(rewards) / window >= target
+
+
+class MaskedRounds:
+    """Rounds whose every rollout was masked (an outage the verifiers reported per rollout, such as the
+    sandbox down behind the code verifier): they train nothing, so they are not steps. One line when such a
+    streak starts, one when it ends; ``limit`` in a row stop the run with the statuses named."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.total, self.streak = limit, 0, 0
+
+    def skip(self, scores: Scores, step: int, say) -> bool:
+        import collections
+
+        if bool(scores.valid.any()):
+            if self.streak:
+                say(f"step {step + 1}: scored again after {self.streak} fully masked round(s)")
+            self.streak = 0
+            return False
+        self.total += 1
+        self.streak += 1
+        why = ", ".join(f"{k} x{n}" for k, n in collections.Counter(k for row in scores.masked_by for k in row).most_common(3))
+        if self.streak >= self.limit:
+            raise RuntimeError(f"{self.streak} rounds in a row had every rollout masked ({why}); stopping "
+                               f"(scoring.max_masked_rounds={self.limit})")
+        if self.streak == 1:
+            say(f"after step {step}: every rollout of the round masked ({why}); not counted as a step, "
+                "drawing the next prompts")
+        return True
+
+    def metrics(self, outage_s: float) -> dict[str, float]:
+        """Run totals so far: fully masked rounds (not steps) and seconds any verifier was unavailable."""
+        return {"verify/masked_rounds": float(self.total), "verify/outage_s": outage_s}
 
 
 def resample_metrics(rnd: Round, cfg: TrainConfig) -> dict[str, float]:
@@ -178,6 +221,10 @@ def round_metrics(batch: RolloutBatch, scores: Scores, adv, n_rows: int) -> dict
         ok = valid & ~values.isnan()
         if ok.any():
             rec[f"reward/{name}"] = float(values[ok].mean())
+    # flags the verifiers set (``verifier/flag``: a candidate-caused limit scored 0, a hack attempt, ...)
+    flags = collections.Counter(f for row in scores.flags for fs in row for f in set(fs))
+    rec |= {f"verify/flag/{k}": n / valid.numel() for k, n in sorted(flags.items())}
+    rec |= {f"verify/dropped/{name}": 1.0 for name in sorted(scores.dropped)}
     return rec
 
 

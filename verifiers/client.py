@@ -55,6 +55,66 @@ class HandshakeError(RuntimeError):
     pass
 
 
+class VerifierUnavailable(RuntimeError):
+    """Every attempt of one call to a verifier failed: an outage, never a verdict on the rollouts."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(f"verifier {name!r} unavailable: {detail}")
+        self.name = name
+
+
+REPORT_EVERY_S = 30.0
+"""While a verifier stays unavailable, one line this often (with the count of failed calls)."""
+
+
+def short_error(exc: grpc.aio.AioRpcError | grpc.RpcError) -> str:
+    """``CODE: the first line of the details``, at most 160 characters (gRPC's strings run to kilobytes)."""
+    details = (exc.details() or "").strip().splitlines()
+    text = f"{exc.code().name}: {details[0] if details else ''}".rstrip(": ")
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+@dataclass
+class Availability:
+    """One verifier's outages as the client sees them: one log line when an outage starts, one every
+    :data:`REPORT_EVERY_S` while it lasts, one when it ends (never a line per failed attempt)."""
+
+    name: str
+    note: str = ""
+    """Said with the first line of an outage: what the caller does meanwhile (e.g. the trainer pauses)."""
+    down_since: float | None = None
+    failed_calls: int = 0
+    last_error: str = ""
+    outages: int = 0
+    down_s: float = 0.0
+    """Seconds unavailable over the ended outages (:meth:`total_down_s` adds the current one)."""
+    _last_report: float = 0.0
+
+    def failed(self, error: str) -> None:
+        now = time.monotonic()
+        self.last_error = error
+        if self.down_since is None:
+            self.down_since, self._last_report, self.failed_calls = now, now, 1
+            self.outages += 1
+            log.warning("verifier %s unavailable (%s)%s", self.name, error, f"; {self.note}" if self.note else "")
+            return
+        self.failed_calls += 1
+        if now - self._last_report >= REPORT_EVERY_S:
+            self._last_report = now
+            log.warning("verifier %s still unavailable after %.0f s (%d calls failed; last: %s)", self.name,
+                        now - self.down_since, self.failed_calls, error)
+
+    def succeeded(self) -> None:
+        if self.down_since is not None:
+            took = time.monotonic() - self.down_since
+            self.down_s += took
+            log.warning("verifier %s is back after %.1f s (%d calls failed meanwhile)", self.name, took, self.failed_calls)
+            self.down_since = None
+
+    def total_down_s(self) -> float:
+        return self.down_s + (0.0 if self.down_since is None else time.monotonic() - self.down_since)
+
+
 @dataclass(frozen=True)
 class WeightedVerifier:
     name: str
@@ -90,6 +150,10 @@ class ScoredRollout:
     detail: str = ""
     steps: Mapping[str, tuple[StepReward, ...]] = field(default_factory=dict)
     """Step rewards per verifier that sent any (process supervision), only when usable."""
+    flags: tuple[str, ...] = ()
+    """``verifier/flag`` for every flag a verifier set (e.g. a candidate-caused limit, a hack attempt)."""
+    masked_by: str = ""
+    """The verifier whose status masked this rollout ("" when usable)."""
 
     @property
     def usable(self) -> bool:
@@ -109,10 +173,9 @@ class _Pool:
     Channels are created on first use, inside the running event loop (grpc.aio binds them to it).
     """
 
-    OPTIONS = [
+    OPTIONS = [  # besides cohort.rpc.tls.CHANNEL_OPTIONS (fast reconnects, no gRPC retries)
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.enable_retries", 0),  # retries and failover are ours, across endpoints
     ]
 
     def __init__(self, addresses: Sequence[str], tls: ClientTls | None, policy: RetryPolicy) -> None:
@@ -147,6 +210,7 @@ class VerifierClient:
         calls_per_batch: int = 1,
         tls: ClientTls | None = None,
         attempt_timeout_s: float | None = None,
+        outage_note: str = "",
     ) -> None:
         """``tls`` applies to verifiers given as a mapping of endpoints (a ``WeightedVerifier`` carries its own).
 
@@ -170,6 +234,9 @@ class VerifierClient:
         self.reference_kinds: dict[str, tuple[str, ...]] = {}
         """Per verifier, the reference kinds its servers accept (from the handshake; empty: any)."""
         self.max_groups: dict[str, int] = {}
+        self.servers: dict[str, list[str]] = {}
+        """Per verifier, one description per reachable endpoint (address, server version, limits), from the handshake."""
+        self.availability = {v.name: Availability(v.name, outage_note) for v in verifiers}
         self.stats = {"calls": 0, "retries": 0, "failed_groups": 0}
 
     async def __aenter__(self) -> VerifierClient:
@@ -204,6 +271,7 @@ class VerifierClient:
                     continue
                 reachable += 1
                 self.versions[name] = served[name]
+                self.servers.setdefault(name, []).append(_describe(ep.address, resp))
                 self.reference_kinds[name] = next(tuple(v.reference_kinds) for v in resp.verifiers if v.name == name)
                 if resp.limits.max_groups_per_batch:
                     self.max_groups[name] = min(self.max_groups.get(name, 1 << 30), resp.limits.max_groups_per_batch)
@@ -213,10 +281,23 @@ class VerifierClient:
             log.warning("handshake: %s", p)
         return dict(self.versions)
 
+    def describe(self) -> list[str]:
+        """One line per verifier: its endpoints, TLS mode, and what each server said in the handshake."""
+        lines = []
+        for name, v in self.verifiers.items():
+            mode = "plaintext" if v.tls is None else ("mutual TLS" if v.tls.cert else "TLS")
+            lines.append(f"verifier {name} (weight {v.weight:g}, {mode}): " + "; ".join(self.servers.get(name, ())))
+        return lines
+
     # ---- one verifier -------------------------------------------------------------------------
 
-    async def verify_groups(self, groups: Sequence[GroupRequest]) -> list[GroupResult]:
-        """Score groups (any mix of configured verifiers); results in request order."""
+    async def verify_groups(self, groups: Sequence[GroupRequest], *, unreachable: str = "mask") -> list[GroupResult]:
+        """Score groups (any mix of configured verifiers); results in request order.
+
+        A verifier whose every attempt failed: its rollouts come back DEPENDENCY_UNAVAILABLE (``"mask"``),
+        or :class:`VerifierUnavailable` is raised (``"raise"``: the caller decides, e.g. waits)."""
+        if unreachable not in ("mask", "raise"):
+            raise ValueError(f"unreachable must be 'mask' or 'raise', not {unreachable!r}")
         by_verifier: dict[str, list[int]] = {}
         for i, g in enumerate(groups):
             if g.verifier not in self._pools:
@@ -229,7 +310,8 @@ class VerifierClient:
             chunk_size = -(-len(positions) // self.calls_per_batch)
             chunk_size = min(chunk_size, self.max_groups.get(name, chunk_size))
             chunks = [positions[i : i + chunk_size] for i in range(0, len(positions), chunk_size)]
-            results = await asyncio.gather(*(self._call(name, [groups[p] for p in c], deadline) for c in chunks))
+            results = await asyncio.gather(*(self._call(name, [groups[p] for p in c], deadline, unreachable)
+                                             for c in chunks))
             for chunk, res in zip(chunks, results):
                 for p, r in zip(chunk, res):
                     out[p] = r
@@ -237,7 +319,8 @@ class VerifierClient:
         await asyncio.gather(*(run(name, pos) for name, pos in by_verifier.items()))
         return out  # type: ignore[return-value]
 
-    async def _call(self, name: str, groups: list[GroupRequest], deadline: float) -> list[GroupResult]:
+    async def _call(self, name: str, groups: list[GroupRequest], deadline: float,
+                    unreachable: str = "mask") -> list[GroupResult]:
         request = convert.batch_to_pb(groups)
         pool = self._pools[name]
         errors: list[str] = []
@@ -258,16 +341,21 @@ class VerifierClient:
                 if not self.policy.retryable(code):
                     raise VerifierRequestError(f"{name} @ {ep.address} rejected the request: {code.name}: {exc.details()}") from None
                 pool.failover.failed(attempt.endpoint)
-                errors.append(f"{ep.address}: {code.name} {exc.details()}")
-                log.warning("verifier %s @ %s: %s (%s); failing over", name, ep.address, code.name, exc.details())
+                errors.append(f"{ep.address}: {short_error(exc)}")
+                log.debug("verifier %s @ %s: %s; %s", name, ep.address, short_error(exc),
+                          "retrying" if len(pool.endpoints) == 1 else "failing over")
                 continue
             pool.failover.succeeded(attempt.endpoint)
+            self.availability[name].succeeded()
             return _checked(name, groups, response, ep.address)
         if time.monotonic() >= deadline:
             errors.append("client deadline passed")
         self.stats["failed_groups"] += len(groups)
-        detail = f"verifier {name!r} unavailable after {len(errors)} attempt(s): " + " | ".join(errors[-3:])
-        log.error("%s", detail)
+        detail = f"{len(errors)} attempt(s) failed: " + " | ".join(errors[-2:])
+        self.availability[name].failed(errors[-1] if errors else "no attempt made")
+        if unreachable == "raise":
+            raise VerifierUnavailable(name, detail)
+        detail = f"verifier {name!r} unavailable after {detail}"
         return [
             GroupResult(g.group_id, name, "", tuple(RolloutResult.unusable(r.index, RolloutStatus.DEPENDENCY_UNAVAILABLE, detail) for r in g.rollouts))
             for g in groups
@@ -300,26 +388,49 @@ class VerifierClient:
         return {name: v.weight for name, v in self.verifiers.items()}
 
 
-def combine(rollouts: Sequence[Rollout], results: Mapping[str, GroupResult], weights: Mapping[str, float]) -> list[ScoredRollout]:
-    """Weighted sum per rollout; components ``name`` and ``name/component``; unusable if any verifier is."""
+def _describe(address: str, resp: pb.ListVerifiersResponse) -> str:
+    lim = resp.limits
+    limits = ", ".join(f"{k} {v}" for k, v in (("max groups/batch", lim.max_groups_per_batch),
+                                               ("max rollouts/group", lim.max_rollouts_per_group),
+                                               ("max message bytes", lim.max_message_bytes),
+                                               ("max queued groups", lim.max_queued_groups)) if v)
+    return f"{address} server {resp.server_version or '?'}" + (f" ({limits})" if limits else "")
+
+
+def combine(rollouts: Sequence[Rollout], results: Mapping[str, GroupResult], weights: Mapping[str, float],
+            dropped: frozenset[str] = frozenset()) -> list[ScoredRollout]:
+    """Weighted sum per rollout; components ``name`` and ``name/component``; unusable if any verifier is.
+
+    ``dropped``: verifiers left out (an outage the caller chose to ride out without them): not in the
+    sum, and the other weights scaled up to the configured total (renormalised)."""
+    used = {name: w for name, w in weights.items() if name in results and name not in dropped}
+    total = sum(w for name, w in weights.items() if name in results)
+    if dropped & results.keys() and total > 0 and not any(used.values()):  # nothing left to score with
+        name = sorted(dropped & results.keys())[0]
+        return [ScoredRollout(r.index, 0.0, RolloutStatus.DEPENDENCY_UNAVAILABLE, {}, f"{name}: unavailable (dropped)",
+                              masked_by=name) for r in rollouts]
+    scale = total / sum(used.values()) if dropped and sum(used.values()) else 1.0
     scored = []
     for pos, rollout in enumerate(rollouts):
-        reward, components, details, steps = 0.0, {}, [], {}
-        status = RolloutStatus.OK
+        reward, components, details, steps, flags = 0.0, {}, [], {}, []
+        status, masked_by = RolloutStatus.OK, ""
         for name, group in results.items():
+            if name in dropped:
+                continue
             r = group.results[pos]
             if r.status is not RolloutStatus.OK and status is RolloutStatus.OK:
-                status = r.status
-            reward += weights[name] * r.reward
+                status, masked_by = r.status, name
+            reward += used[name] * scale * r.reward
             components[name] = r.reward
             components.update({f"{name}/{k}": v for k, v in r.components.items()})
+            flags.extend(f"{name}/{f}" for f in r.flags)
             if r.detail:
                 details.append(f"{name}: {r.detail}")
             if r.steps:
                 steps[name] = r.steps
         ok = status is RolloutStatus.OK
         scored.append(ScoredRollout(rollout.index, reward if ok else 0.0, status, components, " | ".join(details),
-                                    steps if ok else {}))
+                                    steps if ok else {}, tuple(flags), masked_by))
     return scored
 
 

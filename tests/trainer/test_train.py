@@ -82,7 +82,7 @@ def checkpoint_weights(run, endpoint: str, step: str) -> dict[str, torch.Tensor]
 def test_unreachable_verifier_masks_its_rollouts_and_the_update_ignores_them(tmp_path):
     """Chunk 1 is scored; then the server dies and chunk 2 comes back DEPENDENCY_UNAVAILABLE.
     The update equals the update on chunk 1 alone, and unusable_frac counts chunk 2."""
-    cfg = small_config(tmp_path, "127.0.0.1:1", "grpo.beta=0.04")
+    cfg = small_config(tmp_path, "127.0.0.1:1", "grpo.beta=0.04", "scoring.on_outage=mask")
     policy, tok = build_policy(cfg.model)
     torch.manual_seed(0)
     with torch.no_grad():

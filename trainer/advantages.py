@@ -45,34 +45,43 @@ class Advantages(NamedTuple):
     informative_groups: Bool[Tensor, "P"]  # >= 2 valid rollouts and non-zero variance
 
 
+def normalised(values: Float[Tensor, "P N"], mask: Bool[Tensor, "P N"], scale_rewards: ScaleRewards = "group",
+               eps: float = 1e-4) -> tuple[Float[Tensor, "P N"], Bool[Tensor, "P"]]:
+    """The one normalisation of both forms: each row's masked entries centred on the row's mean and scaled
+    (``group``: by the row's unbiased std + eps; ``batch``: by the std of every masked entry; ``none``: not);
+    0 where not masked or where the row carries no signal. Rows are a group's rollouts (outcome) or all
+    steps of a group's valid rollouts (process). Also returns which rows carry signal: at least two
+    masked entries, not all equal (an exact test, not a variance threshold). Float64 inside."""
+    values = values.double()
+    zeros = torch.zeros_like(values)
+    n = mask.sum(dim=1, keepdim=True)  # (P, 1)
+    mean = torch.where(mask, values, zeros).sum(dim=1, keepdim=True) / n.clamp(min=1)  # (P, 1)
+    centred = torch.where(mask, values - mean, zeros)  # (P, N) entries outside the mask never touch the maths
+    var = centred.pow(2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)  # (P, 1) unbiased
+    big = torch.finfo(values.dtype).max
+    spread = torch.where(mask, values, -big).amax(dim=1) - torch.where(mask, values, big).amin(dim=1)  # (P,)
+    informative = (n.squeeze(1) >= 2) & (spread > 0)  # (P,)
+    if scale_rewards == "group":
+        scaled = centred / (var.sqrt() + eps)
+    elif scale_rewards == "batch":
+        every = values[mask]
+        batch_std = every.std() if every.numel() > 1 else torch.zeros((), dtype=values.dtype)
+        scaled = centred / (batch_std + eps)
+    elif scale_rewards == "none":
+        scaled = centred
+    else:
+        raise ValueError(f"scale_rewards must be group, batch or none, not {scale_rewards!r}")
+    return torch.where(mask & informative[:, None], scaled, zeros), informative
+
+
 def group_advantages(
     rewards: Float[Tensor, "P G"],
     valid: Bool[Tensor, "P G"],
     scale_rewards: ScaleRewards = "group",
     eps: float = 1e-4,
 ) -> Advantages:
-    rewards = rewards.double()
-    zeros = torch.zeros_like(rewards)
-    r = torch.where(valid, rewards, zeros)  # (P, G) invalid entries never touch the maths
-    n = valid.sum(dim=1, keepdim=True)  # (P, 1)
-    mean = r.sum(dim=1, keepdim=True) / n.clamp(min=1)  # (P, 1)
-    centred = torch.where(valid, rewards - mean, zeros)  # (P, G)
-    var = centred.pow(2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)  # (P, 1) unbiased
-    big = torch.finfo(rewards.dtype).max
-    spread = (torch.where(valid, rewards, -big).amax(dim=1) - torch.where(valid, rewards, big).amin(dim=1))  # (P,)
-    informative = (n.squeeze(1) >= 2) & (spread > 0)  # (P,) exact zero-variance test
-    if scale_rewards == "group":
-        adv = centred / (var.sqrt() + eps)
-    elif scale_rewards == "batch":
-        flat = rewards[valid]
-        batch_std = flat.std() if flat.numel() > 1 else torch.zeros((), dtype=rewards.dtype)
-        adv = centred / (batch_std + eps)
-    elif scale_rewards == "none":
-        adv = centred
-    else:
-        raise ValueError(f"scale_rewards must be group, batch or none, not {scale_rewards!r}")
+    adv, informative = normalised(rewards, valid, scale_rewards, eps)  # (P, G), (P,)
     included = valid & informative[:, None]  # (P, G)
-    adv = torch.where(included, adv, zeros)
     return Advantages(adv.float(), included, informative)
 
 
@@ -95,34 +104,14 @@ def process_advantages(
     ``step_ends``: the token index (0-based, < T = ``completion_len``) of each step's last token;
     ``step_mask``: which of the S slots are real steps (rows pad with False).
     """
-    p, g, _ = step_rewards.shape
-    rewards = step_rewards.double()
-    zeros = torch.zeros_like(rewards)
+    p, g, s = step_rewards.shape
     steps = step_mask & valid[:, :, None]  # (P, G, S) invalid outputs contribute no steps
-    flat_steps, flat_rewards = steps.reshape(p, -1), rewards.reshape(p, -1)  # (P, G*S)
-    n = flat_steps.sum(dim=1)  # (P,)
-    mean = torch.where(flat_steps, flat_rewards, 0.0).sum(dim=1) / n.clamp(min=1)  # (P,)
-    centred = torch.where(steps, rewards - mean[:, None, None], zeros)  # (P, G, S)
-    var = centred.pow(2).reshape(p, -1).sum(dim=1) / (n - 1).clamp(min=1)  # (P,) unbiased
-    big = torch.finfo(rewards.dtype).max
-    spread = (torch.where(flat_steps, flat_rewards, -big).amax(dim=1)
-              - torch.where(flat_steps, flat_rewards, big).amin(dim=1))  # (P,)
-    informative = (n >= 2) & (spread > 0)  # (P,)
-    if scale_rewards == "group":
-        normalised = centred / (var.sqrt() + eps)[:, None, None]
-    elif scale_rewards == "batch":
-        every = rewards[steps]
-        batch_std = every.std() if every.numel() > 1 else torch.zeros((), dtype=rewards.dtype)
-        normalised = centred / (batch_std + eps)
-    elif scale_rewards == "none":
-        normalised = centred
-    else:
-        raise ValueError(f"scale_rewards must be group, batch or none, not {scale_rewards!r}")
-    normalised = torch.where(steps & informative[:, None, None], normalised, zeros)  # (P, G, S)
+    flat, informative = normalised(step_rewards.reshape(p, g * s), steps.reshape(p, g * s), scale_rewards, eps)
+    normalised_steps = flat.view(p, g, s)  # (P, G, S) 0 outside the steps and for groups without signal
     # each step's reward lands on its last token; a reverse cumulative sum gives every token the sum
     # over the steps that end at or after it
-    at_end = torch.zeros(p, g, completion_len, dtype=rewards.dtype)  # (P, G, T)
-    at_end.scatter_add_(2, step_ends.clamp(0, completion_len - 1).long(), normalised)
+    at_end = torch.zeros(p, g, completion_len, dtype=normalised_steps.dtype)  # (P, G, T)
+    at_end.scatter_add_(2, step_ends.clamp(0, completion_len - 1).long(), normalised_steps)
     per_token = at_end.flip(2).cumsum(2).flip(2)  # (P, G, T)
     return ProcessAdvantages(per_token.float(), informative)
 

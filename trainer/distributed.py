@@ -11,7 +11,7 @@ single-process path runs the same code with no process group. Decisions, declare
    row split cuts a group (``local_advantages`` handles any contiguous row split).
 2. **Gradients are summed, never averaged.** Each rank's loss is its share of the *global* loss: the
    normaliser (rows or tokens) is summed over ranks before the micro-batches run
-   (``trainer.loss.loss_denominator(..., reduce=comm.sum)``), so the per-rank token mean (the
+   (``trainer.loss.normaliser(..., reduce=comm.sum)``), so the per-rank token mean (the
    common bug) never happens. DDP gets a SUM comm hook; FSDP2 a gradient divide factor of 1 (and,
    on gloo, which has no AVG/PREMUL_SUM reduce-scatter, ``set_force_sum_reduction_for_comms``).
 3. **Every rank runs the same number of micro-batches** (the max over ranks); the short ranks pad

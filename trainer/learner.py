@@ -16,7 +16,7 @@ from cohort.trainer.config import TrainConfig
 from cohort.trainer import forward
 from cohort.trainer.distributed import SINGLE, Comm, pad_rows
 from cohort.trainer.forward import batched_logprobs, token_logprobs
-from cohort.trainer.loss import LossConfig, LossInputs, loss_denominator, policy_loss
+from cohort.trainer.loss import LossConfig, LossInputs, normaliser, policy_loss
 
 __all__ = ["Learner", "UpdateBatch", "batched_logprobs", "make_optimizer", "make_scheduler", "token_logprobs"]
 # batched_logprobs and token_logprobs (the module forward) live in trainer.forward; named here for callers
@@ -71,8 +71,7 @@ class Learner:
         self.policy = policy
         self.cfg = cfg
         self.comm = comm  # torch.distributed: global counts, equal micro-batch counts, summed metrics
-        self.loss_cfg = LossConfig(cfg.grpo.loss_type, cfg.grpo.epsilon, cfg.grpo.epsilon_upper, cfg.grpo.beta,
-                                   cfg.rollout.max_completion_length)
+        self.loss_cfg = LossConfig(cfg.grpo.epsilon, cfg.grpo.epsilon_upper, cfg.grpo.beta)
         self.optimizer = make_optimizer(policy, cfg)
         self.scheduler = make_scheduler(self.optimizer, cfg)
         # Length-cut micro-batches where the split changes nothing in the maths: not bnpo (normalised per
@@ -90,8 +89,8 @@ class Learner:
         n_micro = max(1, comm.max_int(-(-batch.input_ids.shape[0] // mb)))  # the same on every rank; >= 1
         batch = pad_rows(batch, (n_micro - 1) * mb + 1)  # short ranks: zero-loss rows (no-op in one process)
         t = batch.loss_mask.shape[1]
-        denominator = loss_denominator(batch.loss_mask, cfg.grpo.loss_type, cfg.rollout.max_completion_length,
-                                       reduce=comm.sum)  # global rows / tokens
+        norm = normaliser(batch.loss_mask, cfg.grpo.loss_type, cfg.rollout.max_completion_length,
+                          reduce=comm.sum)  # global rows / tokens
         self.optimizer.zero_grad(set_to_none=True)
         totals = {"loss": 0.0, "policy": 0.0, "kl_sum": 0.0, "clipped": 0.0, "tokens": 0.0, "entropy_sum": 0.0}
         tp = batch.input_ids.shape[1] - t
@@ -107,7 +106,7 @@ class Learner:
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl, :w]
             isw = None if batch.is_weights is None else batch.is_weights[sl, :w]
             out = policy_loss(LossInputs(logprobs, old, batch.advantages[sl, :w], batch.loss_mask[sl, :w], ref, isw),
-                              self.loss_cfg, denominator, n_micro)
+                              self.loss_cfg, norm, n_micro)
             out.loss.backward()
             totals["loss"] += float(out.loss.detach())
             totals["policy"] += float(out.policy_loss)

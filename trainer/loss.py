@@ -25,9 +25,9 @@ The loss is minus the aggregated objective. Deviations and choices, declared:
      weighs the same whatever its sequence's length.
    - ``dr_grpo``: sum over tokens / (sequences * max_completion_length), a constant (Dr. GRPO).
    Only *included* rows count (valid rollouts of informative groups, see ``advantages``). The
-   normaliser is computed over the whole batch by :func:`loss_denominator` before the
-   micro-batches run, so gradient accumulation (and, later, several ranks summing their counts)
-   gives the same gradient as one big batch.
+   choice is made once per batch, by :func:`normaliser`, over the whole batch before the
+   micro-batches run, so gradient accumulation (and several ranks summing their counts) gives the
+   same gradient as one big batch; :meth:`Normaliser.weights` applies it to each micro-batch.
 """
 
 from __future__ import annotations
@@ -45,11 +45,9 @@ LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 
 @dataclass(frozen=True)
 class LossConfig:
-    loss_type: LossType = "grpo"
     epsilon: float = 0.2
     epsilon_high: float = 0.2
     beta: float = 0.0
-    max_completion_length: int = 32
 
 
 @dataclass
@@ -71,9 +69,28 @@ class LossOutputs:
     tokens: Float[Tensor, ""]  # masked tokens in this micro-batch
 
 
-def loss_denominator(loss_mask: Bool[Tensor, "B T"], loss_type: LossType, max_completion_length: int,
-                     micro_batches: int = 1, reduce: Callable[[Tensor], Tensor] | None = None) -> float:
-    """The normaliser of the batch loss, from the whole batch's mask (all micro-batches).
+@dataclass(frozen=True)
+class Normaliser:
+    """How one batch's per-token terms add up to its loss (``loss_type``), with the whole batch's count."""
+
+    loss_type: LossType
+    denominator: float = 1.0
+    """``grpo``: included rows; ``dapo``: their tokens; ``dr_grpo``: rows * max_completion_length (all of
+    the whole batch, every rank's); ``bnpo`` divides each micro-batch by its own tokens instead (1 here)."""
+
+    def weights(self, loss_mask: Bool[Tensor, "b T"], micro_batches: int = 1) -> Float[Tensor, "b T"]:
+        """Each token's weight in the batch loss, for one micro-batch (loss = sum(weights * per_token_loss))."""
+        mask = loss_mask.float()  # (b, T)
+        if self.loss_type == "grpo":
+            return mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0) / self.denominator
+        if self.loss_type == "bnpo":
+            return mask / mask.sum().clamp(min=1.0) / micro_batches
+        return mask / self.denominator
+
+
+def normaliser(loss_mask: Bool[Tensor, "B T"], loss_type: LossType, max_completion_length: int,
+               reduce: Callable[[Tensor], Tensor] | None = None) -> Normaliser:
+    """The batch's :class:`Normaliser`, from the whole batch's mask (all micro-batches).
 
     ``reduce`` (torch.distributed: a sum over ranks) turns this rank's (rows, tokens) counts into the
     global batch's, so every rank divides by the same global count (never a per-rank mean).
@@ -82,26 +99,10 @@ def loss_denominator(loss_mask: Bool[Tensor, "B T"], loss_type: LossType, max_co
     if reduce is not None:
         counts = reduce(counts)
     rows, tokens = float(counts[0]), float(counts[1])
-    if loss_type == "grpo":
-        return max(rows, 1.0)
-    if loss_type == "dapo":
-        return max(tokens, 1.0)
-    if loss_type == "dr_grpo":
-        return max(rows * max_completion_length, 1.0)
-    if loss_type == "bnpo":
-        return -1.0  # per micro-batch: see token_weights
-    raise ValueError(f"unknown loss_type {loss_type!r}")
-
-
-def token_weights(loss_mask: Bool[Tensor, "B T"], loss_type: LossType, denominator: float,
-                  micro_batches: int = 1) -> Float[Tensor, "B T"]:
-    """Weight of each token's term in the batch loss (so that loss = sum(weights * per_token_loss))."""
-    mask = loss_mask.float()  # (B, T)
-    if loss_type == "grpo":
-        return mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0) / denominator
-    if loss_type == "bnpo":
-        return mask / mask.sum().clamp(min=1.0) / micro_batches
-    return mask / denominator
+    denominators = {"grpo": rows, "dapo": tokens, "dr_grpo": rows * max_completion_length, "bnpo": 1.0}
+    if loss_type not in denominators:
+        raise ValueError(f"unknown loss_type {loss_type!r}")
+    return Normaliser(loss_type, max(denominators[loss_type], 1.0))
 
 
 def clipped_objective(ratio: Float[Tensor, "B T"], advantages: Float[Tensor, "B T"], epsilon: float,
@@ -117,14 +118,14 @@ def k3_kl(logprobs: Float[Tensor, "B T"], ref_logprobs: Float[Tensor, "B T"]) ->
     return torch.exp(delta) - delta - 1.0
 
 
-def policy_loss(inputs: LossInputs, cfg: LossConfig, denominator: float, micro_batches: int = 1) -> LossOutputs:
+def policy_loss(inputs: LossInputs, cfg: LossConfig, norm: Normaliser, micro_batches: int = 1) -> LossOutputs:
     adv = inputs.advantages  # (B, T)
     ratio = torch.exp(inputs.logprobs - inputs.old_logprobs)  # (B, T)
     pg = clipped_objective(ratio, adv, cfg.epsilon, cfg.epsilon_high)  # (B, T)
     if inputs.is_weights is not None:
         pg = pg * inputs.is_weights
     per_token = -pg  # (B, T)
-    weights = token_weights(inputs.loss_mask, cfg.loss_type, denominator, micro_batches)  # (B, T)
+    weights = norm.weights(inputs.loss_mask, micro_batches)  # (B, T)
     mask = inputs.loss_mask.float()
     kl_sum = torch.zeros((), dtype=per_token.dtype)
     if cfg.beta > 0:

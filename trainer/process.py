@@ -25,7 +25,7 @@ from torch import Tensor
 from cohort.trainer.advantages import Advantages, group_advantages, process_advantages, token_advantages
 
 if TYPE_CHECKING:
-    from cohort.trainer.config import TrainConfig
+    from cohort.trainer.advantages import ScaleRewards
     from cohort.trainer.rollout import RolloutBatch
     from cohort.trainer.scoring import Scores
 
@@ -133,22 +133,22 @@ def step_metrics(tensors: StepTensors, valid: Bool[Tensor, "P G"]) -> dict[str, 
             "steps/rewarded_frac": rewarded / n_steps if n_steps else float("nan")}
 
 
-def round_advantages(batch: RolloutBatch, scores: Scores, cfg: TrainConfig, tokenizer: Any = None
+def round_advantages(batch: RolloutBatch, scores: Scores, scale_rewards: ScaleRewards = "group", eps: float = 1e-4,
+                     process_weight: float = 0.0, tokenizer: Any = None
                      ) -> tuple[Advantages, Float[Tensor, "B T"], Bool[Tensor, "B"], dict[str, float]]:
     """A round's outcome advantages (P, G), per-token advantages (B, T), the rows with signal (B,) and the
-    step metrics. ``scores.steps`` is set when a verifier has ``kind: process``; its ``weight`` scales the
-    process advantage. Without it the per-token advantages are the outcome ones broadcast over T."""
-    g = cfg.grpo
-    adv = group_advantages(scores.rewards, scores.valid, g.scale_rewards, g.adv_eps)
+    step metrics. ``scores.steps`` is set when a verifier has ``kind: process``; ``process_weight`` (its
+    ``weight``) scales the process advantage. Without it the per-token advantages are the outcome ones
+    broadcast over T."""
+    adv = group_advantages(scores.rewards, scores.valid, scale_rewards, eps)
     p, t = scores.rewards.shape[0], batch.completion_ids.shape[1]
     process, stats = None, {}
     if scores.steps is not None:
         if tokenizer is None:
             raise ValueError("process supervision needs the tokenizer (character offsets -> tokens)")
         st = step_tensors(scores.steps, batch.completion_ids, batch.completion_mask, batch.texts, tokenizer, p)
-        process = process_advantages(st.rewards, st.ends, st.mask, scores.valid, t, g.scale_rewards, g.adv_eps)
+        process = process_advantages(st.rewards, st.ends, st.mask, scores.valid, t, scale_rewards, eps)
         stats = step_metrics(st, scores.valid) | {
             "group/process_informative_frac": float(process.informative_groups.float().mean())}
-    weight = next((v.weight for v in cfg.scoring.verifiers if v.kind == "process"), 0.0)
-    tokens = token_advantages(adv, process, scores.valid, t, weight)
+    tokens = token_advantages(adv, process, scores.valid, t, process_weight)
     return adv, tokens.advantages.reshape(-1, t), tokens.included.flatten(), stats

@@ -152,7 +152,10 @@ def loss_rows(batch: RolloutBatch, scores: Scores, cfg: TrainConfig,
               tokenizer=None) -> tuple[Advantages, Tensor, Tensor, dict[str, float]]:
     """Group advantages, per-token advantages (B, T) (outcome, plus process ones from step rewards), the
     rows (B indices) that enter the loss: valid rollouts of groups with signal, and step metrics."""
-    adv, token_adv, included, step_stats = round_advantages(batch, scores, cfg, tokenizer)  # (B, T), (B,)
+    g = cfg.grpo
+    process_weight = next((v.weight for v in cfg.scoring.verifiers if v.kind == "process"), 0.0)
+    adv, token_adv, included, step_stats = round_advantages(batch, scores, g.scale_rewards, g.adv_eps, process_weight,
+                                                            tokenizer)  # (B, T), (B,)
     if cfg.grpo.mask_truncated_completions:
         included = included & ~batch.truncated
     return adv, token_adv, included.nonzero().squeeze(-1), step_stats

@@ -80,10 +80,10 @@ def test_gradient_matches_the_analytic_policy_gradient():
     surrogate = -(adv * lp).sum() / mask.sum()
     want = torch.autograd.grad(surrogate, [model.lm_head.weight])[0]
     model.zero_grad()
-    from cohort.trainer.loss import LossInputs, loss_denominator, policy_loss
+    from cohort.trainer.loss import LossInputs, normaliser, policy_loss
 
     lp2, _ = token_logprobs(model, ids, am, 2)
-    out = policy_loss(LossInputs(lp2, lp2.detach(), adv, mask), learner.loss_cfg, loss_denominator(mask, "dapo", 2))
+    out = policy_loss(LossInputs(lp2, lp2.detach(), adv, mask), learner.loss_cfg, normaliser(mask, "dapo", 2))
     out.loss.backward()
     assert torch.allclose(model.lm_head.weight.grad, want, atol=1e-7)
 
@@ -112,7 +112,7 @@ def test_kl_pulls_towards_the_reference(seed):
 def test_length_bucketed_micro_batches_give_the_full_batch_gradient(cost):
     """Rows of different lengths, micro-batches of at most 2 cut to their own width == one full-width batch
     (cost 0: fixed pairs; 4: a split by length; 160: as few micro-batches as the cap allows)."""
-    from cohort.trainer.loss import LossInputs, loss_denominator, policy_loss
+    from cohort.trainer.loss import LossInputs, normaliser, policy_loss
 
     for loss_type in ("grpo", "dapo", "dr_grpo"):
         cfg, tok, model = setup(loss_type=loss_type)
@@ -122,7 +122,7 @@ def test_length_bucketed_micro_batches_give_the_full_batch_gradient(cost):
         adv = torch.tensor([1.0, -0.5, 0.7, -1.2])[:, None] + 0.1 * torch.arange(width)  # (B, T) per token
         lp, _ = token_logprobs(model, ids, am, width)
         full = policy_loss(LossInputs(lp, lp.detach(), adv, mask), Learner(model, cfg).loss_cfg,
-                           loss_denominator(mask, loss_type, cfg.rollout.max_completion_length))
+                           normaliser(mask, loss_type, cfg.rollout.max_completion_length))
         want = torch.autograd.grad(full.loss, list(model.parameters()))
         learner = Learner(model, cfg)
         learner.step(UpdateBatch(ids, am, mask, adv, None, None))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cohort.trainer.is_correction import mismatch_metrics, rollout_correction, truncated_is_weights
-from cohort.trainer.loss import LossConfig, LossInputs, policy_loss
+from cohort.trainer.loss import LossConfig, LossInputs, Normaliser, policy_loss
 
 # 2 sequences x 3 tokens; the second has one padding position.
 OLD = torch.tensor([[-1.0, -2.0, -0.5], [-0.2, -3.0, 0.0]])
@@ -72,7 +72,7 @@ def test_weights_scale_the_policy_gradient_in_the_loss():
     logprobs = OLD.clone().requires_grad_(True)
     adv = torch.tensor([1.0, -2.0])
     w = truncated_is_weights(OLD, ROLL, MASK, "token", cap=1.5)
-    out = policy_loss(LossInputs(logprobs, OLD, adv[:, None].expand_as(w), MASK, is_weights=w), LossConfig(loss_type="grpo"), 2.0)
+    out = policy_loss(LossInputs(logprobs, OLD, adv[:, None].expand_as(w), MASK, is_weights=w), LossConfig(), Normaliser("grpo", 2.0))
     out.loss.backward()
     lengths = MASK.sum(1, keepdim=True).float()
     expected = -(adv[:, None] * w) / lengths / 2.0 * MASK

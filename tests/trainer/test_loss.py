@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from cohort.trainer.loss import LossConfig, LossInputs, clipped_objective, k3_kl, loss_denominator, policy_loss
+from cohort.trainer.loss import LossConfig, LossInputs, Normaliser, clipped_objective, k3_kl, normaliser, policy_loss
 
 
 @pytest.mark.parametrize(
@@ -73,11 +73,11 @@ def test_each_aggregation_hand_computed(beta):
         "dr_grpo": (row0 + row1) / (2 * 4),  # max_completion_length = 4
     }
     for loss_type, want in expected.items():
-        cfg = LossConfig(loss_type, 0.2, 0.2, beta, max_completion_length=4)
-        den = loss_denominator(mask, loss_type, 4)
+        cfg = LossConfig(0.2, 0.2, beta)
+        den = normaliser(mask, loss_type, 4)
         out = policy_loss(LossInputs(logprobs, old, adv, mask, ref), cfg, den)
         assert out.loss.item() == pytest.approx(want, abs=1e-6), loss_type
-    out = policy_loss(LossInputs(logprobs, old, adv, mask, ref), LossConfig("grpo", beta=beta), 2.0)
+    out = policy_loss(LossInputs(logprobs, old, adv, mask, ref), LossConfig(beta=beta), Normaliser("grpo", 2.0))
     assert out.clipped_tokens.item() == 1.0  # only (row 0, token 1): rho 1.5 > 1.2 with A > 0
     assert out.tokens.item() == 5.0
 
@@ -85,13 +85,13 @@ def test_each_aggregation_hand_computed(beta):
 def test_fully_masked_row_contributes_nothing():
     logprobs, old, ref, mask, adv = two_by_three()
     mask[1] = False
-    cfg = LossConfig("grpo", beta=0.04)
-    full = policy_loss(LossInputs(logprobs, old, adv, mask, ref), cfg, loss_denominator(mask, "grpo", 4))
-    alone = policy_loss(LossInputs(logprobs[:1], old[:1], adv[:1], mask[:1], ref[:1]), cfg, 1.0)
+    cfg = LossConfig(beta=0.04)
+    full = policy_loss(LossInputs(logprobs, old, adv, mask, ref), cfg, normaliser(mask, "grpo", 4))
+    alone = policy_loss(LossInputs(logprobs[:1], old[:1], adv[:1], mask[:1], ref[:1]), cfg, Normaliser("grpo", 1.0))
     assert full.loss.item() == pytest.approx(alone.loss.item(), abs=1e-7)
 
 
-def reference_loss(logprobs, old, ref, mask, adv, cfg: LossConfig):
+def reference_loss(logprobs, old, ref, mask, adv, cfg: LossConfig, loss_type: str, max_completion_length: int):
     """The seeds' formula token by token: -[min(rho A, clip(rho) A) - beta k3], then the aggregation."""
     rows = []
     for i in range(logprobs.shape[0]):
@@ -107,11 +107,11 @@ def reference_loss(logprobs, old, ref, mask, adv, cfg: LossConfig):
             terms.append(-obj)
         rows.append(terms)
     rows = [r for r in rows if r]
-    if cfg.loss_type == "grpo":
+    if loss_type == "grpo":
         return sum(sum(r) / len(r) for r in rows) / len(rows)
-    if cfg.loss_type in ("bnpo", "dapo"):
+    if loss_type in ("bnpo", "dapo"):
         return sum(sum(r) for r in rows) / sum(len(r) for r in rows)
-    return sum(sum(r) for r in rows) / (len(rows) * cfg.max_completion_length)
+    return sum(sum(r) for r in rows) / (len(rows) * max_completion_length)
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
@@ -125,9 +125,9 @@ def test_equals_reference_formula_on_random_batches(loss_type):
         lengths = torch.randint(1, t + 1, (b,), generator=gen)
         mask = torch.arange(t)[None] < lengths[:, None]
         adv = torch.randn(b, t, generator=gen, dtype=torch.float64)  # per token (process supervision)
-        cfg = LossConfig(loss_type, 0.2, 0.28, 0.04, max_completion_length=t)
-        got = policy_loss(LossInputs(logprobs, old, adv, mask, ref), cfg, loss_denominator(mask, loss_type, t))
-        assert got.loss.item() == pytest.approx(reference_loss(logprobs, old, ref, mask, adv, cfg), abs=1e-6)
+        cfg = LossConfig(0.2, 0.28, 0.04)
+        got = policy_loss(LossInputs(logprobs, old, adv, mask, ref), cfg, normaliser(mask, loss_type, t))
+        assert got.loss.item() == pytest.approx(reference_loss(logprobs, old, ref, mask, adv, cfg, loss_type, t), abs=1e-6)
 
 
 def test_micro_batches_sum_to_the_full_batch_loss_and_gradient():
@@ -138,8 +138,8 @@ def test_micro_batches_sum_to_the_full_batch_loss_and_gradient():
     mask = torch.arange(t)[None] < torch.randint(1, t + 1, (b,), generator=gen)[:, None]
     adv = torch.randn(b, t, generator=gen, dtype=torch.float64)
     for loss_type in ("grpo", "dapo", "dr_grpo"):
-        cfg = LossConfig(loss_type, max_completion_length=t)
-        den = loss_denominator(mask, loss_type, t)
+        cfg = LossConfig()
+        den = normaliser(mask, loss_type, t)
         full_lp = base.clone().requires_grad_(True)
         policy_loss(LossInputs(full_lp, old, adv, mask), cfg, den).loss.backward()
         split_lp = base.clone().requires_grad_(True)
@@ -155,7 +155,7 @@ def test_gradient_is_zero_where_the_clip_is_active():
     lp = torch.log(torch.tensor([[0.6, 0.6]], dtype=torch.float64)).requires_grad_(True)
     old = torch.log(torch.tensor([[0.4, 0.59]], dtype=torch.float64))  # rho = 1.5 (clipped), ~1.017 (inside)
     out = policy_loss(LossInputs(lp, old, torch.tensor([[1.0, 1.0]], dtype=torch.float64), torch.ones(1, 2, dtype=torch.bool)),
-                      LossConfig("dapo"), 2.0)
+                      LossConfig(), Normaliser("dapo", 2.0))
     out.loss.backward()
     assert lp.grad[0, 0].item() == 0.0
     assert lp.grad[0, 1].item() == pytest.approx(-(0.6 / 0.59) / 2, rel=1e-9)  # d(-rho A / 2)/d logp = -rho/2

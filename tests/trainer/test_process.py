@@ -229,7 +229,8 @@ def test_grpo_step_pushes_a_wrong_step_down_against_a_right_one():
                          torch.ones_like(completion), torch.tensor([False, False]), texts)
     scores = Scores(torch.tensor([[1.0, 1.0]], dtype=torch.float64), torch.ones(1, 2, dtype=torch.bool), {}, 0.0,
                     [r.steps for r in results])
-    adv, token_adv, included, stats = round_advantages(batch, scores, cfg, tok)
+    adv, token_adv, included, stats = round_advantages(batch, scores, cfg.grpo.scale_rewards, cfg.grpo.adv_eps,
+                                                       cfg.scoring.verifiers[1].weight, tok)
     assert included.tolist() == [True, True] and not adv.informative_groups.any()
     assert stats["steps/per_rollout"] == 2.0 and stats["steps/rewarded_frac"] == 0.5
     first, second = slice(0, 5), slice(5, 11)  # "1+1=2" then " 2+2=5" (the EOS after the last step gets 0)

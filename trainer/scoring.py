@@ -1,7 +1,8 @@
 """Remote scoring, off the learner's thread: submit a round's completions, keep generating or
 computing, collect the rewards later.
 
-The async :class:`verifiers.client.VerifierClient` runs on its own event loop in a daemon thread;
+The async :class:`verifiers.client.VerifierClient` runs on the one private event loop thread of blocking
+callers (:class:`cohort.rpc.loop.BackgroundLoop`, shared with the TRL/verl adapters);
 :meth:`Scorer.submit` returns a ``concurrent.futures.Future`` at once. The learner only waits in
 :meth:`Scorer.result`, and that wait is what ``verify/idle_frac`` reports. Statuses travel with the
 rewards: a rollout no verifier could judge is ``valid = False`` (masked), never a reward of 0.
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -28,6 +28,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from cohort.rpc.loop import BackgroundLoop
 from cohort.trainer.config import ScoringSection
 from cohort.verifiers.records import RecordError, Task, check_routes, route
 
@@ -84,11 +85,10 @@ class Scorer:
         verifiers = [WeightedVerifier(v.name, v.weight if v.kind == "outcome" else 0.0, tuple(endpoints[v.name]),
                                       dict(v.options), tls[v.name]) for v in cfg.verifiers]
         self.process = next((v.name for v in cfg.verifiers if v.kind == "process"), None)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="cohort-scorer", daemon=True)
-        self._thread.start()
-        self.client = self._run(self._make_client(VerifierClient, verifiers))
-        self.versions = self._run(self.client.handshake())
+        self._bg = BackgroundLoop("cohort-scorer")  # the one private event loop thread of blocking callers
+        self.client = self._bg.run(self._make_client(VerifierClient, verifiers))
+        self._bg.on_close(self.client.close)
+        self.versions = self._bg.run(self.client.handshake())
         # route weights: a process verifier's scalar reward stays out of the outcome sum, as above
         self.defaults = {v.name: (v.weight if v.kind == "outcome" else 0.0, dict(v.options)) for v in cfg.verifiers}
         self.kinds = dict(self.client.reference_kinds)
@@ -147,9 +147,6 @@ class Scorer:
                 await asyncio.sleep(wait)
                 wait = min(OUTAGE_POLL_S, wait * 2)
 
-    def _run(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
     def submit(self, tasks: list[Task], texts: list[str], truncated: list[bool], group_offset: int = 0) -> Future:
         """Score P groups of G completions (prompt-major ``texts``); returns a Future of :class:`Scores`."""
         from cohort.verifiers.base import GroupRequest, Rollout
@@ -184,7 +181,7 @@ class Scorer:
                 scores.steps = [r.steps.get(self.process, ()) for group in scored for r in group]
             return scores
 
-        return asyncio.run_coroutine_threadsafe(run(), self._loop)
+        return self._bg.submit(run())
 
     def _write_record(self, serial: int, tasks: list[Task], plan, scored, group_offset: int) -> None:
         """One JSON line per submitted batch (``scoring.record_path``), written on the scorer's loop."""
@@ -199,10 +196,7 @@ class Scorer:
         self._record.flush()
 
     def close(self) -> None:
-        if self._loop.is_running():
-            self._run(self.client.close())
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=5)
+        self._bg.close()
         if self._record is not None:
             self._record.close()
 

@@ -40,6 +40,7 @@ import re
 from fractions import Fraction
 
 from cohort.verifiers.base import (
+    CANDIDATE_LIMIT,
     GroupRequest,
     InvalidRequest,
     Reference,  # noqa: F401  (doctest)
@@ -66,10 +67,6 @@ _TOKEN_RE = re.compile(r"\s*(?:(" + NUMBER + r")|(\*\*|[-+*/×÷·^()]|[$€£])
 _EXPR_CHARS = frozenset("0123456789 \t.,+-*/×÷·^()$€£")
 _MUL = frozenset("*×·")
 _DIV = frozenset("/÷")
-
-
-CANDIDATE_LIMIT = "candidate_limit"
-"""The flag of a rollout whose own text hit a limit: scored (never masked), flagged and counted."""
 
 
 class Refused(Exception):

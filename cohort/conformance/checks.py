@@ -411,7 +411,11 @@ def _near_limit_batch(t: Target, limit: int) -> pb.BatchVerifyGroupsRequest:
 
 @rule("message_size", "a batch just under the advertised max_message_bytes is answered like the small one")
 def check_message_size(t: Target) -> str:
-    limit = t.limits.max_message_bytes if t.limits is not None else 0
+    lim = t.limits
+    if lim is None:  # not fetched at start: ask now (a hung server fails here like every other rule)
+        resp = call(lambda: t.stub.ListVerifiers(pb.ListVerifiersRequest(), timeout=t.options.call_timeout_s), "ListVerifiers")
+        lim = resp.limits if resp.HasField("limits") else None
+    limit = lim.max_message_bytes if lim is not None else 0
     if not limit:
         raise CheckSkipped("ListVerifiers advertises no max_message_bytes (the list_verifiers rule reports it)")
     if limit > MESSAGE_CAP:

@@ -361,7 +361,7 @@ def parse_reference(raw: str) -> Fraction:
 
 class StepsVerifier:
     name = "steps"
-    version = "1.0.0"
+    version = "1.1.0"  # issue 29: a step beyond the bounds is a wrong step, no longer VERIFIER_TIMEOUT
     description = "process rewards: each arithmetic step of a chain of thought (and the final answer) right or wrong"
     reference_kinds = ()  # an answer is optional (it adds the final step)
     max_concurrency = 1  # pure Python

@@ -253,3 +253,24 @@ def test_client_checks_steps_against_the_completions():
         server.stop(0)
     assert [r.status for r in scored] == [RolloutStatus.OK, RolloutStatus.VERIFIER_ERROR, RolloutStatus.OK]
     assert scored[0].steps == {"liar": (StepReward(5, 1.0),)} and scored[1].steps == {}
+
+
+@pytest.mark.parametrize("extra", [[], ["--scoring-procs", "1"]], ids=["in-process", "scoring-procs"])
+def test_the_server_counts_candidate_limits(extra):
+    """`cohort serve steps` over gRPC: a step beyond the bounds is OK (scored), flagged, and counted in
+    cohort_verifier_candidate_limit_rollouts, both when scored in the server and in scoring processes."""
+    import urllib.request
+
+    from cohort.rpc.launch import ServiceProcess
+
+    with ServiceProcess(["steps"], extra_args=[*extra, "--metrics-port", "0"]) as sp, grpc.insecure_channel(sp.endpoint) as ch:
+        stub = pb_grpc.VerifierServiceStub(ch)
+        req = pb.VerifyGroupRequest(group_id="g", verifier="steps", reference=pb.Reference(answer="123"), rollouts=[
+            pb.Rollout(index=0, completion="9^99 = 123"), pb.Rollout(index=1, completion="2 + 2 = 4"),
+            pb.Rollout(index=2, completion="2 + 2 = " + "4" * 45)])
+        resp = stub.BatchVerifyGroups(pb.BatchVerifyGroupsRequest(requests=[req]), timeout=30)
+        results = resp.responses[0].results
+        assert [r.status for r in results] == [pb.ROLLOUT_STATUS_OK] * 3
+        assert [list(r.flags) for r in results] == [["candidate_limit"], [], ["candidate_limit"]]
+        body = urllib.request.urlopen(f"http://127.0.0.1:{sp.metrics_port}/metrics", timeout=5).read().decode()
+    assert 'cohort_verifier_candidate_limit_rollouts_total{verifier="steps"} 2.0' in body

@@ -63,9 +63,17 @@ def test_an_answer_over_the_input_caps_carries_the_shared_flag(verifier):
     assert {"answer_over_limits", "candidate_limit"} <= set(r.flags)
 
 
+def _nested(last: str, depth: int = 17) -> str:
+    inner = f"({depth}, {last})"
+    for k in range(depth - 1, 0, -1):
+        inner = f"({k}, {inner})"
+    return inner
+
+
 def test_a_gold_nested_beyond_the_structure_depth_is_the_references_doing(verifier):
-    deep = "(" * 17 + "1, 2" + ")" * 17
-    r = _one(verifier, deep, f"$\\boxed{{{deep}}}$")
-    assert r.status is RolloutStatus.INVALID_REFERENCE, r.detail
-    shallow = _one(verifier, "(1, 2)", "$\\boxed{" + "(" * 17 + "1, 2" + ")" * 17 + "}$")
-    assert shallow.status is RolloutStatus.OK and shallow.verdict is Verdict.INCORRECT, shallow.detail  # scored, never masked
+    # a right answer written otherwise ('\\frac{36}{2}' for 18) walks the whole structure: the depth cap is
+    # reached on both sides, and the gold is the one that is that deep
+    r = _one(verifier, _nested("18"), f"$\\boxed{{{_nested(chr(92) + 'frac{36}{2}')}}}$")
+    assert r.status is RolloutStatus.INVALID_REFERENCE and "nested deeper" in r.detail, r.detail
+    shallow = _one(verifier, "(17, 18)", "$\\boxed{(17, \\frac{36}{2})}$")
+    assert shallow.status is RolloutStatus.OK and shallow.verdict is Verdict.CORRECT, shallow.detail

@@ -94,10 +94,21 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy 
         return _compare(gold_raw, answers, leaf, policy)
 
 
+class _TooDeep(OverLimits):
+    """The structure recursion reached MAX_STRUCTURE_DEPTH: the answer's doing unless the gold is that deep."""
+
+
 def _compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy) -> Outcome:
+    try:
+        return _compare_items(gold_raw, answers, leaf, policy)
+    except _TooDeep as exc:
+        if _bracket_depth(gold_raw) >= MAX_STRUCTURE_DEPTH:  # a matching answer must not be blamed for the depth
+            raise OverLimits("gold", f"structure nested deeper than {MAX_STRUCTURE_DEPTH}") from None
+        raise OverLimits("answer", exc.why) from None
+
+
+def _compare_items(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy) -> Outcome:
     _check_input_caps(gold_raw, answers)
-    if _bracket_depth(gold_raw) >= MAX_STRUCTURE_DEPTH:  # else a matching answer would be blamed for the depth
-        raise OverLimits("gold", f"nested deeper than {MAX_STRUCTURE_DEPTH}")
     gold, parts = _normalized(gold_raw, answers, policy)
     if len(parts) == 1 and parts[0] == gold:
         return Outcome(True, "identical after normalisation")
@@ -200,7 +211,7 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
     """Compare one gold item with one answer item (recursing into tuples, unions, relations)."""
     depth = getattr(_NESTING, "depth", 0)
     if depth >= MAX_STRUCTURE_DEPTH:
-        raise OverLimits("answer", f"structure nested deeper than {MAX_STRUCTURE_DEPTH}")
+        raise _TooDeep("answer", f"structure nested deeper than {MAX_STRUCTURE_DEPTH}")
     _NESTING.depth = depth + 1
     try:
         return _leaf_equal(gold, answer, leaf)

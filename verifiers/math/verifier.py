@@ -5,9 +5,15 @@ thread; identical extracted answers are checked once; verdicts are cached (LRU k
 version, gold and normalised answer); only leaves that need SymPy go to the worker pool, in parallel,
 each under ``min(rollout deadline, ctx.deadline)``.
 
-Statuses: OK+CORRECT (reward 1), OK+INCORRECT (0), OK+NO_ANSWER (0); VERIFIER_TIMEOUT when the budget
-is spent (masked, never INCORRECT); INVALID_REFERENCE when the gold answer cannot be parsed;
-VERIFIER_ERROR when a worker crashed twice or SymPy failed internally. A completion that only says it has
+Statuses: OK+CORRECT (reward 1), OK+INCORRECT (0), OK+NO_ANSWER (0); INVALID_REFERENCE when the gold answer
+cannot be parsed or is beyond the caps; VERIFIER_ERROR when a worker crashed or SymPy failed internally. A check
+that runs out of its budget (or hits the memory cap or the recursion limit) is attributed (issue 29,
+:meth:`MathVerifier._attribute`): the gold and the answer are probed alone, each under its own budget; the
+answer's own expression over the budget is the candidate's doing (OK+INCORRECT, flag ``candidate_limit``, so
+the policy cannot escape a wrong answer's gradient by writing something costly), the gold's is masked
+(VERIFIER_TIMEOUT), and a pair that is slow only together, the call's deadline or a crash stay masked. An
+answer beyond the input caps is OK+INCORRECT with ``answer_over_limits`` and ``candidate_limit``. The table
+of every path is in ``docs/integrity-verifiers.md``. A completion that only says it has
 no answer ("I am not sure.", "cannot determine") is NO_ANSWER, not INCORRECT. Boxes joined by a hedge
 ("\\boxed{2}, or maybe \\boxed{3}") are INCORRECT whatever the gold (flag ``hedged``).
 

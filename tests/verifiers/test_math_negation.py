@@ -98,3 +98,20 @@ def test_genuine_lists_still_match(verifier, gold, body):
 def test_self_corrections_after_a_marker_are_not_a_list(verifier, first, second, body):
     for gold in (f"{first}, {second}", f"\\{{{first}, {second}\\}}"):
         assert _verdict(verifier, gold, R + body) is not Verdict.CORRECT, (gold, body)
+
+
+@pytest.mark.parametrize("body", [
+    r"\boxed{3}, \boxed{5}. Hmm, no.",
+    r"The answer is $3, 5$... no.",
+    r"$\boxed{3}$ and $\boxed{5}$. Wait, no!",
+])
+def test_a_list_taken_back_at_once_is_not_a_list(verifier, body):
+    assert _verdict(verifier, "3, 5", R + body) is not Verdict.CORRECT, body
+
+
+@pytest.mark.parametrize("body", [
+    r"The roots are $\boxed{3}$ and $\boxed{5}$. No other values work.",
+    r"The answer is $3, 5$. No other pair satisfies both equations.",
+])
+def test_a_list_followed_by_more_words_still_matches(verifier, body):
+    assert _verdict(verifier, "3, 5", R + body) is Verdict.CORRECT, body

@@ -18,8 +18,9 @@ Order of precedence (the first that applies wins):
    ("the roots are ...") or each box is labelled (``x = \\boxed{2} or x = \\boxed{3}``); words that reject
    or doubt the earlier box ("no", "nope", "not quite", "isn't right", "is false", "I doubt it", "rather",
    "never mind", a double negation "not not \\boxed{5}") make the boxes a sequence of self-corrections, judged
-   like a hedge (issue 29: a list answer must be stated as a list); a negation right before the first box
-   of the cluster ("not \\boxed{1} but \\boxed{7}") drops that box;
+   like a hedge (issue 29: a list answer must be stated as a list), and so does a list followed only by a
+   bare rejection ("\\boxed{3}, \\boxed{5}. Hmm, no.", also after a marker); a negation right before the
+   first box of the cluster ("not \\boxed{1} but \\boxed{7}") drops that box;
    boxes joined only by ``=`` are equal forms of one answer (``kind="forms"``: every form must match;
    a form after ``\\approx`` is not a claim and is dropped); anything else is a list, returned as several
    answers (flag ``multiple_answers``) that the comparison matches against a gold with that many parts.
@@ -309,7 +310,11 @@ def extract_answer(response: str) -> Extraction:
     if markers and markers[-1].end() > last_box_end:
         phrase = _first_sentence(text[markers[-1].end() :])
         if phrase:
-            return _no_answer(Extraction((_clip(answer_from_phrase(phrase, after_marker=True)),), "marker", tuple(flags)), phrase)
+            answer = _clip(answer_from_phrase(phrase, after_marker=True))
+            rest = text.find(phrase, markers[-1].end())
+            if "," in answer and rest >= 0 and _rejected_after(text, rest + len(phrase)):  # 'The answer is 3, 5... no.'
+                return Extraction((answer,), "marker", (*flags, "hedged"), "hedge")
+            return _no_answer(Extraction((answer,), "marker", tuple(flags)), phrase)
 
     if boxes:
         return _from_boxes(text, boxes, flags)
@@ -419,7 +424,9 @@ def _from_boxes(text: str, boxes: list[tuple[int, int, str]], flags: list[str]) 
     after = re.split(r"[.\n]", text[cluster[-1][1] : cluster[-1][1] + BOX_CLUSTER_GAP], maxsplit=1)[0]
     around = text[max(start, 0) : cluster[0][0]] + " " + after
     plural = _PLURAL.search(_strip_math_text(text[max(start, 0) : cluster[0][0]]))
-    if doubted:  # a list must be stated as a list, not as a sequence of answers rejected or doubted in turn
+    if doubted or _rejected_after(text, cluster[-1][1]):
+        # a list must be stated as a list, not as a sequence of answers rejected or doubted in turn, nor
+        # as one the response takes back at once ('\\boxed{3}, \\boxed{5}. Hmm, no.')
         return Extraction(answers, "boxed", (*flags, "hedged"), "hedge")
     if "hedge" in gaps or _HEDGE.search(_strip_math_text(around)) or ("or" in gaps and not plural):
         # '\\boxed{2} or \\boxed{3}' offers two candidates unless it says there are several ('the roots are
@@ -428,6 +435,19 @@ def _from_boxes(text: str, boxes: list[tuple[int, int, str]], flags: list[str]) 
     if gaps and all(g in ("=", "approx") for g in gaps):
         return Extraction(answers, "boxed", tuple(flags), "forms")
     return Extraction(answers, "boxed", tuple(flags))
+
+
+_BARE_REJECTION = re.compile(
+    r"[\s$.,;:!?)\]]*(?:(?:hmm+|wait|well|oh|ah|uh)[\s,.!]*)?"
+    r"(?:no|nope|nah|wrong|not quite|not right|not really|never ?mind|that'?s wrong|scratch that)[\s.!]*",
+    re.I,
+)
+
+
+def _rejected_after(text: str, end: int) -> bool:
+    """Is everything after the answer, up to the end of its paragraph, a bare rejection ('. Hmm, no.')?"""
+    paragraph = text[end : end + 200].split("\n\n", 1)[0]
+    return bool(paragraph.strip()) and _BARE_REJECTION.fullmatch(paragraph) is not None
 
 
 def _lead_in(text: str, box_start: int) -> str:

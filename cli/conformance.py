@@ -31,11 +31,13 @@ def conformance(
     """Run the conformance kit: health, reflection, ListVerifiers, known answers, completeness, order,
     determinism, status codes, concurrency, deadlines and (with --server-cmd) graceful SIGTERM.
 
-    Prints a pass/fail table; exits 1 if any rule fails, 2 on bad input or an unreachable endpoint.
+    Prints a pass/fail table; exits 1 if any rule fails, 2 on bad input, an unreachable endpoint or a
+    server that does not serve --verifier.
     """
     from rich.console import Console
 
-    from cohort.conformance import RULES, CasesError, EndpointUnreachable, KitOptions, ServerStartError, load_cases, run_kit
+    from cohort.conformance import (RULES, CasesError, EndpointUnreachable, KitOptions, ServerStartError, VerifierNotServed,
+                                    load_cases, run_kit)
     from cohort.conformance.report import render
 
     err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -62,7 +64,7 @@ def conformance(
     try:
         results = run_kit(endpoint, verifier, loaded, server_cmd=server_cmd, rules=rule or None, options=options,
                           connect_timeout_s=connect_timeout)
-    except EndpointUnreachable as exc:
+    except (EndpointUnreachable, VerifierNotServed) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     except ServerStartError as exc:

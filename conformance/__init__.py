@@ -16,7 +16,7 @@ From Python (e.g. a plugin's own test)::
 from cohort.conformance.cases import Case, CasesError, load_cases
 from cohort.conformance.checks import RULES
 from cohort.conformance.runner import CheckResult, ServerStartError, run_kit
-from cohort.conformance.target import EndpointUnreachable, KitOptions
+from cohort.conformance.target import EndpointUnreachable, KitOptions, VerifierNotServed
 
 __all__ = [
     "RULES",
@@ -26,6 +26,7 @@ __all__ = [
     "EndpointUnreachable",
     "KitOptions",
     "ServerStartError",
+    "VerifierNotServed",
     "load_cases",
     "run_kit",
 ]

@@ -386,6 +386,61 @@ def check_status_codes(t: Target) -> str:
     return f"{len(bad)} bad requests rejected with their codes; still SERVING and scoring"
 
 
+MESSAGE_MARGIN = 4096  # "just under": the batch is this many bytes below the advertised max_message_bytes
+PAD_PER_GROUP = 256 * 1024  # prompt padding per group, so no one field is near a per-field limit
+
+
+def _near_limit_batch(t: Target, limit: int) -> pb.BatchVerifyGroupsRequest:
+    """The cases, repeated over enough groups, each ``prompt`` prefixed with spaces so the serialized
+    batch is ``MESSAGE_MARGIN`` bytes under ``limit`` (the completions, and so the verdicts, are unchanged)."""
+    target = limit - MESSAGE_MARGIN
+    n_groups = min(t.max_groups(), max(len(t.cases), -(-target // PAD_PER_GROUP)))
+    batch = t.repeated_batch(n_groups, tag="big")
+    pad = max(0, target - batch.ByteSize())
+    originals = [req.prompt for req in batch.requests]
+    for _ in range(4):  # the length prefixes grow with the padding: correct the total until it fits
+        share, extra = divmod(pad, len(batch.requests))
+        for k, (req, prompt) in enumerate(zip(batch.requests, originals)):
+            req.prompt = " " * (share + (k < extra)) + prompt
+        over = batch.ByteSize() - target
+        if over == 0 or pad == 0:
+            break
+        pad = max(0, pad - over)
+    return batch
+
+
+@rule("message_size", "a batch just under the advertised max_message_bytes is answered like the small one")
+def check_message_size(t: Target) -> str:
+    lim = t.limits
+    if lim is None:  # not fetched at start: ask now (a hung server fails here like every other rule)
+        resp = call(lambda: t.stub.ListVerifiers(pb.ListVerifiersRequest(), timeout=t.options.call_timeout_s), "ListVerifiers")
+        lim = resp.limits if resp.HasField("limits") else None
+    limit = lim.max_message_bytes if lim is not None else 0
+    if not limit:
+        raise CheckSkipped("ListVerifiers advertises no max_message_bytes (the list_verifiers rule reports it)")
+    if limit > MESSAGE_CAP:
+        raise CheckSkipped(f"max_message_bytes {limit} is above the kit's {MESSAGE_CAP}-byte cap")
+    t.baseline()
+    batch = _near_limit_batch(t, limit)
+    size = batch.ByteSize()
+    if size >= limit:
+        raise CheckSkipped(f"cannot build a batch under {limit} bytes from these cases (the smallest is {size})")
+    try:
+        response = t.call_batch(batch)
+    except grpc.RpcError as exc:
+        hint = ""
+        if exc.code() is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            hint = ("; the server receives less than it advertises (gRPC's default receive limit is 4 MiB; set "
+                    "grpc.max_receive_message_length to the advertised max_message_bytes); a client sizing its "
+                    "batches by the advertised limit gets every rollout of such a batch masked")
+        raise CheckFailed(f"a {size}-byte batch ({len(batch.requests)} groups, advertised limit {limit}) failed "
+                          f"{exc.code().name} ({exc.details()[:80]}){hint}") from None
+    problems = t.compare_to_baseline(batch, response, f"the {size}-byte batch")
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    return f"a {size}-byte batch ({len(batch.requests)} groups) answered, advertised limit {limit}"
+
+
 # ---- load --------------------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ import grpc
 
 from cohort.conformance.cases import Case
 from cohort.conformance.checks import RULES
-from cohort.conformance.target import CheckFailed, CheckSkipped, EndpointUnreachable, KitOptions, Target
+from cohort.conformance.target import CheckFailed, CheckSkipped, EndpointUnreachable, KitOptions, Target, VerifierNotServed
 from cohort.rpc import health
 from cohort.rpc.tls import ClientTls, channel
 
@@ -123,8 +123,9 @@ def run_kit(
 ) -> list[CheckResult]:
     """Run the rules (all by default, in registry order) and return one result per rule.
 
-    Raises :class:`EndpointUnreachable` when nothing answers at ``endpoint`` and
-    :class:`ServerStartError` when ``server_cmd`` does not come up SERVING there.
+    Raises :class:`EndpointUnreachable` when nothing answers at ``endpoint``,
+    :class:`ServerStartError` when ``server_cmd`` does not come up SERVING there, and
+    :class:`VerifierNotServed` when ListVerifiers answers without ``verifier`` among its names.
     """
     unknown = sorted(set(rules or ()) - set(RULES))
     if unknown:
@@ -141,6 +142,9 @@ def run_kit(
             process.start(options.startup_s)
         target.wait_ready(connect_timeout_s)
         target.fetch_limits()
+        if target.served is not None and verifier not in target.served:  # every rule would fail for the same reason
+            served = ", ".join(repr(n) for n in target.served) or "no verifiers"
+            raise VerifierNotServed(f"{endpoint} serves {served}, not {verifier!r} (check --verifier)")
         results = []
         for r in selected:
             started = time.monotonic()
@@ -162,4 +166,4 @@ def run_kit(
             process.close()
 
 
-__all__ = ["CheckResult", "EndpointUnreachable", "ServerProcess", "ServerStartError", "free_port", "run_kit"]
+__all__ = ["CheckResult", "EndpointUnreachable", "ServerProcess", "ServerStartError", "VerifierNotServed", "free_port", "run_kit"]

@@ -31,6 +31,10 @@ class EndpointUnreachable(RuntimeError):
     pass
 
 
+class VerifierNotServed(RuntimeError):
+    """ListVerifiers answers, and the verifier under test is not among the names it lists."""
+
+
 @dataclass
 class KitOptions:
     call_timeout_s: float = 30.0
@@ -85,6 +89,8 @@ class Target:
     hung: str | None = None
     """Set when a method's first call went unanswered; later calls to that service fail at once with it."""
     hung_service: str | None = None
+    served: tuple[str, ...] | None = None
+    """The verifier names ListVerifiers gave (None when it did not answer)."""
 
     def __post_init__(self) -> None:
         opts = [
@@ -119,6 +125,7 @@ class Target:
             resp = self.stub.ListVerifiers(pb.ListVerifiersRequest(), timeout=self.options.call_timeout_s)
         except (grpc.RpcError, CheckFailed):  # a hang is recorded in self.hung and reported by the rules
             return
+        self.served = tuple(v.name for v in resp.verifiers)
         if resp.HasField("limits"):
             self.limits = resp.limits
 

@@ -178,6 +178,13 @@ class RolloutResult:
         return cls(index, status, Verdict.UNSPECIFIED, 0.0, {}, detail)
 
 
+CANDIDATE_LIMIT = "candidate_limit"
+"""The flag of a rollout whose *own* output hit a limit (an answer over the caps, SymPy time spent on the
+answer's own expression, a step beyond the bounds). Such a rollout is scored OK (reward 0 for the part
+that hit the limit), never masked: a mask removes the negative gradient, so a policy able to trigger one
+would learn to. One name across verifiers, so the trainer can count them (docs/integrity-verifiers.md)."""
+
+
 @dataclass(slots=True)
 class GroupResult:
     group_id: str

@@ -8,16 +8,17 @@ from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from cohort.verifiers.base import GroupResult, RolloutResult
+from cohort.verifiers.base import CANDIDATE_LIMIT, GroupResult, RolloutResult
 
-Counts = list[tuple[str, str, str, int]]
-"""(verifier, status, verdict, rollouts) rows: what a scoring process tells the server's metrics."""
+Counts = list[tuple[str, str, str, bool, int]]
+"""(verifier, status, verdict, candidate_limit, rollouts) rows: what a scoring process tells the server's
+metrics. ``candidate_limit``: the rollouts carry that flag (their own output hit a limit; scored, not masked)."""
 
 
 def count_results(groups: Sequence[GroupResult]) -> Counts:
-    """Rollouts by verifier, status and verdict (``.value`` per row, not per rollout: it is slow)."""
-    tally = Tally([(g.verifier, r.status, r.verdict) for g in groups for r in g.results])
-    return [(verifier, status.value, verdict.value, n) for (verifier, status, verdict), n in tally.items()]
+    """Rollouts by verifier, status, verdict and candidate limit (``.value`` per row, not per rollout: it is slow)."""
+    tally = Tally([(g.verifier, r.status, r.verdict, CANDIDATE_LIMIT in r.flags) for g in groups for r in g.results])
+    return [(verifier, status.value, verdict.value, limited, n) for (verifier, status, verdict, limited), n in tally.items()]
 
 
 class ServerMetrics:
@@ -35,6 +36,11 @@ class ServerMetrics:
         self.rollouts = Counter(
             "cohort_verifier_rollouts", "Scored rollouts by verifier, status and verdict", ["verifier", "status", "verdict"], registry=r
         )
+        self.candidate_limits = Counter(
+            "cohort_verifier_candidate_limit_rollouts",
+            "Rollouts scored with the flag candidate_limit (the policy's own output hit a limit), by verifier",
+            ["verifier"], registry=r,
+        )
         self.in_flight = Gauge("cohort_verifier_in_flight", "RPCs being scored now", registry=r)
         self.queue_depth = Gauge("cohort_verifier_queue_depth", "Groups admitted and not yet scored", registry=r)
         self._children: dict[tuple[str, str, str], Counter] = {}
@@ -45,12 +51,16 @@ class ServerMetrics:
             self.latency.labels(method).observe(seconds)
 
     def observe_results(self, verifier: str, results: Sequence[RolloutResult]) -> None:
-        for (status, verdict), n in Tally([(r.status, r.verdict) for r in results]).items():
+        for (status, verdict, limited), n in Tally([(r.status, r.verdict, CANDIDATE_LIMIT in r.flags) for r in results]).items():
             self._rollout_counter(verifier, status.value, verdict.value).inc(n)
+            if limited:
+                self.candidate_limits.labels(verifier).inc(n)
 
     def observe_counts(self, counts: Counts) -> None:
-        for verifier, status, verdict, n in counts:
+        for verifier, status, verdict, limited, n in counts:
             self._rollout_counter(verifier, status, verdict).inc(n)
+            if limited:
+                self.candidate_limits.labels(verifier).inc(n)
 
     def _rollout_counter(self, verifier: str, status: str, verdict: str):
         """The labelled child, cached: ``labels()`` validates and locks on every call."""

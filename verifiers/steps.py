@@ -15,9 +15,14 @@ to it (``10 / 3 = 3.33``). A division by zero is a wrong step. The left side mus
 
 Bounds (the parser is linear in its input and every number is size-checked, so no input can hang it):
 literals of more than 40 digits, exponents above 64, intermediate values above 4096 bits and
-expressions longer than 200 characters are *refused*: the rollout is VERIFIER_TIMEOUT (the verifier would exceed its budget; masked by the
-learner, never a reward). So is a completion with more than 256 steps, and any rollout reached after
-the call's deadline. A reference that is not a number is INVALID_REFERENCE.
+expressions longer than 200 characters are *refused*. The policy wrote them, so a refusal is never a
+mask (a masked rollout loses its negative gradient, and a policy would learn to write ``9^99 = 123``
+to escape a wrong step): the refused step is a *wrong* step (reward 0) and the rollout carries the flag
+``candidate_limit`` (the one flag of every candidate-caused limit, counted by the trainer). A completion
+with more than 256 steps, or more than 200,000 characters of candidate expressions, is scored 0 as a
+whole (one step over the whole completion, reward 0, flag ``candidate_limit``). Only what the policy
+cannot cause is masked: a rollout reached after the call's deadline is VERIFIER_TIMEOUT, and a reference
+that is not a number (or is over the bounds) is INVALID_REFERENCE. See ``docs/integrity-verifiers.md``.
 
 Reward (the outcome view of the same judgement): the mean of the step rewards (0 without steps).
 Components: ``steps`` (how many), ``step_frac`` (share right) and, with a reference, ``answer``.
@@ -35,6 +40,7 @@ import re
 from fractions import Fraction
 
 from cohort.verifiers.base import (
+    CANDIDATE_LIMIT,
     GroupRequest,
     InvalidRequest,
     Reference,  # noqa: F401  (doctest)
@@ -64,7 +70,11 @@ _DIV = frozenset("/÷")
 
 
 class Refused(Exception):
-    """A number beyond the bounds: the verifier will not spend the time (VERIFIER_TIMEOUT)."""
+    """A number beyond the bounds: the verifier will not spend the time on it (a wrong step, flagged)."""
+
+
+class _TooMuch(Refused):
+    """The completion as a whole is beyond the bounds (too many steps or expressions): scored 0, flagged."""
 
 
 class _NotArithmetic(Exception):
@@ -216,10 +226,11 @@ def _left_sides(text: str, eq: int, floor: int) -> list[str]:
     return [run[m.start():] for m in _START_RE.finditer(run)]
 
 
-def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int]]:
-    """Candidate steps: (end offset, claimed result, computed value or None when wrong arithmetic, decimals).
+def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str | None]]:
+    """Candidate steps: (end offset, claimed result, computed value, decimals, why refused or None).
 
-    ``computed`` is None for a division by zero. Refused propagates.
+    ``computed`` is None for a division by zero and for a refused step (both are wrong steps).
+    _TooMuch propagates (the completion as a whole is beyond the bounds).
     """
     out = []
     floor = 0
@@ -230,15 +241,19 @@ def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int]]:
             floor = eq + 1
             continue
         result = _RESULT_RE.match(text, eq + 1)
-        lhs_options = _left_sides(text, eq, floor)
-        floor = eq + 1
+        lo, floor = floor, eq + 1
         if result is None:
             continue
-        found, value = False, None
+        refused: str | None = None
+        try:
+            lhs_options = _left_sides(text, eq, lo)
+        except Refused as exc:
+            lhs_options, refused = [], str(exc)
+        found, value = refused is not None, None
         for lhs in lhs_options:
             parsed += len(lhs)
             if parsed > MAX_PARSED_CHARS:
-                raise Refused(f"more than {MAX_PARSED_CHARS} characters of candidate expressions")
+                raise _TooMuch(f"more than {MAX_PARSED_CHARS} characters of candidate expressions")
             try:
                 value, operators = evaluate(lhs)
             except ZeroDivisionError:
@@ -246,17 +261,23 @@ def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int]]:
                 break
             except _NotArithmetic:
                 continue
+            except Refused as exc:  # '9^99 = 123': the policy's own step is beyond the bounds: a wrong step
+                found, value, refused = True, None, str(exc)
+                break
             found = operators > 0  # "x = 5", "18 = 18": not a step
             break
         if not found:
             continue
-        claimed = number(result.group(2))
+        try:
+            claimed = number(result.group(2))
+        except Refused as exc:  # '2 + 2 = 4000...0' (45 digits): a wrong step
+            claimed, value, refused = Fraction(0), None, refused or f"a result: {exc}"
         if result.group(1):
             claimed = -claimed
         decimals = len(result.group(2).partition(".")[2])
-        out.append((result.end(), claimed, value, decimals))
+        out.append((result.end(), claimed, value, decimals, refused))
         if len(out) > MAX_STEPS:
-            raise Refused(f"more than {MAX_STEPS} steps")
+            raise _TooMuch(f"more than {MAX_STEPS} steps")
     return out
 
 
@@ -295,12 +316,17 @@ def score_rollout(rollout: Rollout, gold: Fraction | None) -> RolloutResult:
     text = rollout.completion
     try:
         candidates = _steps_of(text)
-        final = final_number(text) if gold is not None else None
-    except Refused as exc:
-        return RolloutResult.unusable(rollout.index, RolloutStatus.VERIFIER_TIMEOUT, f"refused: {exc}")
-    steps = [StepReward(end, float(_right(claimed, value, d))) for end, claimed, value, d in candidates]
+    except _TooMuch as exc:  # the policy wrote it: scored 0 over the whole completion, flagged, never masked
+        components = {"steps": 1.0, "step_frac": 0.0} | ({"answer": 0.0} if gold is not None else {})
+        return RolloutResult.ok(rollout.index, 0.0, Verdict.INCORRECT, components, f"candidate limit: {exc}",
+                                flags=(CANDIDATE_LIMIT,), steps=[StepReward(len(text), 0.0)])
+    final = final_number(text) if gold is not None else None
+    steps = [StepReward(end, float(_right(claimed, value, d))) for end, claimed, value, d, _ in candidates]
+    refusals = [why for *_, why in candidates if why is not None]
     components: dict[str, float] = {}
     if gold is not None:
+        if final is not None and final[1] is None:
+            refusals.append(f"a final answer of more than {MAX_DIGITS} digits")
         answer = float(final is not None and final[1] == gold)
         components["answer"] = answer
         if final is not None:
@@ -316,8 +342,13 @@ def score_rollout(rollout: Rollout, gold: Fraction | None) -> RolloutResult:
         verdict = Verdict.NO_ANSWER
     else:
         verdict = Verdict.CORRECT if right == n else Verdict.INCORRECT if right == 0 else Verdict.PARTIAL
-    detail = f"{int(right)}/{n} steps right" + (f"; final answer {final[1]}" if final is not None else "")
-    return RolloutResult.ok(rollout.index, right / n if n else 0.0, verdict, components, detail, steps=steps)
+    detail = f"{int(right)}/{n} steps right"
+    if final is not None:
+        detail += f"; final answer {final[1]}" if final[1] is not None else "; final answer beyond the bounds"
+    if refusals:
+        detail += f"; candidate limit, scored wrong: {refusals[0]}" + (f" (+{len(refusals) - 1} more)" if len(refusals) > 1 else "")
+    flags = (CANDIDATE_LIMIT,) if refusals else ()
+    return RolloutResult.ok(rollout.index, right / n if n else 0.0, verdict, components, detail, flags, steps=steps)
 
 
 def parse_reference(raw: str) -> Fraction:
@@ -330,7 +361,7 @@ def parse_reference(raw: str) -> Fraction:
 
 class StepsVerifier:
     name = "steps"
-    version = "1.0.0"
+    version = "1.1.0"  # issue 29: a step beyond the bounds is a wrong step, no longer VERIFIER_TIMEOUT
     description = "process rewards: each arithmetic step of a chain of thought (and the final answer) right or wrong"
     reference_kinds = ()  # an answer is optional (it adds the final step)
     max_concurrency = 1  # pure Python

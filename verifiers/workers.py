@@ -222,9 +222,13 @@ class WorkerPool:
             self.restarts += 1
         threading.Thread(target=lambda: (worker.kill(), self._add_worker()), daemon=True, name=f"{self._name}-restart").start()
 
-    def run(self, task: Any, deadline: float) -> PoolResult:
-        """Run ``task`` in a worker on this thread; give up at ``deadline`` (``time.monotonic()``)."""
+    def run(self, task: Any, deadline: float, budget_s: float | None = None) -> PoolResult:
+        """Run ``task`` in a worker on this thread; give up at ``deadline`` (``time.monotonic()``).
+
+        ``budget_s``: the task may also run at most this long once a worker has it (the wait for a free
+        worker does not count); a task killed at that bound says so in its detail ("ran past its budget")."""
         self.start()
+        over_budget = False
 
         # The same loop as run_async, waiting by blocking this thread: nothing it awaits ever suspends,
         # so the coroutine runs to its end within the one send() (no event loop involved).
@@ -232,13 +236,19 @@ class WorkerPool:
             return self._take_blocking(deadline)
 
         async def call(worker: _Worker) -> Any:
-            return worker.call(task, deadline)
+            nonlocal over_budget
+            until = deadline if budget_s is None else min(deadline, time.monotonic() + budget_s)
+            over_budget = until < deadline
+            return worker.call(task, until)
 
         attempt = self._attempt(take, call)
         try:
             attempt.send(None)
         except StopIteration as done:
-            return done.value
+            result = done.value
+            if result.kind == "timeout" and over_budget and result.detail == "killed at the deadline":
+                return PoolResult("timeout", detail="ran past its budget")
+            return result
         attempt.close()
         raise RuntimeError("the blocking attempt loop suspended")  # never: see above
 

@@ -44,7 +44,9 @@ DEFECTS = {
     "reflection_hangs": "server reflection accepts the stream and never answers",
     "no_sigterm": "no SIGTERM handler: dies at once, dropping in-flight calls",
     "bad_steps": "step rewards that end past the completion",
+    "small_receive": "advertises 8 MiB but keeps gRPC's default 4 MiB receive limit",
 }
+ADVERTISED_BYTES = {"small_receive": 8 * 1024 * 1024}
 
 
 def normalise(text: str, case_sensitive: bool) -> str:
@@ -128,7 +130,8 @@ class Servicer(pb_grpc.VerifierServiceServicer):
     def ListVerifiers(self, request, context):
         self._admit(context)
         version = "" if self.defect == "no_version" else "1.0.0"
-        limits = pb.ServerLimits(max_groups_per_batch=MAX_GROUPS, max_rollouts_per_group=MAX_ROLLOUTS, max_message_bytes=MAX_BYTES)
+        limits = pb.ServerLimits(max_groups_per_batch=MAX_GROUPS, max_rollouts_per_group=MAX_ROLLOUTS,
+                                 max_message_bytes=ADVERTISED_BYTES.get(self.defect, MAX_BYTES))
         return pb.ListVerifiersResponse(verifiers=[pb.VerifierInfo(name=NAME, version=version, reference_kinds=["answer"])],
                                         limits=limits, server_version="broken-server")
 
@@ -140,10 +143,10 @@ def main() -> None:
     args = parser.parse_args()
 
     workers = 4 if args.defect == "hang" else 8  # unresponsive: the kit stops after its first call hangs
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers),
-        options=[("grpc.max_receive_message_length", MAX_BYTES), ("grpc.so_reuseport", 0)],
-    )
+    options = [("grpc.so_reuseport", 0)]
+    if args.defect != "small_receive":  # small_receive: gRPC's default (4 MiB) stays, whatever is advertised
+        options.append(("grpc.max_receive_message_length", MAX_BYTES))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=options)
     servicer = Servicer(args.defect)
     pb_grpc.add_VerifierServiceServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()

@@ -74,6 +74,7 @@ DEFECTS = {
     "hang": ("deadline", "keeps working on (or hangs in)"),
     "no_sigterm": ("sigterm", "exited with code -15"),
     "bad_steps": ("steps", "past the completion"),
+    "small_receive": ("message_size", "RESOURCE_EXHAUSTED"),
 }
 
 
@@ -167,6 +168,22 @@ def test_cli_unreachable_endpoint_is_a_clear_error():
     assert proc.returncode == 2
     assert f"cannot connect to 127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_cli_a_verifier_the_server_does_not_serve_is_one_line_and_exit_2():
+    proc = cohort_cli("conformance", "127.0.0.1:0", "--verifier", "nosuch", "--cases", str(EXACT_CASES),
+                      "--server-cmd", broken("none"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "serves 'exact', not 'nosuch'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert "FAIL" not in proc.stdout  # no table of rows that all fail for the same reason
+
+
+def test_message_size_passes_the_builtin_server_just_under_its_advertised_limit():
+    results = by_rule(run_kit("127.0.0.1:0", "format", load_cases(FORMAT_CASES, "format"), rules=["list_verifiers", "message_size"],
+                              server_cmd=f"{sys.executable} -m cohort.cli serve format --port {{port}}"))
+    assert results["message_size"].status == "pass", results["message_size"]
+    assert "8384512-byte batch" in results["message_size"].detail  # 8 MiB advertised, 4 KiB under it
 
 
 def test_cli_rejects_bad_input(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cohort.verifiers.arith import ArithVerifier
-from cohort.verifiers.base import GroupRequest, Reference, Rollout, VerifyContext, InvalidRequest
+from cohort.verifiers.base import GroupRequest, InvalidRequest, Reference, Rollout, RolloutStatus, VerifyContext
 
 
 def _rewards(texts, answer="19", **options):
@@ -26,3 +26,13 @@ def test_last_integer_reads_a_restated_question_and_refuses_an_echoed_expression
 def test_bad_pick_is_a_clear_request_error():
     with pytest.raises(InvalidRequest, match="pick"):
         _rewards(["19"], pick="middle")
+
+
+@pytest.mark.parametrize("pick", ["first", "last"])
+def test_an_answer_over_the_digit_limit_is_scored_and_flagged_not_masked(pick):
+    huge = "9" * 80
+    g = GroupRequest("arith", (Rollout(0, huge), Rollout(1, "47")), Reference(answer="47"), options={"pick": pick})
+    over, fine = ArithVerifier().verify_group(g, VerifyContext())
+    assert over.status is RolloutStatus.OK and over.components["correct"] == 0.0
+    assert over.flags == ("candidate_limit",) and "candidate limit" in over.detail
+    assert fine.flags == () and fine.reward > 1.0

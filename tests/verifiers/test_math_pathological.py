@@ -1,8 +1,9 @@
 """Pathological inputs against a real ``cohort serve math`` over gRPC on loopback.
 
-Each input is one VerifyGroup call with a 1 s rollout timeout: it must be answered within that
-deadline + 0.1 s, never scored CORRECT by accident, never crash the server; afterwards the server is
-still SERVING and scores ordinary requests correctly.
+Each input is one VerifyGroup call with a 1 s rollout timeout: it must be answered within twice that
+budget + 0.25 s (a check that runs out of its budget is followed by the attribution probes of issue 29: the
+gold and the answer alone, in parallel, each under the same budget), never scored CORRECT by accident,
+never crash the server; afterwards the server is still SERVING and scores ordinary requests correctly.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 from cohort.rpc.launch import ServiceProcess, health_status
 
 TIMEOUT_S = 1.0
-SLACK_S = 0.1
+SLACK_S = 0.25
+ANSWER_BY_S = 2 * TIMEOUT_S + SLACK_S  # the check's budget, then the probes' (in parallel)
 
 REASONING = "Let us think about this carefully. We try a few values and simplify the expression. " * 6
 
@@ -153,7 +155,7 @@ def test_pathological_inputs_answered_within_deadline(stub, math_server):
         resp = stub.VerifyGroup(_request(gold, completion, f"p{k}"), timeout=30)
         elapsed = time.monotonic() - t0
         (result,) = resp.results
-        if elapsed > TIMEOUT_S + SLACK_S:
+        if elapsed > ANSWER_BY_S:
             slow.append((k, round(elapsed, 3), completion[-80:]))
         expected_correct = completion.endswith("so the answer is $\\boxed{5}$.") or completion.endswith("\\boxed{5}")
         if expected_correct:
@@ -162,7 +164,7 @@ def test_pathological_inputs_answered_within_deadline(stub, math_server):
             assert result.reward == 0.0, (k, completion[-80:], result)
             assert result.status in (pb.ROLLOUT_STATUS_OK, pb.ROLLOUT_STATUS_VERIFIER_TIMEOUT, pb.ROLLOUT_STATUS_VERIFIER_ERROR), (k, result)
             assert result.verdict != pb.VERDICT_CORRECT
-    assert not slow, f"answered later than {TIMEOUT_S} s + {SLACK_S} s: {slow}"
+    assert not slow, f"answered later than {ANSWER_BY_S} s: {slow}"
     assert health_status(math_server.endpoint) == "SERVING"
     time.sleep(0.5)  # let killed workers be replaced
     _assert_scores_correctly(stub)

@@ -56,7 +56,9 @@ def test_deadline_gives_timeout_status_not_incorrect(verifier):
     (result,) = verifier.verify_group(_group(SLOW_GOLD, [SLOW_ANSWER], timeout=0.5), VerifyContext())
     elapsed = time.monotonic() - t0
     assert result.status is RolloutStatus.VERIFIER_TIMEOUT and result.verdict is Verdict.UNSPECIFIED
-    assert elapsed < 0.5 + 0.1, elapsed
+    # the check's budget, then the two attribution probes (gold and answer alone, in parallel, each under the
+    # same budget; issue 29): the gold alone is over it, so the rollout stays masked
+    assert elapsed < 3 * 0.5 + 0.5, elapsed
     _wait_for_workers(verifier, 2)
 
 

@@ -112,16 +112,48 @@ def test_hostile_inputs_are_bounded(text):
     results = score(text, text, gold="1")
     assert time.perf_counter() - start < 5.0
     for r in results:
-        assert r.status in (RolloutStatus.OK, RolloutStatus.VERIFIER_TIMEOUT), r
-        if r.status is RolloutStatus.VERIFIER_TIMEOUT:
-            assert r.detail.startswith("refused") and r.steps == ()
-        else:
-            assert step_problem(r.steps, text) is None
+        # the policy wrote it: scored, never masked (a mask would let it escape the wrong step's gradient)
+        assert r.status is RolloutStatus.OK, r
+        assert step_problem(r.steps, text) is None
+        if "candidate_limit" in r.flags:
+            assert r.steps and any(s.reward == 0.0 for s in r.steps) and "candidate limit" in r.detail
+
+
+@pytest.mark.parametrize("text,refused", [
+    ("9^99 = 123", "9^99 = 123"),
+    ("so 2 + 2 = 4, then 9^99 = 123", "so 2 + 2 = 4, then 9^99 = 123"),
+    ("2 + 2 = " + "4" * 45, "2 + 2 = " + "4" * 45),  # a 45-digit result
+    ("4" * 45 + " - 1 = 3", "4" * 45 + " - 1 = 3"),  # a 45-digit literal in the expression
+    ("2^64 * 2^64 * " * 40 + "1 = 1", None),  # over 200 characters before '=': the step is wrong
+])
+def test_a_step_beyond_the_bounds_is_a_wrong_step_not_a_mask(text, refused):
+    (r,) = score(text, gold="4")
+    assert r.status is RolloutStatus.OK, r.detail
+    assert r.flags == ("candidate_limit",)
+    assert "candidate limit" in r.detail
+    ends = {text[: s.end]: s.reward for s in r.steps}
+    if refused is not None:
+        assert ends[refused] == 0.0
+    assert r.reward < 1.0 and r.verdict is not Verdict.CORRECT
+    if text.startswith("so 2 + 2 = 4"):
+        assert ends["so 2 + 2 = 4"] == 1.0  # the steps before it keep their rewards
+
+
+def test_too_many_steps_score_the_whole_completion_zero():
+    text = "1 + 1 = 2, " * 300
+    (r,) = score(text, gold="2")
+    assert r.status is RolloutStatus.OK and r.flags == ("candidate_limit",)
+    assert r.reward == 0.0 and r.verdict is Verdict.INCORRECT and [(s.end, s.reward) for s in r.steps] == [(len(text), 0.0)]
+
+
+def test_steps_within_the_bounds_carry_no_flag():
+    (r,) = score("2^64 = 18446744073709551616 and 9 * 2 = 18", gold="18")
+    assert r.status is RolloutStatus.OK and r.flags == () and r.verdict is Verdict.CORRECT
 
 
 def test_a_huge_final_answer_is_wrong_not_masked():
     (r,) = score("the answer is " + "9" * 200, gold="18")
-    assert r.status is RolloutStatus.OK and r.components["answer"] == 0.0
+    assert r.status is RolloutStatus.OK and r.components["answer"] == 0.0 and r.flags == ("candidate_limit",)
 
 
 # ---- the contract ------------------------------------------------------------------------------
@@ -221,3 +253,24 @@ def test_client_checks_steps_against_the_completions():
         server.stop(0)
     assert [r.status for r in scored] == [RolloutStatus.OK, RolloutStatus.VERIFIER_ERROR, RolloutStatus.OK]
     assert scored[0].steps == {"liar": (StepReward(5, 1.0),)} and scored[1].steps == {}
+
+
+@pytest.mark.parametrize("extra", [[], ["--scoring-procs", "1"]], ids=["in-process", "scoring-procs"])
+def test_the_server_counts_candidate_limits(extra):
+    """`cohort serve steps` over gRPC: a step beyond the bounds is OK (scored), flagged, and counted in
+    cohort_verifier_candidate_limit_rollouts, both when scored in the server and in scoring processes."""
+    import urllib.request
+
+    from cohort.rpc.launch import ServiceProcess
+
+    with ServiceProcess(["steps"], extra_args=[*extra, "--metrics-port", "0"]) as sp, grpc.insecure_channel(sp.endpoint) as ch:
+        stub = pb_grpc.VerifierServiceStub(ch)
+        req = pb.VerifyGroupRequest(group_id="g", verifier="steps", reference=pb.Reference(answer="123"), rollouts=[
+            pb.Rollout(index=0, completion="9^99 = 123"), pb.Rollout(index=1, completion="2 + 2 = 4"),
+            pb.Rollout(index=2, completion="2 + 2 = " + "4" * 45)])
+        resp = stub.BatchVerifyGroups(pb.BatchVerifyGroupsRequest(requests=[req]), timeout=30)
+        results = resp.responses[0].results
+        assert [r.status for r in results] == [pb.ROLLOUT_STATUS_OK] * 3
+        assert [list(r.flags) for r in results] == [["candidate_limit"], [], ["candidate_limit"]]
+        body = urllib.request.urlopen(f"http://127.0.0.1:{sp.metrics_port}/metrics", timeout=5).read().decode()
+    assert 'cohort_verifier_candidate_limit_rollouts_total{verifier="steps"} 2.0' in body

@@ -67,11 +67,12 @@ from cohort.verifiers.math.extract import find_boxes
 from cohort.verifiers.math.normalize import normalize
 from cohort.verifiers.math.outcome import MAX_INPUT_CHARS, MAX_PARTS, Leaf, NeedSympy, Outcome, OverLimits, cheap_leaf
 from cohort.verifiers.math.policy import DECIMAL_COMMA_CHOICES, DEFAULT_POLICY, Policy, Rounding, current_policy, policy_in_force, rounding_request
-from cohort.verifiers.math.syntax import dedupe, label_value, split_items, unwrap_parens
+from cohort.verifiers.math.syntax import dedupe, label_value, relation_chain, split_items, unwrap_parens
 
 __all__ = [
     "DECIMAL_COMMA_CHOICES", "DEFAULT_POLICY", "MAX_INPUT_CHARS", "MAX_PARTS", "MAX_STRUCTURE_DEPTH", "Leaf", "NeedSympy",
     "Outcome", "OverLimits", "Policy", "Rounding", "cheap_leaf", "compare", "current_policy", "leaf_equal", "rounding_request",
+    "side_terms",
 ]
 
 MAX_STRUCTURE_DEPTH = 16
@@ -93,7 +94,20 @@ def compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy 
         return _compare(gold_raw, answers, leaf, policy)
 
 
+class _TooDeep(OverLimits):
+    """The structure recursion reached MAX_STRUCTURE_DEPTH: the answer's doing unless the gold is that deep."""
+
+
 def _compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy) -> Outcome:
+    try:
+        return _compare_items(gold_raw, answers, leaf, policy)
+    except _TooDeep as exc:
+        if _bracket_depth(gold_raw) >= MAX_STRUCTURE_DEPTH:  # a matching answer must not be blamed for the depth
+            raise OverLimits("gold", f"structure nested deeper than {MAX_STRUCTURE_DEPTH}") from None
+        raise OverLimits("answer", exc.why) from None
+
+
+def _compare_items(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy) -> Outcome:
     _check_input_caps(gold_raw, answers)
     gold, parts = _normalized(gold_raw, answers, policy)
     if len(parts) == 1 and parts[0] == gold:
@@ -118,6 +132,28 @@ def _compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy
     g_labels = [label_value(g) or g for g in g_items]
     a_labels = [label_value(a) or a for a in a_items]
     return structures.unordered(g_labels, a_labels, eq, "list")
+
+
+def side_terms(text: str) -> list[str]:
+    """The leaf terms of one side alone (items split, labels and relations opened), for the attribution
+    probes (:func:`verifiers.math._worker.probe`): what SymPy would parse on that side."""
+    norm = structures.set_builder(_space_joiners(_APPROX_LEAD.sub("", normalize(text))))
+    terms: list[str] = []
+    for item in _items([norm], norm)[:MAX_PARTS]:
+        value = label_value(item) or item
+        terms.extend(t for t in relation_chain(value)[0] if t.strip())
+    return terms
+
+
+def _bracket_depth(s: str) -> int:
+    depth = deepest = 0
+    for c in s:
+        if c in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in ")]}":
+            depth -= 1
+    return deepest
 
 
 def _check_input_caps(gold_raw: str, answers: tuple[str, ...]) -> None:
@@ -175,7 +211,7 @@ def leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
     """Compare one gold item with one answer item (recursing into tuples, unions, relations)."""
     depth = getattr(_NESTING, "depth", 0)
     if depth >= MAX_STRUCTURE_DEPTH:
-        raise OverLimits("answer", f"structure nested deeper than {MAX_STRUCTURE_DEPTH}")
+        raise _TooDeep("answer", f"structure nested deeper than {MAX_STRUCTURE_DEPTH}")
     _NESTING.depth = depth + 1
     try:
         return _leaf_equal(gold, answer, leaf)

@@ -15,7 +15,12 @@ Order of precedence (the first that applies wins):
    not sure", "could", a question mark), also in the sentence around the boxes, makes the boxes
    candidates (``kind="hedge"``, flag ``hedged``: INCORRECT whatever the gold, never a multi-part answer),
    and so does a bare "or" (``\\boxed{2} or \\boxed{3}``) unless the sentence says there are several
-   ("the roots are ...") or each box is labelled (``x = \\boxed{2} or x = \\boxed{3}``);
+   ("the roots are ...") or each box is labelled (``x = \\boxed{2} or x = \\boxed{3}``); words that reject
+   or doubt the earlier box ("no", "nope", "not quite", "isn't right", "is false", "I doubt it", "rather",
+   "never mind", a double negation "not not \\boxed{5}") make the boxes a sequence of self-corrections, judged
+   like a hedge (issue 29: a list answer must be stated as a list), and so does a list followed only by a
+   bare rejection ("\\boxed{3}, \\boxed{5}. Hmm, no.", also after a marker); a negation right before the
+   first box of the cluster ("not \\boxed{1} but \\boxed{7}") drops that box;
    boxes joined only by ``=`` are equal forms of one answer (``kind="forms"``: every form must match;
    a form after ``\\approx`` is not a claim and is dropped); anything else is a list, returned as several
    answers (flag ``multiple_answers``) that the comparison matches against a gold with that many parts.
@@ -305,7 +310,11 @@ def extract_answer(response: str) -> Extraction:
     if markers and markers[-1].end() > last_box_end:
         phrase = _first_sentence(text[markers[-1].end() :])
         if phrase:
-            return _no_answer(Extraction((_clip(answer_from_phrase(phrase, after_marker=True)),), "marker", tuple(flags)), phrase)
+            answer = _clip(answer_from_phrase(phrase, after_marker=True))
+            rest = text.find(phrase, markers[-1].end())
+            if "," in answer and rest >= 0 and _rejected_after(text, rest + len(phrase)):  # 'The answer is 3, 5... no.'
+                return Extraction((answer,), "marker", (*flags, "hedged"), "hedge")
+            return _no_answer(Extraction((answer,), "marker", tuple(flags)), phrase)
 
     if boxes:
         return _from_boxes(text, boxes, flags)
@@ -339,6 +348,13 @@ _HEDGE = re.compile(
     r"or is it|i think|i believe|torn|between|undecided|can(?:not|'t) decide)\b",
     re.I,
 )
+_DOUBT = re.compile(
+    r"\b(?:no|not|nope|nah|never|none|nor|neither|wrong|false|incorrect|invalid|doubt\w*|dubious|unlikely|rather|instead|"
+    r"scratch|never\s*mind|nevermind|discard\w*|reject\w*|ignore|disregard|retract\w*|cannot|impossible|fails?|failed|"
+    r"contradict\w*|absurd|nonsense|bogus|erase|crossed\s+out|cross\s+(?:it|that)\s+out|undo|ugh|argh|on\s+reflection)\b|n't\b",
+    re.I,
+)  # words that reject or doubt what came before: between two boxes they make no list (issue 29)
+_NEGATIONS = re.compile(r"\b(?:not|no|never|nope|none)\b|n't\b", re.I)
 _CHAIN_GAP = re.compile(r"^(?:=|\\approx|≈)$")
 _BARE_OR = re.compile(r"\bor\b", re.I)
 _PLURAL = re.compile(r"\b(?:are|solutions|roots|values|zeros|zeroes|answers|both|all|pairs?|x-intercepts|numbers)\b", re.I)
@@ -346,14 +362,19 @@ _PLURAL = re.compile(r"\b(?:are|solutions|roots|values|zeros|zeroes|answers|both
 
 def _gap_kind(gap: str) -> str:
     """What the text between two boxes says: ``negation`` (the later box is ruled out: 'not \\boxed{-2}'),
-    ``correction`` (the later box replaces the earlier one),
-    ``hedge`` (candidates), ``=`` / ``approx`` (equal forms of one answer), or ``list`` (parts)."""
+    ``correction`` (the later box replaces the earlier one), ``hedge`` (candidates), ``doubt`` (words that
+    reject or doubt the earlier box, or a double negation: the boxes are a sequence of self-corrections,
+    not a list; judged like a hedge), ``=`` / ``approx`` (equal forms of one answer), or ``list`` (parts)."""
+    words = _strip_math_text(gap)
     if _NEGATION_BEFORE.search(gap):
-        return "negation"
+        # 'not not \boxed{5}', "isn't not": a double negation asserts nothing clearly
+        return "doubt" if len(_NEGATIONS.findall(words)) > 1 else "negation"
     if _CORRECTION.search(gap):
         return "correction"
-    if _HEDGE.search(_strip_math_text(gap)):
+    if _HEDGE.search(words):
         return "hedge"
+    if _DOUBT.search(words):  # '\boxed{3}, no \boxed{5}', '\boxed{3} is false; \boxed{5}', 'nope', "isn't right"
+        return "doubt"
     core = re.sub(r"[\s$]|\\[()\[\]]|\\(?:quad|qquad|,|;|!)", "", gap)
     if _CHAIN_GAP.match(core):
         return "=" if core == "=" else "approx"
@@ -384,6 +405,10 @@ def _from_boxes(text: str, boxes: list[tuple[int, int, str]], flags: list[str]) 
             break  # '\boxed{5}. Wait, that is wrong: \boxed{6}': the answer is the one after the correction
         cluster.insert(0, box)
         gaps.insert(0, "or" if kind == "list" and _BARE_OR.search(_strip_math_text(gap)) and "=" not in gap else kind)
+    if len(cluster) > 1 and _NEGATION_BEFORE.search(_lead_in(text, cluster[0][0])):
+        flags.append("negated_box")  # 'not \boxed{1} but \boxed{7}': the first box is ruled out too
+        cluster, gaps = cluster[1:], gaps[1:]
+    doubted = "doubt" in gaps
     contents = [_unbox(b[2].strip()) for b in cluster]
     keep = [c for c, after in zip(contents, ["="] + gaps) if c and after != "approx"]  # '\approx 0.707' is no claim
     if not keep:
@@ -399,6 +424,10 @@ def _from_boxes(text: str, boxes: list[tuple[int, int, str]], flags: list[str]) 
     after = re.split(r"[.\n]", text[cluster[-1][1] : cluster[-1][1] + BOX_CLUSTER_GAP], maxsplit=1)[0]
     around = text[max(start, 0) : cluster[0][0]] + " " + after
     plural = _PLURAL.search(_strip_math_text(text[max(start, 0) : cluster[0][0]]))
+    if doubted or _rejected_after(text, cluster[-1][1]):
+        # a list must be stated as a list, not as a sequence of answers rejected or doubted in turn, nor
+        # as one the response takes back at once ('\\boxed{3}, \\boxed{5}. Hmm, no.')
+        return Extraction(answers, "boxed", (*flags, "hedged"), "hedge")
     if "hedge" in gaps or _HEDGE.search(_strip_math_text(around)) or ("or" in gaps and not plural):
         # '\\boxed{2} or \\boxed{3}' offers two candidates unless it says there are several ('the roots are
         # \\boxed{2} or \\boxed{3}') or labels each ('x = \\boxed{2} or x = \\boxed{3}')
@@ -406,6 +435,25 @@ def _from_boxes(text: str, boxes: list[tuple[int, int, str]], flags: list[str]) 
     if gaps and all(g in ("=", "approx") for g in gaps):
         return Extraction(answers, "boxed", tuple(flags), "forms")
     return Extraction(answers, "boxed", tuple(flags))
+
+
+_BARE_REJECTION = re.compile(
+    r"[\s$.,;:!?)\]]*(?:(?:hmm+|wait|well|oh|ah|uh)[\s,.!]*)?"
+    r"(?:no|nope|nah|wrong|not quite|not right|not really|never ?mind|that'?s wrong|scratch that)[\s.!]*",
+    re.I,
+)
+
+
+def _rejected_after(text: str, end: int) -> bool:
+    """Is everything after the answer, up to the end of its paragraph, a bare rejection ('. Hmm, no.')?"""
+    paragraph = text[end : end + 200].split("\n\n", 1)[0]
+    return bool(paragraph.strip()) and _BARE_REJECTION.fullmatch(paragraph) is not None
+
+
+def _lead_in(text: str, box_start: int) -> str:
+    """The words of the box's own sentence before it ('The answer is not ' in 'The answer is not \\boxed{1}')."""
+    start = max((at + len(sep) for sep in ("\n", ". ", "? ", "! ") if (at := text.rfind(sep, 0, box_start)) >= 0), default=0)
+    return text[start:box_start]
 
 
 def _unbox(content: str) -> str:

@@ -74,9 +74,28 @@ class TooLarge:
 
 @dataclass(frozen=True)
 class CheckFailed:
-    """SymPy failed internally or the memory cap was reached: VERIFIER_ERROR, never INCORRECT."""
+    """SymPy failed internally, the memory cap was reached or the recursion ran too deep. Whose doing that
+    is, the parent decides by probing each side alone (:class:`Probe`); unattributed, it is VERIFIER_ERROR,
+    never INCORRECT."""
 
     why: str
+    cause: Literal["error", "memory", "recursion"] = "error"
 
 
-WorkerResult = Compared | BadReference | TooLarge | CheckFailed
+@dataclass(frozen=True)
+class Probe:
+    """A worker task: the SymPy work of one side alone (the gold, or the answer's parts), to say who caused
+    a comparison that ran out of time or memory (``verifiers.math.symbolic.self_work``)."""
+
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Probed:
+    """The answer to a :class:`Probe`: the worker's own seconds on it, and the limit it hit (None: none)."""
+
+    seconds: float
+    limit: Literal["memory", "recursion"] | None = None
+
+
+WorkerResult = Compared | BadReference | TooLarge | CheckFailed | Probed

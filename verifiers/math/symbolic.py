@@ -181,6 +181,42 @@ class GoldUnparseable(Exception):
     pass
 
 
+def self_work(term: str) -> None:
+    """The SymPy work a comparison does on one term alone: parse it, evaluate it at 60 digits (at random
+    points when it has variables), simplify it. Raises what SymPy raises on the term's own expression
+    (MemoryError, RecursionError) and may run past any budget (the parent kills it): that is the point, it
+    measures the term. A term that does not parse, or that SymPy cannot evaluate, is no work."""
+    try:
+        fast = _fast_side(term)
+    except (MemoryError, RecursionError):
+        raise
+    except Exception:
+        fast = None
+    try:
+        expr = fast if fast is not None else parse(term)
+    except (MemoryError, RecursionError):
+        raise
+    except Exception:  # latex2sympy raises plain Exception on syntax errors: nothing to measure
+        return
+    if isinstance(expr, sympy.core.relational.Relational):
+        expr = expr.lhs - expr.rhs
+    if not isinstance(expr, sympy.Expr):
+        return
+    try:
+        expr = _exact_decimals(expr)
+        if expr.free_symbols:
+            rng = random.Random(12345)
+            for _ in range(5):
+                sympy.N(expr.xreplace({s: sympy.Rational(rng.randint(11, 290), 97) for s in expr.free_symbols}), 60)
+        else:
+            sympy.N(expr, 60)
+        sympy.simplify(expr)
+    except (MemoryError, RecursionError):
+        raise
+    except Exception:  # SymPy internals raise anything; an error here is not a limit of the term
+        return
+
+
 @dataclass(frozen=True)
 class _Plain:
     """How the two sides of a constant comparison are written: the digits after the point of a side

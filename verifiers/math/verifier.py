@@ -5,9 +5,15 @@ thread; identical extracted answers are checked once; verdicts are cached (LRU k
 version, gold and normalised answer); only leaves that need SymPy go to the worker pool, in parallel,
 each under ``min(rollout deadline, ctx.deadline)``.
 
-Statuses: OK+CORRECT (reward 1), OK+INCORRECT (0), OK+NO_ANSWER (0); VERIFIER_TIMEOUT when the budget
-is spent (masked, never INCORRECT); INVALID_REFERENCE when the gold answer cannot be parsed;
-VERIFIER_ERROR when a worker crashed twice or SymPy failed internally. A completion that only says it has
+Statuses: OK+CORRECT (reward 1), OK+INCORRECT (0), OK+NO_ANSWER (0); INVALID_REFERENCE when the gold answer
+cannot be parsed or is beyond the caps; VERIFIER_ERROR when a worker crashed or SymPy failed internally. A check
+that runs out of its budget (or hits the memory cap or the recursion limit) is attributed (issue 29,
+:meth:`MathVerifier._attribute`): the gold and the answer are probed alone, each under its own budget; the
+answer's own expression over the budget is the candidate's doing (OK+INCORRECT, flag ``candidate_limit``, so
+the policy cannot escape a wrong answer's gradient by writing something costly), the gold's is masked
+(VERIFIER_TIMEOUT), and a pair that is slow only together, the call's deadline or a crash stay masked. An
+answer beyond the input caps is OK+INCORRECT with ``answer_over_limits`` and ``candidate_limit``. The table
+of every path is in ``docs/integrity-verifiers.md``. A completion that only says it has
 no answer ("I am not sure.", "cannot determine") is NO_ANSWER, not INCORRECT. Boxes joined by a hedge
 ("\\boxed{2}, or maybe \\boxed{3}") are INCORRECT whatever the gold (flag ``hedged``).
 
@@ -34,11 +40,12 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from cohort.verifiers.base import GroupRequest, InvalidRequest, RolloutResult, RolloutStatus, Verdict, VerifyContext, float_option, option
+from cohort.verifiers.base import (CANDIDATE_LIMIT, GroupRequest, InvalidRequest, RolloutResult, RolloutStatus, Verdict,
+                                   VerifyContext, float_option, option)
 from cohort.verifiers.math.compare import DECIMAL_COMMA_CHOICES, NeedSympy, OverLimits, Policy, cheap_leaf, compare, rounding_request
 from cohort.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer
 from cohort.verifiers.math.normalize import normalize
-from cohort.verifiers.math.outcome import BadReference, CheckFailed, Compared, TooLarge
+from cohort.verifiers.math.outcome import BadReference, CheckFailed, Compared, Probe, Probed, TooLarge
 from cohort.verifiers.math.pool import default_pool_size, math_pool
 
 log = logging.getLogger(__name__)
@@ -85,7 +92,7 @@ class _LRU:
 
 class MathVerifier:
     name = "math"
-    version = "1.2.0"  # verdict rules changed (issue 20): cached verdicts of 1.1.0 do not carry over
+    version = "1.3.0"  # verdict rules changed (issue 29: self-corrections, attribution): cached 1.2.0 verdicts do not carry over
     description = "final-answer equivalence (boxed/answer tags/markers) with exact rationals and SymPy in killable workers"
     reference_kinds = ("answer",)
 
@@ -158,7 +165,9 @@ class MathVerifier:
         group_deadline = started + timeout * max(1, -(-len(needs_worker) // self.pool.size))
         if ctx.deadline is not None:
             group_deadline = min(group_deadline, ctx.deadline)
-        futures = {key: self._fanout.submit(self._check_in_worker, (gold, distinct[key].answers, policy, distinct[key].kind == "forms"), timeout, group_deadline)
+        gold_probe = _GoldProbe(lambda: self._probe((gold,), timeout, ctx))  # run once per group, when needed
+        futures = {key: self._fanout.submit(self._check_in_worker, (gold, distinct[key].answers, policy, distinct[key].kind == "forms"),
+                                            timeout, group_deadline, ctx, gold_probe)
                    for key in needs_worker}
         for key, future in futures.items():
             checks[key] = future.result()
@@ -166,12 +175,14 @@ class MathVerifier:
                 self.cache.put(key, checks[key])
         return checks
 
-    def _check_in_worker(self, task: tuple, timeout: float, group_deadline: float) -> Check:
+    def _check_in_worker(self, task: tuple, timeout: float, group_deadline: float, ctx: VerifyContext | None = None,
+                         gold_probe: _GoldProbe | None = None) -> Check:
         deadline = min(time.monotonic() + timeout, group_deadline)
         result = self.pool.run(task, deadline)
         if result.kind == "timeout":
-            return Check(RolloutStatus.VERIFIER_TIMEOUT, how=f"SymPy check did not finish in time ({result.detail})")
-        if result.kind != "ok":
+            joint = Check(RolloutStatus.VERIFIER_TIMEOUT, how=f"SymPy check did not finish in time ({result.detail})")
+            return self._attribute(joint, task[1], timeout, ctx, gold_probe)
+        if result.kind != "ok":  # the worker died under the check twice or more: infrastructure, masked
             return Check(RolloutStatus.VERIFIER_ERROR, how=result.detail)
         match result.value:
             case Compared(equal, how):
@@ -181,15 +192,64 @@ class MathVerifier:
             case TooLarge(side, why):
                 return self._over_limits(side, why)
             case CheckFailed(why):
-                return Check(RolloutStatus.VERIFIER_ERROR, how=why)
+                return self._attribute(Check(RolloutStatus.VERIFIER_ERROR, how=why), task[1], timeout, ctx, gold_probe)
         return Check(RolloutStatus.VERIFIER_ERROR, how=f"unexpected worker result {result.value!r:.200}")
+
+    # ---- who caused a check that ran out of time or memory (issue 29) ----------------------------
+
+    def _probe(self, texts: tuple[str, ...], timeout: float, ctx: VerifyContext | None) -> str | Probed:
+        """One side's own SymPy work under its own budget: a :class:`Probed`, or ``"timeout"`` (it ran its
+        whole budget on a worker), ``"cut"`` (the call's deadline, or the wait for a worker, came first:
+        nothing is shown) or ``"crashed"``."""
+        # Waiting for a free worker does not count against the side (the budget starts on the worker);
+        # the wait itself is bounded by the call's deadline, else by two more budgets.
+        deadline = time.monotonic() + 3 * timeout
+        if ctx is not None and ctx.deadline is not None:
+            deadline = min(deadline, ctx.deadline)
+        if deadline <= time.monotonic():
+            return "cut"
+        result = self.pool.run(Probe(tuple(texts)), deadline, budget_s=timeout)
+        if result.kind == "timeout":
+            return "timeout" if result.detail == "ran past its budget" else "cut"
+        if result.kind != "ok" or not isinstance(result.value, Probed):
+            return "crashed"
+        return result.value
+
+    def _attribute(self, joint: Check, answers: tuple[str, ...], timeout: float, ctx: VerifyContext | None,
+                   gold_probe: _GoldProbe | None) -> Check:
+        """Decide who caused ``joint`` (a comparison that timed out or failed in the worker) by running each
+        side alone under its own budget, the gold's once per group and in parallel with the answer's:
+
+        - the gold alone is over the budget: the reference's doing, masked (VERIFIER_TIMEOUT; INVALID_REFERENCE
+          when it hits the memory cap or the recursion limit);
+        - the answer alone is over the budget, and the gold alone is cheap (a quarter of it at most, so that two
+          sides of similar cost never blame the answer on timing noise): the candidate's doing, scored INCORRECT
+          with the flag ``candidate_limit`` (a mask would let the policy escape a wrong answer's gradient);
+        - otherwise (both sides are cheap alone, the call's deadline came first, a worker crashed): masked as
+          ``joint`` says.
+        """
+        if gold_probe is None or (ctx is not None and ctx.expired()):
+            return joint
+        gold_probe.start()
+        answer = self._probe(answers, timeout, ctx)
+        gold = gold_probe.result()
+        if gold == "timeout":
+            return Check(RolloutStatus.VERIFIER_TIMEOUT, how=f"{joint.how}; the gold answer alone takes SymPy over the {timeout:g}s budget")
+        if isinstance(gold, Probed) and gold.limit is not None:
+            return Check(RolloutStatus.INVALID_REFERENCE, how=f"the gold answer alone hits the {gold.limit} limit of SymPy")
+        gold_cheap = isinstance(gold, Probed) and gold.seconds <= timeout / 4
+        if gold_cheap and (answer == "timeout" or (isinstance(answer, Probed) and answer.limit is not None)):
+            what = f"over the {timeout:g}s budget" if answer == "timeout" else f"to its {answer.limit} limit"  # type: ignore[union-attr]
+            return Check(RolloutStatus.OK, False, f"answer not evaluated: SymPy on the answer's own expression runs {what} "
+                         f"(the gold alone takes {gold.seconds:.2f}s)", (CANDIDATE_LIMIT,))  # type: ignore[union-attr]
+        return joint
 
     @staticmethod
     def _over_limits(side: str, why: str) -> Check:
         if side == "gold":
             return Check(RolloutStatus.INVALID_REFERENCE, how=f"gold answer {why}")
         # A final answer beyond the input caps is not a reasonable answer: it is scored, and flagged.
-        return Check(RolloutStatus.OK, False, f"answer not evaluated: {why}", ("answer_over_limits",))
+        return Check(RolloutStatus.OK, False, f"answer not evaluated: {why}", ("answer_over_limits", CANDIDATE_LIMIT))
 
     def _result(self, index: int, ex: Extraction, check: Check | None) -> RolloutResult:
         flags = list(ex.flags)
@@ -210,6 +270,32 @@ class MathVerifier:
             flags.append("hedged")
         detail = f"extracted '{shown}' via {ex.source}; {check.how}"
         return RolloutResult.ok(index, correct, None, {"correct": correct, "has_answer": 1.0}, detail, flags)
+
+
+class _GoldProbe:
+    """The gold's own probe, run at most once per group, in its own thread (never on the fan-out pool,
+    whose threads wait for it), and only when a check of the group needs it."""
+
+    def __init__(self, run) -> None:
+        self._run = run
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._value: str | Probed = "crashed"
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._body, daemon=True, name="math-gold-probe")
+                self._thread.start()
+
+    def _body(self) -> None:
+        self._value = self._run()
+
+    def result(self) -> str | Probed:
+        self.start()
+        assert self._thread is not None
+        self._thread.join()
+        return self._value
 
 
 def _extract(completion: str) -> Extraction:

@@ -25,8 +25,9 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import grpc
 
@@ -141,3 +142,70 @@ class Failover:
                 return
             backoff = min(self.policy.backoff(k, self.n), max(0.0, remaining - 0.01))
             yield Attempt(k, order[k % self.n], backoff, deadline, self.policy, self.n)
+
+
+# ---- the one failover loop ------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+class RequestRejected(Exception):
+    """A non-retryable code: the request's fault (INVALID_ARGUMENT first), never retried; the caller maps it."""
+
+    def __init__(self, endpoint: int, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.endpoint, self.code, self.details = endpoint, code, details
+
+
+class Exhausted(Exception):
+    """Every attempt failed with a retryable code, or the deadline passed: the endpoints are unavailable."""
+
+    def __init__(self, errors: list[tuple[int, str]], deadline_passed: bool) -> None:
+        self.errors, self.deadline_passed = errors, deadline_passed
+        super().__init__(f"{len(errors)} attempt(s) failed" + ("; deadline passed" if deadline_passed else ""))
+
+
+def short_error(exc: grpc.RpcError) -> str:
+    """``CODE: the first line of the details``, at most 160 characters (gRPC's strings run to kilobytes)."""
+    details = (exc.details() or "").strip().splitlines()
+    text = f"{exc.code().name}: {details[0] if details else ''}".rstrip(": ")
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+async def call_with_failover(failover: Failover, deadline: float,
+                             invoke: Callable[[int, float], Awaitable[T]],
+                             sleep: Callable[[float], Awaitable[Any]]) -> T:
+    """The failover loop of every Cohort client, written once: ``invoke(endpoint, timeout)`` per attempt
+    of :meth:`Failover.attempts`, after ``sleep(backoff)``; a retryable ``grpc.RpcError`` fails over, any
+    other raises :class:`RequestRejected`; all attempts spent (or the deadline passed) raise
+    :class:`Exhausted`. The async client awaits it with ``asyncio.sleep``; blocking callers drive it with
+    :func:`run_blocking` and an ``invoke``/``sleep`` that never suspend."""
+    errors: list[tuple[int, str]] = []
+    for attempt in failover.attempts(deadline):
+        if attempt.backoff_s:
+            await sleep(attempt.backoff_s)
+        timeout = attempt.timeout()
+        if timeout is None:
+            break
+        try:
+            result = await invoke(attempt.endpoint, timeout)
+        except grpc.RpcError as exc:
+            if not failover.policy.retryable(exc.code()):
+                raise RequestRejected(attempt.endpoint, exc.code(), exc.details() or "") from None
+            failover.failed(attempt.endpoint)
+            errors.append((attempt.endpoint, short_error(exc)))
+            continue
+        failover.succeeded(attempt.endpoint)
+        return result
+    raise Exhausted(errors, time.monotonic() >= deadline)
+
+
+def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (everything it awaits returns at once) on this thread, without
+    an event loop: how one coroutine serves both the blocking and the asyncio callers."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a blocking call suspended")

@@ -28,7 +28,7 @@ import grpc
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
-from cohort.rpc.retry import Failover, RetryPolicy
+from cohort.rpc.retry import Exhausted, Failover, RequestRejected, RetryPolicy, call_with_failover, short_error
 from cohort.rpc.tls import ClientTls, aio_channel
 from cohort.verifiers import convert
 from cohort.verifiers.base import (
@@ -65,13 +65,6 @@ class VerifierUnavailable(RuntimeError):
 
 REPORT_EVERY_S = 30.0
 """While a verifier stays unavailable, one line this often (with the count of failed calls)."""
-
-
-def short_error(exc: grpc.aio.AioRpcError | grpc.RpcError) -> str:
-    """``CODE: the first line of the details``, at most 160 characters (gRPC's strings run to kilobytes)."""
-    details = (exc.details() or "").strip().splitlines()
-    text = f"{exc.code().name}: {details[0] if details else ''}".rstrip(": ")
-    return text if len(text) <= 160 else text[:157] + "..."
 
 
 @dataclass
@@ -323,43 +316,37 @@ class VerifierClient:
                     unreachable: str = "mask") -> list[GroupResult]:
         request = convert.batch_to_pb(groups)
         pool = self._pools[name]
-        errors: list[str] = []
-        for attempt in pool.failover.attempts(deadline):
-            ep = pool.endpoints[attempt.endpoint]
-            if attempt.backoff_s:
-                await asyncio.sleep(attempt.backoff_s)
-            timeout = attempt.timeout()
-            if timeout is None:
-                break
+        tries = 0
+
+        async def invoke(endpoint: int, timeout: float) -> list[GroupResult]:
+            nonlocal tries
+            ep = pool.endpoints[endpoint]
             self.stats["calls"] += 1
-            if attempt.number:
-                self.stats["retries"] += 1
+            self.stats["retries"] += tries > 0
+            tries += 1
             try:
                 response = await ep.stub.BatchVerifyGroups(request, timeout=timeout)
             except grpc.aio.AioRpcError as exc:
-                code = exc.code()
-                if not self.policy.retryable(code):
-                    raise VerifierRequestError(f"{name} @ {ep.address} rejected the request: {code.name}: {exc.details()}") from None
-                pool.failover.failed(attempt.endpoint)
-                errors.append(f"{ep.address}: {short_error(exc)}")
                 log.debug("verifier %s @ %s: %s; %s", name, ep.address, short_error(exc),
                           "retrying" if len(pool.endpoints) == 1 else "failing over")
-                continue
-            pool.failover.succeeded(attempt.endpoint)
-            self.availability[name].succeeded()
+                raise
             return _checked(name, groups, response, ep.address)
-        if time.monotonic() >= deadline:
-            errors.append("client deadline passed")
-        self.stats["failed_groups"] += len(groups)
-        detail = f"{len(errors)} attempt(s) failed: " + " | ".join(errors[-2:])
-        self.availability[name].failed(errors[-1] if errors else "no attempt made")
-        if unreachable == "raise":
-            raise VerifierUnavailable(name, detail)
-        detail = f"verifier {name!r} unavailable after {detail}"
-        return [
-            GroupResult(g.group_id, name, "", tuple(RolloutResult.unusable(r.index, RolloutStatus.DEPENDENCY_UNAVAILABLE, detail) for r in g.rollouts))
-            for g in groups
-        ]
+
+        try:
+            results = await call_with_failover(pool.failover, deadline, invoke, asyncio.sleep)
+        except RequestRejected as exc:
+            raise VerifierRequestError(f"{name} @ {pool.addresses[exc.endpoint]} rejected the request: {exc}") from None
+        except Exhausted as exc:
+            errors = [f"{pool.addresses[i]}: {e}" for i, e in exc.errors] + (["client deadline passed"] if exc.deadline_passed else [])
+            self.stats["failed_groups"] += len(groups)
+            detail = f"{len(errors)} attempt(s) failed: " + " | ".join(errors[-2:])
+            self.availability[name].failed(errors[-1] if errors else "no attempt made")
+            if unreachable == "raise":
+                raise VerifierUnavailable(name, detail) from None
+            detail = f"verifier {name!r} unavailable after {detail}"
+            return [_unusable(g, name, RolloutStatus.DEPENDENCY_UNAVAILABLE, detail) for g in groups]
+        self.availability[name].succeeded()
+        return results
 
     # ---- several verifiers, weighted ----------------------------------------------------------
 

@@ -93,8 +93,7 @@ class GrpcBackend:
         names = [e.strip() for e in (endpoints.split(",") if isinstance(endpoints, str) else endpoints) if e.strip()]
         if not names:
             raise ValueError("no sandbox endpoint given")
-        opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20),
-                ("grpc.enable_retries", 0)]  # retries and failover are the policy's, across endpoints
+        opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
         if tls == "env":
             tls = ClientTls.from_env(TLS_ENV_PREFIX)
         self.tls = tls
@@ -113,31 +112,28 @@ class GrpcBackend:
 
         budget = work_s + self.MARGIN_S
         deadline = time.monotonic() + budget * (len(self.stubs) + 1)
+        from cohort.rpc.retry import Exhausted, RequestRejected, call_with_failover, run_blocking
         from cohort.sandbox.convert import TENANT_METADATA
 
         metadata = ((TENANT_METADATA, tenant),) if tenant else None
-        errors = []
-        for attempt in self.failover.attempts(deadline):
-            time.sleep(attempt.backoff_s)
-            timeout = attempt.timeout()
-            if timeout is None:
-                break
-            i = attempt.endpoint
-            try:
-                response = getattr(self.stubs[i], method)(request, timeout=min(timeout, budget), metadata=metadata,
-                                                          wait_for_ready=False)
-            except grpc.RpcError as exc:
-                code = exc.code()
-                if code == grpc.StatusCode.INVALID_ARGUMENT:
-                    raise InvalidTests(exc.details()) from None
-                errors.append(f"{self.endpoints[i]}: {code.name}: {exc.details()}")
-                if not self.policy.retryable(code):
-                    break
-                self.failover.failed(i)
-                continue
-            self.failover.succeeded(i)
-            return response
-        raise SandboxUnavailable(f"sandbox service failed after {len(errors)} attempt(s): " + "; ".join(errors[-3:]))
+
+        async def invoke(endpoint: int, timeout: float):  # blocking: never suspends (run_blocking)
+            return getattr(self.stubs[endpoint], method)(request, timeout=min(timeout, budget), metadata=metadata,
+                                                         wait_for_ready=False)
+
+        async def sleep(seconds: float) -> None:
+            time.sleep(seconds)
+
+        try:
+            return run_blocking(call_with_failover(self.failover, deadline, invoke, sleep))
+        except RequestRejected as exc:
+            if exc.code == grpc.StatusCode.INVALID_ARGUMENT:
+                raise InvalidTests(exc.details) from None
+            # another non-retryable code (UNAUTHENTICATED, UNIMPLEMENTED...): a misconfigured sandbox, not the program's
+            raise SandboxUnavailable(f"sandbox service {self.endpoints[exc.endpoint]} rejected the call: {exc}") from None
+        except Exhausted as exc:
+            errors = [f"{self.endpoints[i]}: {e}" for i, e in exc.errors]
+            raise SandboxUnavailable(f"sandbox service failed after {len(errors)} attempt(s): " + "; ".join(errors[-3:])) from None
 
     def execute(self, code: str, stdin: bytes, limits: policy.Limits, tenant: str = "") -> ExecResult:
         from cohort.sandbox import convert

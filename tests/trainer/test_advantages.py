@@ -89,3 +89,9 @@ def test_equals_reference_formula_on_random_rounds():
         got = group_advantages(rewards, valid, "group", EPS).advantages
         want = torch.tensor(reference_advantages(rewards, valid, EPS))
         assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_shapes_are_checked_at_run_time():
+    """tests/conftest.py turns jaxtyping's checks on: rewards (P, G) with validity (P, G+1) is refused."""
+    with pytest.raises(TypeError, match="valid"):
+        group_advantages(torch.zeros(2, 3), torch.ones(2, 4, dtype=torch.bool))

@@ -61,9 +61,9 @@ def verify(
         typer.secho(f"error: {file} holds no records", err=True, fg="red")
         raise typer.Exit(2)
     for rec in records:
-        missing = set(rec.verifiers or ()) - set(endpoints)
+        missing = {u.name for u in rec.task.verifiers or ()} - set(endpoints)
         if missing:
-            typer.secho(f"error: group {rec.group_id!r} asks for verifiers without an endpoint: {sorted(missing)}", err=True, fg="red")
+            typer.secho(f"error: group {rec.task.id!r} asks for verifiers without an endpoint: {sorted(missing)}", err=True, fg="red")
             raise typer.Exit(2)
     from cohort.rpc.tls import ClientTls, TlsError
     from cohort.cli.verify_run import run_verify

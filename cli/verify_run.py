@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import textwrap
 from collections import Counter
-from collections.abc import Sequence
 
 from rich.console import Console
 from rich.progress import Progress
@@ -13,21 +12,14 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from cohort.rpc.tls import ClientTls
-from cohort.verifiers.base import GroupRequest, GroupResult
+from cohort.verifiers.base import GroupResult
 from cohort.verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier, combine
 from cohort.verifiers.convert import status_name
-from cohort.verifiers.records import Record, accepts
+from cohort.verifiers.records import Record, RecordError, group_requests, route
 
 
 DETAIL_CHARS = 400
 """Longer details are shortened at a word boundary in the table (``--json`` carries them whole)."""
-
-
-def _groups(rec: Record, names: Sequence[str]) -> list[GroupRequest]:
-    return [
-        GroupRequest(name, rec.rollouts, rec.reference, rec.group_id, rec.prompt, rec.rollout_timeout_s, rec.options.get(name, {}))
-        for name in names
-    ]
 
 
 async def run_verify(records: list[Record], endpoints: dict[str, list[str]], weights: dict[str, float],
@@ -37,6 +29,7 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
     err = Console(stderr=True)
     out = Console()
     configured = [WeightedVerifier(n, weights.get(n, 1.0), tuple(eps), tls=tls) for n, eps in endpoints.items()]
+    defaults = {v.name: (v.weight, {}) for v in configured}
     async with VerifierClient(configured, timeout_s=timeout, retries=retries) as client:
         try:
             await client.handshake()
@@ -48,22 +41,21 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
             task = progress.add_task("scoring", total=len(records))
             for start in range(0, len(records), batch_size):
                 batch = records[start : start + batch_size]
-                # a row without its own list goes to every verifier that accepts its reference kind
-                plan = [(rec, list(rec.verifiers or [n for n in endpoints
-                                                     if accepts(client.reference_kinds.get(n, ()), rec.reference)]))
-                        for rec in batch]
-                if empty := [rec.group_id for rec, names in plan if not names]:
-                    err.print(f"[red]error:[/] no verifier given accepts the reference of group(s) {empty[:5]}")
+                # the one router (records.route): the row's own list, else every verifier that accepts its reference
+                try:
+                    plan = [(rec, route(rec.task, defaults, client.reference_kinds)) for rec in batch]
+                except RecordError as exc:
+                    err.print(f"[red]error:[/] {exc}")
                     return 2
-                groups = [g for rec, names in plan for g in _groups(rec, names)]
+                groups = [g for rec, routes in plan for g in group_requests(rec.task, rec.rollouts, routes)]
                 try:
                     results = iter(await client.verify_groups(groups))
                 except VerifierRequestError as exc:
                     err.print(f"[red]error:[/] {exc}")
                     return 2
-                for rec, names in plan:
-                    by_name: dict[str, GroupResult] = {n: next(results) for n in names}
-                    scored = combine(rec.rollouts, by_name, {n: rec.weights.get(n, weights.get(n, 1.0)) for n in names})
+                for rec, routes in plan:
+                    by_name: dict[str, GroupResult] = {r.name: next(results) for r in routes}
+                    scored = combine(rec.rollouts, by_name, {r.name: r.weight for r in routes})
                     for rollout, s in zip(rec.rollouts, scored):
                         rows.append((rec, rollout, by_name, s))
                 progress.advance(task, len(batch))
@@ -72,7 +64,7 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
         for rec, rollout, by_name, s in rows:
             pos = rec.rollouts.index(rollout)
             print(json.dumps({
-                "group_id": rec.group_id, "index": rollout.index, "status": status_name[s.status], "reward": s.reward,
+                "group_id": rec.task.id, "index": rollout.index, "status": status_name[s.status], "reward": s.reward,
                 "components": dict(s.components),
                 "verifiers": {n: {"status": status_name[g.results[pos].status], "verdict": g.results[pos].verdict.value,
                                   "reward": g.results[pos].reward, "detail": g.results[pos].detail,
@@ -96,7 +88,7 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
                 r = g.results[pos]
                 cells.append(f"{r.reward:g} {r.verdict.value}" if r.usable else f"[red]{r.status.value}[/]")
             detail = textwrap.shorten(s.detail, DETAIL_CHARS, placeholder=" …") if s.detail else ""
-            table.add_row(Text(rec.group_id), str(rollout.index), *cells,
+            table.add_row(Text(rec.task.id), str(rollout.index), *cells,
                           f"{s.reward:.3g}" if s.usable else "[red]unusable[/]", Text(detail))  # Text: no markup
         out.print(table)
     statuses = Counter(s.status.value for *_, s in rows)

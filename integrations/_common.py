@@ -65,5 +65,5 @@ def parse_code_tests(value: object) -> CodeTests:
         record = parse_record({"code_tests": dict(value), "rollouts": [""]}, default_id="code_tests")
     except RecordError as exc:
         raise ValueError(f"code tests: {exc}") from None
-    assert record.reference.code_tests is not None
-    return record.reference.code_tests
+    assert record.task.reference.code_tests is not None
+    return record.task.reference.code_tests

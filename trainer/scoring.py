@@ -30,7 +30,7 @@ from torch import Tensor
 
 from cohort.rpc.loop import BackgroundLoop
 from cohort.trainer.config import ScoringSection
-from cohort.verifiers.records import RecordError, Task, check_routes, route
+from cohort.verifiers.records import RecordError, Task, check_routes, group_requests, route
 
 
 @dataclass
@@ -149,7 +149,7 @@ class Scorer:
 
     def submit(self, tasks: list[Task], texts: list[str], truncated: list[bool], group_offset: int = 0) -> Future:
         """Score P groups of G completions (prompt-major ``texts``); returns a Future of :class:`Scores`."""
-        from cohort.verifiers.base import GroupRequest, Rollout
+        from cohort.verifiers.base import Rollout
         from cohort.verifiers.client import combine
 
         p = len(tasks)
@@ -159,8 +159,7 @@ class Scorer:
             rollouts = tuple(Rollout(j, texts[i * g + j], bool(truncated[i * g + j])) for j in range(g))
             routes = route(task, self.defaults, self.kinds)
             plan.append((rollouts, routes))
-            groups.extend(GroupRequest(r.name, rollouts, task.reference, f"g{group_offset + i}", task.prompt,
-                                       task.rollout_timeout_s, dict(r.options)) for r in routes)
+            groups.extend(group_requests(task, rollouts, routes, f"g{group_offset + i}"))
         started = time.perf_counter()
         serial, self._submitted = self._submitted, self._submitted + 1
 

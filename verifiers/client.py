@@ -351,24 +351,20 @@ class VerifierClient:
     # ---- several verifiers, weighted ----------------------------------------------------------
 
     async def score(self, requests: Sequence[ScoreRequest]) -> list[list[ScoredRollout]]:
-        """Score every request with every configured verifier and combine them with weights."""
-        groups = [
-            GroupRequest(
-                verifier=v.name,
-                rollouts=req.rollouts,
-                reference=req.reference,
-                group_id=req.group_id,
-                prompt=req.prompt,
-                rollout_timeout_s=req.rollout_timeout_s,
-                options=dict(v.options),
-            )
-            for v in self.verifiers.values()
-            for req in requests
-        ]
-        results = await self.verify_groups(groups)
-        n = len(requests)
-        per_verifier = {name: results[k * n : (k + 1) * n] for k, name in enumerate(self.verifiers)}
-        return [combine(req.rollouts, {name: per_verifier[name][i] for name in self.verifiers}, self.weights) for i, req in enumerate(requests)]
+        """Score every request with the verifiers the one router (``records.route``) gives it: every configured
+        verifier, less those whose handshake said they do not accept its reference kind; combined with weights."""
+        from cohort.verifiers.records import Task, group_requests, route
+
+        defaults = {name: (v.weight, dict(v.options)) for name, v in self.verifiers.items()}
+        kinds = self.reference_kinds or None  # before a handshake: every verifier
+        plan = [(req, route(Task(req.group_id, req.prompt, req.reference, rollout_timeout_s=req.rollout_timeout_s),
+                            defaults, kinds)) for req in requests]
+        groups = [g for req, routes in plan
+                  for g in group_requests(Task(req.group_id, req.prompt, req.reference,
+                                               rollout_timeout_s=req.rollout_timeout_s), req.rollouts, routes)]
+        results = iter(await self.verify_groups(groups))
+        return [combine(req.rollouts, {r.name: next(results) for r in routes}, {r.name: r.weight for r in routes})
+                for req, routes in plan]
 
     @property
     def weights(self) -> dict[str, float]:

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cohort.verifiers.base import CodeTests, IoCase, Reference, Rollout
+from cohort.verifiers.base import CodeTests, GroupRequest, IoCase, Reference, Rollout
 
 
 class RecordError(ValueError):
@@ -156,15 +156,10 @@ class Task:
 
 @dataclass(frozen=True)
 class Record:
-    group_id: str
-    prompt: str
-    reference: Reference
+    """A ``cohort verify`` row: a :class:`Task` (the one row type) with the rollouts to score."""
+
+    task: Task
     rollouts: tuple[Rollout, ...]
-    verifiers: tuple[str, ...] | None
-    options: dict[str, dict[str, str]] = field(default_factory=dict)
-    rollout_timeout_s: float | None = None
-    weights: dict[str, float] = field(default_factory=dict)
-    """Per-row weights (``verifiers: [{"name": ..., "weight": ...}]``) over the command line's."""
 
 
 def _task_from(rec: _TaskIn, default_id: str, source: str) -> Task:
@@ -219,19 +214,9 @@ def parse_record(obj: object, default_id: str) -> Record:
         task = _task_from(rec, default_id, "")
     except (ValidationError, ValueError) as exc:
         raise RecordError(_one_line(exc)) from None
-    rollouts = []
-    for i, r in enumerate(rec.rollouts):
-        if isinstance(r, str):
-            rollouts.append(Rollout(i, r))
-        else:
-            rollouts.append(Rollout(i if r.index is None else r.index, r.completion, r.truncated))
-    options = {k: dict(v) for k, v in task.options.items()}
-    for use in task.verifiers or ():
-        options[use.name] = {**use.options, **options.get(use.name, {})}
-    weights = {u.name: u.weight for u in task.verifiers or () if u.weight is not None}
-    return Record(task.id, task.prompt, task.reference, tuple(rollouts),
-                  tuple(u.name for u in task.verifiers) if task.verifiers else None, options,
-                  task.rollout_timeout_s, weights)
+    rollouts = tuple(Rollout(i, r) if isinstance(r, str) else Rollout(i if r.index is None else r.index, r.completion,
+                                                                         r.truncated) for i, r in enumerate(rec.rollouts))
+    return Record(task, rollouts)
 
 
 def _one_line(exc: Exception) -> str:
@@ -416,6 +401,13 @@ def route(task: Task, defaults: Mapping[str, tuple[float, Mapping[str, str]]],
         raise RecordError(f"row {task.id!r}: no configured verifier accepts a {task.reference.kind!r} reference "
                           f"(configured: {sorted(defaults)})")
     return tuple(Route(n, defaults[n][0], {**defaults[n][1], **task.options.get(n, {})}) for n in names)
+
+
+def group_requests(task: Task, rollouts: tuple[Rollout, ...], routes: Sequence[Route], group_id: str | None = None
+                   ) -> list[GroupRequest]:
+    """One ``GroupRequest`` per route of ``task`` (group id: ``group_id``, else the task's id)."""
+    return [GroupRequest(r.name, rollouts, task.reference, task.id if group_id is None else group_id, task.prompt,
+                         task.rollout_timeout_s, dict(r.options)) for r in routes]
 
 
 def check_routes(tasks: Iterable[Task], defaults: Mapping[str, tuple[float, Mapping[str, str]]],

@@ -197,6 +197,10 @@ def test_config_reference_documents_every_field():
 
 def test_the_site_builds_strictly(tmp_path):
     """``mkdocs build --strict``: a broken link, a missing anchor or a page left out of the nav fails it."""
+    import importlib.util
+
+    assert importlib.util.find_spec("mkdocs") and importlib.util.find_spec("material"), \
+        "mkdocs is not installed: ./scripts/setup installs the `docs` extra (or: pip install -e '.[docs]')"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)

@@ -6,6 +6,7 @@ validates, the configuration reference equals a fresh generation, and the site b
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -142,6 +143,11 @@ def _cohort_lines() -> list[tuple[str, list[str]]]:
 
 
 def _help(path: list[str]) -> subprocess.CompletedProcess:
+    return _help_of(tuple(path))
+
+
+@functools.cache  # many lines share a command (`cohort serve`, `cohort train`): one --help each
+def _help_of(path: tuple[str, ...]) -> subprocess.CompletedProcess:
     return subprocess.run([*COHORT, *path, "--help"], capture_output=True, text=True, timeout=60,
                           env={"COLUMNS": "400", "PATH": "/usr/bin:/bin", "TERM": "dumb"})
 

@@ -363,7 +363,7 @@ class RunSection(_Section):
 
 
 class DistributedSection(_Section):
-    """Data parallelism under ``torchrun`` (README: "Multi-GPU and multi-node"; ``trainer.distributed``)."""
+    """Data parallelism under ``torchrun`` (docs/training.md: "Multi-GPU and multi-node"; ``trainer.distributed``)."""
 
     parallel: Literal["none", "ddp", "fsdp2"] = "none"
     """none: one process, no launcher. ddp: replicated weights, summed gradients (small models).

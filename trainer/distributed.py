@@ -22,7 +22,7 @@ single-process path runs the same code with no process group. Decisions, declare
 5. **Generation while sharded** gathers the FSDP2 parameters once per generation call (``unshard``)
    and samples locally with no per-token collectives, then reshards: ranks finish their own rows
    independently (no synced decode loop waiting on the slowest rank). It needs the full weights to
-   fit on one device for the duration of sampling; for models that do not, see README.
+   fit on one device for the duration of sampling; for models that do not, see docs/training.md ("Multi-GPU and multi-node").
 6. ``bnpo`` (per-micro-batch normalisation) is refused with ``parallel != none``: its normaliser is
    not defined across ranks. The frozen reference model (beta > 0) is replicated, not sharded.
 """
@@ -157,7 +157,7 @@ def setup(parallel: Parallel, backend: str = "auto") -> Comm:
         return SINGLE
     if not launched():
         raise ValueError(f"distributed.parallel={parallel} needs a launcher: "
-                         "torchrun --nproc_per_node N -m cohort.cli train ... (see README)")
+                         "torchrun --nproc_per_node N -m cohort.cli train ... (see docs/training.md)")
     if backend == "auto":
         backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
     if not dist.is_initialized():

@@ -318,26 +318,32 @@ def audit(out: Path, chunks: int, batch_size: int) -> dict:
     statuses: Counter = Counter()
     mismatched_steps = []
     for rec in metrics:
-        groups = [g for s in range((rec["step"] - 1) * chunks, rec["step"] * chunks) if s in by_submission
+        # a round whose every rollout was masked is not a step: the step's round comes after those before it
+        rnd = rec["step"] - 1 + int(rec.get("verify/masked_rounds", 0))
+        groups = [g for s in range(rnd * chunks, (rnd + 1) * chunks) if s in by_submission
                   for g in by_submission[s]["groups"]]
         ok = [r for g in groups for st, r in zip(g["status"], g["reward"]) if st == "OK"]
         masked = sum(st != "OK" for g in groups for st in g["status"])
         logged_masked = round(rec["verify/unusable_frac"] * batch_size)
-        if ok and abs(statistics.fmean(ok) - rec["reward/mean"]) > 1e-6 or masked != logged_masked:
+        if ok and abs(statistics.fmean(ok) - (rec["reward/mean"] or 0.0)) > 1e-6 or masked != logged_masked:
             mismatched_steps.append(rec["step"])
     for b in batches:
         for g in b["groups"]:
             statuses.update(g["status"])
     recorded = sum(statuses.values())
-    # a step whose every rollout was masked has no reward (NaN in metrics.jsonl): None in the curve, and
-    # left out of the final mean, never counted as 0
-    curve = [round(r["reward/mean"], 4) if math.isfinite(r["reward/mean"]) else None for r in metrics]
+    masked_rounds = int(metrics[-1].get("verify/masked_rounds", 0)) if metrics else 0
+    # a round whose every rollout was masked is not a step (and has no line in metrics.jsonl); a step
+    # without a reward (null) is None in the curve, left out of the final mean, never counted as 0
+    curve = [round(r["reward/mean"], 4) if r["reward/mean"] is not None and math.isfinite(r["reward/mean"]) else None
+             for r in metrics]
     tail = [c for c in curve[-10:] if c is not None]
     return {
-        "steps": len(metrics), "generated": len(metrics) * batch_size, "recorded": recorded,
+        "steps": len(metrics), "masked_rounds": masked_rounds,
+        "generated": (len(metrics) + masked_rounds) * batch_size, "recorded": recorded,
         "scored": statuses["OK"], "masked": {k: v for k, v in statuses.items() if k != "OK"},
-        "masked_logged": round(sum(r["verify/unusable_frac"] for r in metrics) * batch_size),
-        "lost": len(metrics) * batch_size - recorded, "steps_reward_not_ok_mean": mismatched_steps,
+        # masked rollouts in metrics.jsonl: those of the steps, plus every rollout of the rounds that were not steps
+        "masked_logged": round(sum(r["verify/unusable_frac"] for r in metrics) * batch_size) + masked_rounds * batch_size,
+        "lost": (len(metrics) + masked_rounds) * batch_size - recorded, "steps_reward_not_ok_mean": mismatched_steps,
         "client": batches[-1]["client"] if batches else {},
         "final_reward": round(statistics.fmean(tail), 4) if tail else None,
         "final_reward_std": round(statistics.pstdev(tail), 4) if len(tail) > 1 else None,

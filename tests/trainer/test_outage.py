@@ -161,3 +161,17 @@ def test_the_masked_share_alarm_warns_once_and_can_stop_the_run(tmp_path):
     with pytest.raises(MaskedShareError, match="above scoring.max_masked_frac=0.5"):
         for _ in range(4):
             alarm.observe(_scores(bad), said.append)
+
+
+def test_metrics_jsonl_writes_null_never_nan(tmp_path):
+    """A value that is undefined for a step (no usable rollout: reward/mean) is JSON null, which every JSON
+    parser reads; bare NaN is not JSON."""
+    from cohort.trainer.metrics import MetricsLog
+
+    log = MetricsLog(tmp_path, tensorboard=False, progress=False, total_steps=1, start_step=0)
+    log.log(1, {"reward/mean": float("nan"), "reward/std": 0.0, "x": float("inf")})
+    log.close()
+    line = (tmp_path / "metrics.jsonl").read_text().strip()
+    assert "NaN" not in line and "Infinity" not in line
+    assert json.loads(line, parse_constant=lambda c: pytest.fail(f"not JSON: {c}")) == {
+        "step": 1, "reward/mean": None, "reward/std": 0.0, "x": None}

@@ -160,6 +160,13 @@ class GrpcRuntime:
         log.info("serving %s on %s:%d (%s)", ", ".join(health_names or service_names), self.options.host, self.port, how)
         return self.port
 
+    async def mark_not_serving(self, reason: str) -> None:
+        """Every health name NOT_SERVING (something the whole server needs is gone, e.g. its worker processes
+        cannot start): probes fail and the orchestrator replaces the server; calls are still answered."""
+        log.error("health NOT_SERVING: %s", reason)
+        for name in self._health_names:
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+
     def track(self) -> _InFlight:
         """``with runtime.track():`` around each unit of work that a drain must wait for."""
         return _InFlight(self)

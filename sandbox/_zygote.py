@@ -303,6 +303,9 @@ def _run_judge(job):
         if job["kind"] == "function":
             exec(compile(job["test_code"], "<tests>", "exec"), namespace)
             namespace[job["entry_point"]] = _Proxy(job["entry_point"])
+            check = namespace.get("check")
+            if not callable(check) or isinstance(check, _Proxy):
+                raise NameError("test_code did not define check(candidate)")
             tests = [("check", None)]
         else:
             tests = [(f"assert {i}", src) for i, src in enumerate(job["asserts"])]
@@ -321,11 +324,44 @@ def _run_judge(job):
             result = {"end": i, "passed": False, "error": f"candidate gone: {exc}"}
         except BaseException as exc:
             result = {"end": i, "passed": False, "error": "{}: {}".format(*_describe(exc))}
+            why = _reference_error(exc, job)
+            if why:
+                result["reference_error"] = why
         _send_frame(3, result)
         if not result["passed"] and job.get("stop_first"):
             break
     _send_frame(3, {"done": True})
     return 0
+
+
+def _reference_error(exc, job):
+    """Why a failed test is the reference's own fault, or None (then it is the candidate's).
+
+    Only when the exception was raised by the reference's own compiled code (its innermost frame is in
+    ``<setup>``, ``<tests>`` or ``<assert i>``: an exception a candidate call raised is raised in
+    ``_Proxy.__call__``, and code the reference ``eval``s is ``<string>``), and is one of:
+
+    - a NameError (not UnboundLocalError: a local bound or not depending on the candidate's answer) for a
+      name the reference itself binds at module level (``job["reference_names"]``, from the host's parse):
+      e.g. a helper defined under ``if __name__ == "__main__":`` or only by a later assert;
+    - an ImportError of a module the reference itself imports (not there in the sandbox).
+
+    A NameError for a name the reference never binds stays the candidate's: it is the function the
+    candidate was asked to define under that name.
+    """
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return None
+    where = tb.tb_frame.f_code.co_filename
+    if where not in ("<setup>", "<tests>") and not where.startswith("<assert "):
+        return None
+    if type(exc) is NameError and getattr(exc, "name", None) in job.get("reference_names", ()):
+        return f"NameError: {exc.name!r} is bound by the reference's own code but was not defined when the test ran"
+    if isinstance(exc, ImportError) and getattr(exc, "name", None) in job.get("reference_imports", ()):
+        return f"{type(exc).__name__}: the reference imports {exc.name!r}, which the sandbox does not have"
+    return None
 
 
 def _kill_all():

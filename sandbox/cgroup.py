@@ -19,16 +19,29 @@ and one that delegates none (no writable cpu hierarchy) falls back to per-proces
 
 from __future__ import annotations
 
+import atexit
 import itertools
+import logging
 import os
 import re
+import signal
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+log = logging.getLogger("cohort.sandbox")
+
 ROOT = Path("/sys/fs/cgroup")
+REMOVE_TIMEOUT_S = 10.0
+"""How long :meth:`SlotCgroup.remove` keeps killing, waiting and retrying the rmdir before leaving the dir
+to the next :func:`sweep`."""
 _counter = itertools.count()
-_stale_check = itertools.count()
-_stale_cpu_check = itertools.count()
+_LOCK = threading.Lock()
+_LIVE: dict[str, SlotCgroup | None] = {}
+"""This process's slot cgroups in use, by name: a sweep leaves them alone, exit removes them."""
+_LEFTOVER: set[Path] = set()
+"""Dirs a removal gave up on: the next sweep tries them again."""
 
 
 @dataclass
@@ -36,6 +49,11 @@ class SlotCgroup:
     dirs: list[Path]
     oom_file: Path
     oom_key: str
+    name: str = ""
+    """``cohort-sandbox-<service pid>-<n>``, the same in every hierarchy."""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or (self.dirs[0].name if self.dirs else "")
 
     @property
     def procs_files(self) -> list[str]:
@@ -58,24 +76,143 @@ class SlotCgroup:
                 pass
         return sorted(found)
 
-    def remove(self, timeout_s: float = 5.0) -> None:
-        """SIGKILL whatever is still inside (the slot's own processes only), then rmdir."""
-        import signal
-        import time
-
-        deadline = time.monotonic() + timeout_s
-        while self.pids() and time.monotonic() < deadline:
-            for pid in self.pids():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.01)
+    def kill(self) -> None:
+        """SIGKILL every process inside (v2 ``cgroup.kill`` where the kernel has it, else each pid listed)."""
         for d in self.dirs:
             try:
-                d.rmdir()
+                _write(d / "cgroup.kill", "1")
+                return  # v2: the kernel kills the whole subtree, including processes forked meanwhile
             except OSError:
                 pass
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def empty(self) -> bool:
+        """No process left: v2 ``cgroup.events`` says ``populated 0``; v1 lists no pid (dying ones excluded)."""
+        for d in self.dirs:
+            try:
+                events = (d / "cgroup.events").read_text()
+            except OSError:
+                continue
+            if re.search(r"^populated 1$", events, re.MULTILINE):
+                return False
+        return not self.pids()
+
+    def remove(self, timeout_s: float = REMOVE_TIMEOUT_S) -> bool:
+        """Kill what is inside (the slot's own processes only), wait until it is empty, rmdir; True when gone.
+
+        The kernel refuses the rmdir (EBUSY) while a killed process is still exiting (a fork bomb's
+        children, a large address space being torn down on a loaded machine), so the kill, the wait
+        and the rmdir are retried with a growing pause until ``timeout_s``. A cgroup still there then is
+        logged and kept for :func:`sweep` (called at pool start and close) to try again."""
+        gone = remove_all([self], timeout_s)
+        return not gone
+
+
+def remove_all(cgroups: list[SlotCgroup], timeout_s: float = REMOVE_TIMEOUT_S, kill: bool = True) -> list[Path]:
+    """:meth:`SlotCgroup.remove` for several cgroups at once, within one ``timeout_s``: the dirs left."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    left = [cg for cg in cgroups if cg.dirs]
+    while True:
+        still = []
+        for cg in left:
+            if kill:
+                cg.kill()
+            if not cg.empty():
+                still.append(cg)
+                continue
+            cg.dirs = [d for d in cg.dirs if not _rmdir(d)]
+            if cg.dirs:
+                still.append(cg)
+        left = still
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.1)
+    dirs = [d for cg in left for d in cg.dirs]
+    with _LOCK:
+        for cg in cgroups:
+            if _LIVE.get(cg.name) is cg:
+                del _LIVE[cg.name]
+        if kill:  # our own: the next sweep tries again (another owner's are only ever rmdir'ed when empty)
+            _LEFTOVER.update(dirs)
+    if dirs and kill:
+        log.warning("could not remove %d sandbox cgroup dir(s) within %.1fs (kept for the next sweep): %s",
+                    len(dirs), timeout_s, ", ".join(map(str, dirs[:4])))
+    return dirs
+
+
+def _rmdir(d: Path) -> bool:
+    """True when ``d`` is gone (removed now, or already); False when the kernel says busy."""
+    try:
+        d.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _owner(name: str) -> int | None:
+    """The service pid in ``cohort-sandbox-<pid>-<n>`` (None for a name of another shape)."""
+    parts = name.split("-")
+    if len(parts) < 4 or not parts[2].isdigit():
+        return None
+    return int(parts[2])
+
+
+def _parents() -> list[Path]:
+    """Every directory this process creates slot cgroups in (v1 memory, pids, cpu; or the v2 parent)."""
+    try:
+        own = _own_paths()
+    except OSError:
+        return []
+    out = [ROOT / c / own[c].lstrip("/") for c in ("memory", "pids", "cpu") if c in own and (ROOT / c).is_dir()]
+    if "" in own and (ROOT / "cgroup.controllers").exists():
+        out.append(ROOT / own[""].lstrip("/"))
+    return [p for p in dict.fromkeys(out) if p.is_dir()]
+
+
+def sweep(timeout_s: float = 2.0) -> list[Path]:
+    """Remove stale slot cgroups: those of service processes that are gone (killed without closing their
+    sandbox: their slots died with them, their cgroup dirs did not), this process's own that no slot uses
+    any more, and dirs an earlier :meth:`SlotCgroup.remove` could not remove in time. Another live
+    process's cgroups are never touched; in a dead owner's, nothing is killed (its slots died with it,
+    bwrap's --die-with-parent): only an empty dir is removed. Returns the dirs still there."""
+    me = os.getpid()
+    mine, theirs = [], []
+    with _LOCK:
+        live = set(_LIVE)
+        leftover = set(_LEFTOVER)
+        _LEFTOVER.clear()
+    for parent in _parents():
+        for d in parent.glob("cohort-sandbox-*"):
+            pid = _owner(d.name)
+            if pid is None:
+                continue
+            if pid == me:
+                if d.name not in live:
+                    mine.append(d)
+            elif not Path(f"/proc/{pid}").exists():
+                theirs.append(d)
+    mine.extend(d for d in leftover if d not in mine and d.name not in live)
+    left = remove_all([SlotCgroup([d], d, "") for d in mine], timeout_s) if mine else []
+    # a dead owner's: one rmdir each, no kill and no wait (one still busy is tried again at the next sweep)
+    left += remove_all([SlotCgroup([d], d, "") for d in theirs], 0.0, kill=False) if theirs else []
+    return left
+
+
+@atexit.register
+def _remove_own_at_exit() -> None:
+    """A service that exits without closing its sandbox: kill its slots' processes and remove their dirs."""
+    with _LOCK:
+        live = [cg for cg in _LIVE.values() if cg is not None]
+    if live:
+        remove_all(live, REMOVE_TIMEOUT_S)
 
 
 def _own_paths() -> dict[str, str]:
@@ -92,20 +229,6 @@ def _write(path: Path, value: str) -> None:
         f.write(value)
 
 
-def _remove_stale(parent: Path) -> None:
-    """rmdir empty slot cgroups left by a service process that died without cleaning up."""
-    for d in parent.glob("cohort-sandbox-*"):
-        try:
-            pid = int(d.name.split("-")[2])
-        except (IndexError, ValueError):
-            continue
-        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
-            try:
-                d.rmdir()
-            except OSError:
-                pass
-
-
 CPU_PERIOD_US = 100_000
 
 
@@ -113,12 +236,19 @@ def cpu_controls(cpu_quota: float) -> str | None:
     """Where slot CPU controls go on this machine: ``"v1"``, ``"v2"`` or None (not allowed/disabled)."""
     if os.environ.get("COHORT_SANDBOX_CGROUPS", "1") == "0" or os.environ.get("COHORT_SANDBOX_CPU_CGROUPS", "1") == "0":
         return None
-    probe = _create_cpu(f"cohort-sandbox-{os.getpid()}-probe{next(_counter)}", cpu_quota)
-    if probe is None:
-        return None
-    path, version = probe
-    path.rmdir()
-    return version
+    name = f"cohort-sandbox-{os.getpid()}-probe{next(_counter)}"
+    with _LOCK:
+        _LIVE[name] = None
+    try:
+        probe = _create_cpu(name, cpu_quota)
+        if probe is None:
+            return None
+        path, version = probe
+        remove_all([SlotCgroup([path], path, "")])
+        return version
+    finally:
+        with _LOCK:
+            _LIVE.pop(name, None)
 
 
 def _create_cpu(name: str, cpu_quota: float) -> tuple[Path, str] | None:
@@ -147,8 +277,6 @@ def _create_cpu(name: str, cpu_quota: float) -> tuple[Path, str] | None:
     existed = d.exists()  # v2: the memory+pids cgroup of the same slot
     try:
         if not existed:
-            if next(_stale_cpu_check) == 0:
-                _remove_stale(d.parent)
             d.mkdir()
         for key, value in values.items():
             _write(d / key, value)
@@ -171,6 +299,23 @@ def create(memory_bytes: int, max_pids: int, cpu_quota: float = 0.0) -> SlotCgro
     except OSError:
         return None
     name = f"cohort-sandbox-{os.getpid()}-{next(_counter)}"
+    with _LOCK:
+        _LIVE[name] = None  # reserved before the first mkdir: a concurrent sweep leaves it alone
+    try:
+        cg = _create_slot(own, name, memory_bytes, max_pids, cpu_quota)
+    except BaseException:
+        with _LOCK:
+            _LIVE.pop(name, None)
+        raise
+    with _LOCK:
+        if cg is None:
+            _LIVE.pop(name, None)
+        else:
+            _LIVE[name] = cg
+    return cg
+
+
+def _create_slot(own: dict[str, str], name: str, memory_bytes: int, max_pids: int, cpu_quota: float) -> SlotCgroup | None:
     cg = _create_memory_pids(own, name, memory_bytes, max_pids)
     if os.environ.get("COHORT_SANDBOX_CPU_CGROUPS", "1") == "0":
         return cg
@@ -189,9 +334,6 @@ def _create_memory_pids(own: dict[str, str], name: str, memory_bytes: int, max_p
         mem = ROOT / "memory" / own["memory"].lstrip("/") / name
         pids = ROOT / "pids" / own["pids"].lstrip("/") / name
         made: list[Path] = []
-        if next(_stale_check) == 0:
-            _remove_stale(mem.parent)
-            _remove_stale(pids.parent)
         try:
             for d in (mem, pids):
                 d.mkdir()

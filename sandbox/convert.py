@@ -22,7 +22,7 @@ from cohort.sandbox.pool import check_file_path
 
 TENANT_METADATA = "cohort-tenant"
 """Call metadata naming whose work a call is (the code verifier: one tenant per group); see ``sandbox/server.py``."""
-MAX_CODE_BYTES = 1 << 20
+MAX_CODE_BYTES = policy.MAX_CODE_BYTES
 MAX_FILES_BYTES = 4 * MAX_CODE_BYTES
 MAX_TESTS = 1000
 

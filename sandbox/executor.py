@@ -71,15 +71,21 @@ class Slot:
                                         config.slot_cpu_quota) if config.use_cgroups else None
             if self.cgroup is not None:
                 argv = cgroup.enter_argv(self.cgroup, argv)
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env={},
-                pass_fds=(child_ctrl.fileno(), seccomp_r),
-                **drop,
-            )
+            try:
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    env={},
+                    pass_fds=(child_ctrl.fileno(), seccomp_r),
+                    **drop,
+                )
+            except BaseException:
+                if self.cgroup is not None:
+                    self.cgroup.remove()
+                host_ctrl.close()
+                raise
         finally:
             child_ctrl.close()
             os.close(seccomp_r)

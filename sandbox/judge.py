@@ -42,6 +42,7 @@ checks in-place mutation of an argument, fails (reported as a runtime error).
 
 from __future__ import annotations
 
+import ast
 import socket
 import threading
 import time
@@ -73,16 +74,120 @@ class TestSpec:
     entry_point: str = ""
 
     def __post_init__(self) -> None:
-        if self.kind == "asserts" and not self.asserts:
-            raise InvalidTests("no asserts given")
-        if self.kind == "function" and not (self.test_code.strip() and self.entry_point.strip()):
-            raise InvalidTests("function tests need test_code defining check(candidate) and an entry_point")
         if self.kind not in ("asserts", "function"):
             raise InvalidTests(f"unknown test kind {self.kind!r}")
+        if self.kind == "asserts" and not self.asserts:
+            raise InvalidTests("no asserts given")
+        if self.kind == "function" and not (_is_text(self.test_code) and self.test_code.strip()
+                                            and _is_text(self.entry_point) and self.entry_point.strip()):
+            raise InvalidTests("function tests need test_code defining check(candidate) and an entry_point")
+        object.__setattr__(self, "_names", check_reference(self))
+
+    @property
+    def reference_names(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(names bound at module level of the setup/test code, modules the reference imports)."""
+        return self._names  # type: ignore[attr-defined]
 
     @property
     def count(self) -> int:
         return len(self.asserts) if self.kind == "asserts" else 1
+
+
+def _is_text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _compile(source, filename: str, what: str) -> ast.Module:
+    """Parse and compile one piece of the reference on the host (nothing runs): a SyntaxError (or a null
+    byte, or nesting the compiler refuses) is the reference's, found before any candidate is loaded."""
+    if not isinstance(source, str):
+        raise InvalidTests(f"{what} is a {type(source).__name__}, not text")
+    try:
+        tree = ast.parse(source, filename)
+        compile(tree, filename, "exec")
+    except SyntaxError as exc:
+        where = f" (line {exc.lineno})" if exc.lineno else ""
+        raise InvalidTests(f"{what} does not compile{where}: {type(exc).__name__}: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        raise InvalidTests(f"{what} does not compile: {type(exc).__name__}: {exc}") from None
+    return tree
+
+
+def _module_bindings(tree: ast.Module) -> set[str]:
+    """Names a module binds outside function and class bodies (defs, assignments, imports, for/with targets)."""
+    names: set[str] = set()
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue  # their bodies bind locals, not module names
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        if isinstance(node, ast.Lambda):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def _imported_modules(tree: ast.Module) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+    return {m for name in out for m in _prefixes(name)}
+
+
+def _prefixes(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _discarded_comparison(tree: ast.Module) -> bool:
+    """``f(1) == 2`` as a statement: a test that can never fail (an ``assert`` left out)."""
+    return any(isinstance(node, ast.Expr) and isinstance(node.value, ast.Compare) for node in tree.body)
+
+
+def check_reference(spec: TestSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Validate the reference on its own, before and independently of any candidate; raises InvalidTests.
+
+    Every piece (setup code, test code, each assert) must compile; ``function`` test code must define
+    ``check`` taking one argument, and the entry point must be an identifier; an assert must be code and
+    not a bare comparison. Returns what the judge needs to attribute a run-time failure (see
+    ``_zygote._reference_error``): the names the reference binds at module level and the modules it imports.
+    """
+    trees = [_compile(spec.setup_code, "<setup>", "setup_code")] if spec.setup_code else []
+    if spec.kind == "function":
+        if not spec.entry_point.isidentifier():
+            raise InvalidTests(f"entry_point {spec.entry_point[:100]!r} is not a Python name")
+        tree = _compile(spec.test_code, "<tests>", "test_code")
+        trees.append(tree)
+        check = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+        if not check and "check" not in set().union(*(_module_bindings(t) for t in trees)):
+            raise InvalidTests("test_code does not define check(candidate)")
+        if check:
+            a = check[-1].args
+            positional = len(a.posonlyargs) + len(a.args)
+            required = positional - len(a.defaults) + sum(d is None for d in a.kw_defaults)
+            if (positional < 1 and a.vararg is None) or required > 1:
+                raise InvalidTests("check() in test_code must take exactly one argument (the candidate)")
+    else:
+        for i, src in enumerate(spec.asserts):
+            tree = _compile(src, f"<assert {i}>", f"assert {i}")
+            if not tree.body:
+                raise InvalidTests(f"assert {i} is empty: a test that cannot fail")
+            if _discarded_comparison(tree):
+                raise InvalidTests(f"assert {i} is a comparison whose result is discarded (no `assert`): "
+                                   f"{src.strip()[:200]!r}")
+            trees.append(tree)
+    names = set().union(*(_module_bindings(t) for t in trees))
+    modules = set().union(*(_imported_modules(t) for t in trees))
+    return tuple(sorted(names)), tuple(sorted(modules))
 
 
 @dataclass(frozen=True)
@@ -323,6 +428,7 @@ def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, 
         "mode": "judge", "kind": spec.kind, "asserts": list(spec.asserts), "setup_code": spec.setup_code,
         "test_code": spec.test_code, "entry_point": spec.entry_point, "stop_first": stop_first,
         "candidate_names": candidate.names, "candidate_modules": candidate.modules,
+        "reference_names": list(spec.reference_names[0]), "reference_imports": list(spec.reference_names[1]),
     }
     judge = _Run(jslot, job, limits)
     outcomes: dict[int, TestOutcome] = {}
@@ -355,6 +461,9 @@ def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, 
                 except (TimeoutError, OSError):
                     break  # the judge is gone or stuck: its unfinished tests count as not passed
             elif "end" in msg:
+                if msg.get("reference_error"):  # decided by the judge from where the test failed, not why
+                    raise InvalidTests(f"test {msg['end']} failed in the reference's own code: "
+                                       f"{valid_text(str(msg['reference_error']))[:500]}")
                 passed = msg.get("passed") is True
                 error = str(msg.get("error", ""))[:2000]
                 if passed:

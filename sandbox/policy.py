@@ -133,6 +133,9 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+MAX_CODE_BYTES = 1 << 20
+"""The largest program the sandbox takes (UTF-8 bytes); the code verifier scores a bigger answer 0, flagged."""
+
 MAX_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_bytes=2 << 30, output_bytes=16 << 20, max_processes=64,
                     disk_bytes=256 << 20)
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from cohort.sandbox import policy
+from cohort.sandbox import cgroup, policy
 from cohort.sandbox.executor import ExecResult, SandboxError, Slot
 
 log = logging.getLogger("cohort.sandbox")
@@ -193,6 +193,8 @@ class Sandbox:
     def __init__(self, options: SandboxOptions | None = None) -> None:
         self.options = options or SandboxOptions()
         size = self.options.pool_size or default_pool_size()
+        if self.options.config.use_cgroups:
+            cgroup.sweep()  # slot cgroups left by service processes that died without closing their sandbox
         self.candidates = SlotPool(self.options.config, size, "candidate", self.options.max_per_tenant)
         self.judges = SlotPool(self.options.config, size, "judge", self.options.max_per_tenant)
 
@@ -221,6 +223,8 @@ class Sandbox:
     def close(self) -> None:
         self.candidates.close()
         self.judges.close()
+        if self.options.config.use_cgroups:
+            cgroup.sweep()  # anything a slot's own removal could not finish in time
 
     def __enter__(self) -> Sandbox:
         return self

@@ -44,3 +44,27 @@ def format_server():
 
     with ServiceProcess(["format"], extra_args=["--max-groups-per-batch", "64", "--metrics-port", "0"]) as proc:
         yield proc
+
+
+def machine_slowdown(sample_s: float = 0.2) -> float:
+    """How many times slower than an idle machine this one runs just now (>= 1), for tests that bound wall time.
+
+    The larger of: wall over CPU time of a short busy loop on this thread (on a contended CPU the loop
+    waits for its turn: 1.0 when it has a CPU to itself, 2.5 with five runnable processes on two CPUs), and
+    the 1-minute load average per usable CPU. A test scales its slack (or a deadline it sets) by this, so
+    the margin derives from the machine it runs on rather than a constant that only holds when it is idle.
+    """
+    import time
+
+    wall0, cpu0 = time.perf_counter(), time.thread_time()
+    while time.perf_counter() - wall0 < sample_s:
+        pass
+    stretch = (time.perf_counter() - wall0) / max(1e-6, time.thread_time() - cpu0)
+    load = os.getloadavg()[0] / max(1, len(os.sched_getaffinity(0)))
+    return max(1.0, stretch, load)
+
+
+@pytest.fixture
+def slowdown():
+    """:func:`machine_slowdown`, to call when a measurement is needed (it re-measures each time)."""
+    return machine_slowdown

@@ -183,4 +183,18 @@ async def serve(
     except BaseException:  # e.g. the port is taken: do not leave the scoring processes behind
         stop()
         raise
-    await runtime.serve_until_signal(on_stop=stop)
+    watcher = asyncio.ensure_future(watch_worker_pools(runtime))
+    try:
+        await runtime.serve_until_signal(on_stop=stop)
+    finally:
+        watcher.cancel()
+
+
+async def watch_worker_pools(runtime: GrpcRuntime, every_s: float = 0.5) -> None:
+    """Health turns NOT_SERVING once a worker pool of this process gives up starting workers
+    (:data:`verifiers.workers.MAX_START_FAILURES`): its verifier answers every rollout VERIFIER_ERROR."""
+    from cohort.verifiers.workers import broken_pools
+
+    while not (broken := broken_pools()):
+        await asyncio.sleep(every_s)
+    await runtime.mark_not_serving("; ".join(reason for _, reason in broken))

@@ -38,9 +38,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from cohort.rpc.retry import run_blocking
+
 log = logging.getLogger(__name__)
 
 _READY = "ready"
+MAX_START_FAILURES = 5
+"""Workers in a row that fail to start (the start itself raises, or the process dies before it says it is
+ready) before a pool gives up: it is then :attr:`WorkerPool.broken`, answers every task at once as crashed
+with the reason, and the server reports NOT_SERVING (a pool retrying forever served nothing and logged a
+traceback each second)."""
+_BROKEN: dict[int, tuple[str, str]] = {}
+_BROKEN_LOCK = threading.Lock()
+
+
+def broken_pools() -> list[tuple[str, str]]:
+    """(pool name, reason) of every pool in this process that gave up starting workers."""
+    with _BROKEN_LOCK:
+        return list(_BROKEN.values())
 
 
 @dataclass(frozen=True)
@@ -179,13 +194,20 @@ class WorkerPool:
         self._started = False
         self._closed = False
         self.restarts = 0
+        self._start_failures = 0
+        """Workers in a row that failed to start; reset when one says it is ready."""
+        self.broken = ""
+        """Why the pool gave up starting workers (MAX_START_FAILURES in a row); empty while it works."""
 
     @property
     def size(self) -> int:
         return self._size
 
     def start(self, ready_timeout_s: float | None = None) -> None:
-        """Start the workers (once); with ``ready_timeout_s``, wait until each has set up."""
+        """Start the workers (once); with ``ready_timeout_s``, wait until each has set up. Raises RuntimeError
+        (with the reason) on a pool that gave up starting workers."""
+        if self.broken:
+            raise RuntimeError(self.broken)
         with self._lock:
             if self._started or self._closed:
                 return
@@ -193,19 +215,24 @@ class WorkerPool:
         workers = [w for w in (self._add_worker() for _ in range(self._size)) if w is not None]
         if ready_timeout_s is None:
             return
+        if self.broken:
+            raise RuntimeError(self.broken)
         deadline = time.monotonic() + ready_timeout_s
         for w in workers:
             try:
                 w._check_ready(w.receive(deadline))
             except (TimeoutError, EOFError, OSError) as exc:
                 raise RuntimeError(f"{self._name} process {w.process.pid} did not start within {ready_timeout_s}s ({exc!r})") from None
+            self._started_one()
 
     def _add_worker(self) -> _Worker | None:
+        if self.broken:
+            return None
         try:
             worker = _Worker(self._ctx, self._setup, self._setup_args, self._name)
-        except Exception:  # a failed start must not lose a pool slot silently
-            log.exception("could not start a %s process; retrying in 1 s", self._name)
-            threading.Timer(1.0, self._add_worker).start()
+        except Exception as exc:  # a failed start must not lose a pool slot silently, nor retry forever
+            if self._start_failed(f"{type(exc).__name__}: {exc}"):
+                threading.Timer(1.0, self._add_worker).start()
             return None
         with self._lock:
             if self._closed:
@@ -215,23 +242,63 @@ class WorkerPool:
         self._release(worker)
         return worker
 
+    def _start_failed(self, why: str) -> bool:
+        """Count one worker that did not start; False (and the pool broken) once MAX_START_FAILURES in a row."""
+        with self._lock:
+            if self._closed or self.broken:
+                return False
+            self._start_failures += 1
+            n = self._start_failures
+            if n >= MAX_START_FAILURES:
+                self.broken = (f"{self._name}: {n} worker processes in a row failed to start; giving up "
+                               f"(last: {why[:500]})")
+                waiters, self._waiters = list(self._waiters), collections.deque()
+        if n < MAX_START_FAILURES:
+            log.warning("%s process failed to start (%d of %d before giving up): %s", self._name, n,
+                        MAX_START_FAILURES, why[:500])
+            return True
+        log.error("%s", self.broken)
+        with _BROKEN_LOCK:
+            _BROKEN[id(self)] = (self._name, self.broken)
+        self._idle.put(None)  # wake the threads waiting for a worker: each passes it on (see _take_blocking)
+        for loop, waiter in waiters:
+            try:
+                loop.call_soon_threadsafe(self._hand, waiter, None)
+            except RuntimeError:
+                pass
+        return False
+
+    def _started_one(self) -> None:
+        with self._lock:
+            self._start_failures = 0
+
     def _replace(self, worker: _Worker, why: str) -> None:
         log.warning("%s process %s %s: killing and replacing it", self._name, worker.process.pid, why)
         with self._lock:
             self._all.discard(worker)
             self.restarts += 1
-        threading.Thread(target=lambda: (worker.kill(), self._add_worker()), daemon=True, name=f"{self._name}-restart").start()
+        never_ready = not worker.ready
+
+        def restart() -> None:
+            worker.kill()
+            if never_ready and not self._start_failed(f"process {worker.process.pid} {why} before it was ready"):
+                return
+            self._add_worker()
+
+        threading.Thread(target=restart, daemon=True, name=f"{self._name}-restart").start()
 
     def run(self, task: Any, deadline: float, budget_s: float | None = None) -> PoolResult:
         """Run ``task`` in a worker on this thread; give up at ``deadline`` (``time.monotonic()``).
 
         ``budget_s``: the task may also run at most this long once a worker has it (the wait for a free
         worker does not count); a task killed at that bound says so in its detail ("ran past its budget")."""
+        if self.broken:
+            return PoolResult("crashed", detail=self.broken)
         self.start()
         over_budget = False
 
         # The same loop as run_async, waiting by blocking this thread: nothing it awaits ever suspends,
-        # so the coroutine runs to its end within the one send() (no event loop involved).
+        # so cohort.rpc.retry.run_blocking runs it to its end (no event loop involved).
         async def take() -> _Worker | None:
             return self._take_blocking(deadline)
 
@@ -241,19 +308,15 @@ class WorkerPool:
             over_budget = until < deadline
             return worker.call(task, until)
 
-        attempt = self._attempt(take, call)
-        try:
-            attempt.send(None)
-        except StopIteration as done:
-            result = done.value
-            if result.kind == "timeout" and over_budget and result.detail == "killed at the deadline":
-                return PoolResult("timeout", detail="ran past its budget")
-            return result
-        attempt.close()
-        raise RuntimeError("the blocking attempt loop suspended")  # never: see above
+        result = run_blocking(self._attempt(take, call))
+        if result.kind == "timeout" and over_budget and result.detail == "killed at the deadline":
+            return PoolResult("timeout", detail="ran past its budget")
+        return result
 
     async def run_async(self, task: Any, deadline: float) -> PoolResult:
         """:meth:`run` on the event loop; a cancelled call kills its worker (then re-raises)."""
+        if self.broken:
+            return PoolResult("crashed", detail=self.broken)
         self.start()
         return await self._attempt(lambda: self._take(deadline), lambda worker: worker.call_async(task, deadline))
 
@@ -264,8 +327,12 @@ class WorkerPool:
         replaced and the task tried again, up to ``attempts``; one past the deadline is killed."""
         tries = 0
         while tries < self._attempts:
+            if self.broken:
+                return PoolResult("crashed", detail=self.broken)
             worker = await take()
             if worker is None:
+                if self.broken:
+                    return PoolResult("crashed", detail=self.broken)
                 return PoolResult("timeout", detail="no worker free before the deadline")
             if not worker.process.is_alive():  # died while idle (killed, OOM killer)
                 self._replace(worker, "died while idle")
@@ -282,9 +349,11 @@ class WorkerPool:
             except (EOFError, OSError, RuntimeError) as exc:
                 self._replace(worker, f"died during a task ({exc!r})")
                 continue
+            if self._start_failures:
+                self._started_one()
             self._release(worker)
             return PoolResult("ok", value)
-        return PoolResult("crashed", detail="the worker died during the task")
+        return PoolResult("crashed", detail=self.broken or "the worker died during the task")
 
     def _take_blocking(self, deadline: float) -> _Worker | None:
         """An idle worker, waited for on this thread (None at the deadline)."""
@@ -292,16 +361,24 @@ class WorkerPool:
         if remaining <= 0:
             return None
         try:
-            return self._idle.get(timeout=remaining)
+            worker = self._idle.get(timeout=remaining)
         except queue.Empty:
             return None
+        if worker is None:  # the pool broke: pass the wake-up on to the next waiting thread
+            self._idle.put(None)
+        return worker
 
     async def _take(self, deadline: float) -> _Worker | None:
         """An idle worker, waited for on the event loop (None at the deadline)."""
         loop = asyncio.get_running_loop()
         with self._lock:
+            if self.broken:
+                return None
             try:
-                return self._idle.get_nowait()
+                worker = self._idle.get_nowait()
+                if worker is None:
+                    self._idle.put(None)
+                return worker
             except queue.Empty:
                 waiter = loop.create_future()
                 self._waiters.append((loop, waiter))
@@ -319,7 +396,8 @@ class WorkerPool:
             if (loop, waiter) in self._waiters:
                 self._waiters.remove((loop, waiter))
         if waiter.done():  # handed a worker just as the wait ended: pass it on
-            self._release(waiter.result())
+            if waiter.result() is not None:
+                self._release(waiter.result())
         else:
             waiter.cancel()  # a worker handed later goes back (see _hand)
 
@@ -337,9 +415,10 @@ class WorkerPool:
             except RuntimeError:  # that caller's event loop is closed: the next one, or the queue
                 continue
 
-    def _hand(self, waiter: asyncio.Future, worker: _Worker) -> None:
+    def _hand(self, waiter: asyncio.Future, worker: _Worker | None) -> None:
         if waiter.done():  # its caller gave up meanwhile
-            self._release(worker)
+            if worker is not None:
+                self._release(worker)
         else:
             waiter.set_result(worker)
 
@@ -348,6 +427,8 @@ class WorkerPool:
             return [w.process.pid for w in self._all if w.process.pid is not None]
 
     def close(self) -> None:
+        with _BROKEN_LOCK:
+            _BROKEN.pop(id(self), None)
         with self._lock:
             self._closed = True
             workers = list(self._all)

@@ -14,6 +14,7 @@ import pytest
 
 from cohort.verifiers.math import _worker
 from cohort.verifiers.math.outcome import Compared
+from cohort.verifiers import workers
 from cohort.verifiers.workers import WorkerPool
 
 SLOW = ("\\sum_{k=1}^{n} \\frac{k^3}{(k+1)(k+2)}", ("\\sum_{j=1}^{n} \\frac{j^3}{(j+2)(j+1)}",))  # tens of seconds of SymPy
@@ -140,3 +141,93 @@ def test_event_loop_callers_queue_for_a_busy_worker_and_give_up_at_their_deadlin
     assert first.kind == second.kind == "ok" and first.value.equal is second.value.equal is True
     assert late.kind == "timeout" and "no worker free" in late.detail
     assert pool.restarts == 0 and _wait_idle(pool, 1) == [only]
+
+
+def _start_failures(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "failed to start" in r.getMessage()]
+
+
+def test_a_pool_whose_workers_cannot_be_started_gives_up_with_one_clear_error(caplog):
+    """The start itself fails in this process (here: a setup spawn cannot pickle). It used to retry every
+    second forever, a traceback each time, while callers waited out their whole deadline."""
+    p = WorkerPool(lambda: None, (), 2, start_method="spawn", name="unstartable")
+    try:
+        p.start()
+        started = time.monotonic()
+        r = p.run("task", time.monotonic() + 30)
+        assert r.kind == "crashed" and "failed to start" in r.detail and "pickle" in r.detail.lower(), r
+        assert time.monotonic() - started < 25  # answered when the pool gave up, not at the deadline
+        assert p.broken and ("unstartable", p.broken) in workers.broken_pools()
+        with pytest.raises(RuntimeError, match="failed to start"):
+            p.start(ready_timeout_s=5)  # a second start names the reason too
+        seen = len(_start_failures(caplog))
+        time.sleep(2.5)
+        assert len(_start_failures(caplog)) == seen <= workers.MAX_START_FAILURES  # no more retries once given up
+        assert not any(r.exc_info for r in caplog.records if r.name == "cohort.verifiers.workers")  # no tracebacks
+        assert asyncio.run(p.run_async("task", time.monotonic() + 60)).kind == "crashed"
+    finally:
+        p.close()
+    assert ("unstartable", p.broken) not in workers.broken_pools()
+
+
+def test_a_pool_whose_workers_die_before_they_are_ready_gives_up():
+    """The processes start but die in setup (say the package does not import where the server was started):
+    started lazily, the pool gives up after workers.MAX_START_FAILURES of them instead of replacing them forever."""
+    p = WorkerPool(os._exit, (3,), 1, start_method="spawn", name="dies-in-setup")
+    try:
+        results = [p.run("task", time.monotonic() + 60) for _ in range(workers.MAX_START_FAILURES + 1)]
+        assert all(r.kind == "crashed" for r in results), results
+        assert p.broken and "in a row failed to start" in results[-1].detail
+        assert p.restarts <= workers.MAX_START_FAILURES
+    finally:
+        p.close()
+
+
+BROKEN_SERVER = """
+import asyncio, sys, time
+from pathlib import Path
+from cohort.rpc.runtime import RuntimeOptions
+from cohort.verifiers.base import RolloutResult, RolloutStatus
+from cohort.verifiers.server import serve
+from cohort.verifiers import workers
+from cohort.verifiers.workers import WorkerPool
+
+class Unstartable:
+    name, version, description, reference_kinds = "unstartable", "1", "workers that cannot start", ("answer",)
+
+    def __init__(self):
+        self.pool = WorkerPool(lambda: None, (), 1, start_method="spawn", name="unstartable-worker")
+        self.pool.start()
+
+    def verify_group(self, group, ctx):
+        r = self.pool.run(None, time.monotonic() + 30)
+        return [RolloutResult.unusable(x.index, RolloutStatus.VERIFIER_ERROR, r.detail) for x in group.rollouts]
+
+asyncio.run(serve({"unstartable": Unstartable()}, RuntimeOptions(port_file=Path(sys.argv[1]))))
+"""
+
+
+def test_a_server_whose_worker_pool_gave_up_is_not_serving(tmp_path):
+    import subprocess
+    import sys
+
+    from cohort.rpc.launch import health_status
+
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen([sys.executable, "-c", BROKEN_SERVER, str(port_file)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not port_file.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        endpoint = f"127.0.0.1:{port_file.read_text()}"
+        statuses = []
+        while time.monotonic() < deadline:
+            statuses.append((health_status(endpoint, ""), health_status(endpoint, "unstartable")))
+            if statuses[-1] == ("NOT_SERVING", "NOT_SERVING"):
+                break
+            time.sleep(0.25)
+        assert statuses[-1] == ("NOT_SERVING", "NOT_SERVING"), statuses[-5:]
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert "giving up" in err and err.count("Traceback") == 0, err[-3000:]

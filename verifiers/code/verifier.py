@@ -39,8 +39,8 @@ from dataclasses import replace
 from cohort.sandbox import policy
 from cohort.sandbox.executor import ExecResult, ExecStatus
 from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
-from cohort.verifiers.base import (CodeTests, GroupRequest, InvalidRequest, Rollout, RolloutResult, RolloutStatus,
-                            Verdict, VerifyContext, float_option, option)
+from cohort.verifiers.base import (CodeTests, GroupRequest, InvalidRequest, IoCase, Rollout, RolloutResult,
+                                  RolloutStatus, Verdict, VerifyContext, float_option, option)
 from cohort.verifiers.code.backend import ENDPOINT_ENV, TLS_ENV_PREFIX, Backend, SandboxUnavailable, default_backend
 from cohort.verifiers.code.extract import extract_code
 
@@ -92,6 +92,32 @@ def verdict_for(outcomes: tuple[TestOutcome, ...], load_error: str, load_cause: 
     if failed_causes and failed_causes <= {"runtime", ""}:
         return 0.0, Verdict.RUNTIME_ERROR
     return 0.0, Verdict.INCORRECT
+
+
+LIMIT_FLAGS = {"timeout": "time_limit_exceeded", "memory": "memory_limit_exceeded", "output": "output_limit_exceeded"}
+"""The flag of a rollout whose program hit a limit in some test (time, memory, output): the program's own
+doing, so it is scored (reward for the tests it passed), never masked; the flag says which limit."""
+
+
+def limit_flags(run: TestRun) -> tuple[str, ...]:
+    """
+    >>> limit_flags(TestRun((TestOutcome(True), TestOutcome(False, "timeout"), TestOutcome(False, "output"))))
+    ('output_limit_exceeded', 'time_limit_exceeded')
+    """
+    causes = {o.cause for o in run.outcomes if not o.passed} | {run.load_cause}
+    return tuple(sorted(LIMIT_FLAGS[c] for c in causes if c in LIMIT_FLAGS))
+
+
+def _one_reference(rollouts, results: list[RolloutResult]) -> list[RolloutResult]:
+    """The group shares one reference: once any rollout's run showed it broken, every rollout is
+    INVALID_REFERENCE, including those whose own code never got as far as the tests (a candidate that
+    did not load is not scored 0 against a reference that could not have passed it)."""
+    bad = next((r for r in results if r.status is RolloutStatus.INVALID_REFERENCE), None)
+    if bad is None:
+        return results
+    detail = f"the group's reference is broken (found running rollout {bad.index}): {bad.detail}"[:500]
+    return [r if r.status is RolloutStatus.INVALID_REFERENCE else
+            RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, detail) for r in results]
 
 
 def group_tenant(group: GroupRequest) -> str:
@@ -152,7 +178,7 @@ class CodeVerifier:
         futures = [self._executor.submit(self._one, r, tests, spec, per_test, stop_first, all_or_nothing, limits, ctx,
                                          tenant)
                    for r in group.rollouts]
-        return [f.result() for f in futures]
+        return _one_reference(group.rollouts, [f.result() for f in futures])
 
     def _one(self, rollout: Rollout, tests: CodeTests, spec: TestSpec | None, per_test: float, stop_first: bool,
              all_or_nothing: bool, limits: policy.Limits, ctx: VerifyContext, tenant: str = "") -> RolloutResult:
@@ -160,6 +186,11 @@ class CodeVerifier:
         code = extract_code(rollout.completion)
         if not code.strip():
             return RolloutResult.ok(rollout.index, 0.0, Verdict.NO_ANSWER, detail="no code in the completion")
+        size = len(code.encode("utf-8", "surrogatepass"))
+        if size > policy.MAX_CODE_BYTES:  # the sandbox would refuse the request: the answer's fault, scored
+            return RolloutResult.ok(rollout.index, 0.0, Verdict.RESOURCE_LIMIT_EXCEEDED,
+                                    detail=f"code is {size} bytes, over the sandbox's {policy.MAX_CODE_BYTES}",
+                                    flags=("code_too_large",))
         if ctx.expired():
             return RolloutResult.unusable(rollout.index, RolloutStatus.VERIFIER_TIMEOUT, "deadline passed before running")
         try:
@@ -178,6 +209,7 @@ class CodeVerifier:
             rollout.index, reward, verdict,
             components={"tests_passed": run.passed / len(run.outcomes)},
             detail=f"{run.passed}/{len(run.outcomes)} tests passed" + (f"; first failure: {detail[:300]}" if detail else ""),
+            flags=limit_flags(run),
         )
         return replace(result, duration_s=time.monotonic() - start)
 
@@ -194,15 +226,36 @@ class CodeVerifier:
         return TestRun(tuple(outcomes))
 
 
+def _check_io_cases(tests: CodeTests) -> None:
+    """Malformed stdin/stdout case data is the reference's: InvalidTests, before any candidate runs."""
+    if not tests.io_cases:
+        raise InvalidTests("io tests without cases")
+    if tests.comparison not in ("exact", "whitespace"):
+        raise InvalidTests(f"unknown comparison {tests.comparison!r}")
+    for i, case in enumerate(tests.io_cases):
+        if not isinstance(case, IoCase):
+            raise InvalidTests(f"io case {i} is a {type(case).__name__}, not a case with stdin and expected_stdout")
+        for name in ("stdin", "expected_stdout"):
+            value = getattr(case, name)
+            if not isinstance(value, str):
+                raise InvalidTests(f"io case {i}: {name} is {'missing' if value is None else type(value).__name__}, "
+                                   "not text")
+    # One case may expect no output; every case expecting none is a dropped field, not a task.
+    if all(not c.expected_stdout.strip() for c in tests.io_cases):
+        raise InvalidTests(f"no io case has an expected output (all {len(tests.io_cases)} are empty): "
+                           "expected_stdout missing from the reference?")
+
+
 def _spec(tests: CodeTests) -> TestSpec | None:
-    """The judge spec for asserts/function tests; None for io (compared here)."""
+    """The judge spec for asserts/function tests; None for io (compared here). The reference is validated
+    here, on its own (:func:`sandbox.judge.check_reference`): a reference that cannot compile is
+    INVALID_REFERENCE for the whole group before any candidate is loaded."""
     if tests.kind == "io":
-        if not tests.io_cases:
-            raise InvalidTests("io tests without cases")
-        if tests.comparison not in ("exact", "whitespace"):
-            raise InvalidTests(f"unknown comparison {tests.comparison!r}")
+        _check_io_cases(tests)
         return None
     if tests.kind == "asserts":
+        if isinstance(tests.asserts, str) or not all(isinstance(a, str) for a in tests.asserts):
+            raise InvalidTests("asserts must be a list of code strings")
         return TestSpec("asserts", asserts=tuple(tests.asserts), setup_code=tests.setup_code)
     if tests.kind == "function":
         return TestSpec("function", test_code=tests.test_code, entry_point=tests.entry_point,

@@ -64,7 +64,7 @@ import threading
 
 from cohort.verifiers.math import choices, numbers, relations, structures, units
 from cohort.verifiers.math.extract import find_boxes
-from cohort.verifiers.math.normalize import normalize
+from cohort.verifiers.math.normalize import bracket_depth, normalize
 from cohort.verifiers.math.outcome import MAX_INPUT_CHARS, MAX_PARTS, Leaf, NeedSympy, Outcome, OverLimits, cheap_leaf
 from cohort.verifiers.math.policy import DECIMAL_COMMA_CHOICES, DEFAULT_POLICY, Policy, Rounding, current_policy, policy_in_force, rounding_request
 from cohort.verifiers.math.syntax import dedupe, label_value, relation_chain, split_items, unwrap_parens
@@ -102,7 +102,7 @@ def _compare(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: Policy
     try:
         return _compare_items(gold_raw, answers, leaf, policy)
     except _TooDeep as exc:
-        if _bracket_depth(gold_raw) >= MAX_STRUCTURE_DEPTH:  # a matching answer must not be blamed for the depth
+        if bracket_depth(gold_raw) >= MAX_STRUCTURE_DEPTH:  # a matching answer must not be blamed for the depth
             raise OverLimits("gold", f"structure nested deeper than {MAX_STRUCTURE_DEPTH}") from None
         raise OverLimits("answer", exc.why) from None
 
@@ -143,17 +143,6 @@ def side_terms(text: str) -> list[str]:
         value = label_value(item) or item
         terms.extend(t for t in relation_chain(value)[0] if t.strip())
     return terms
-
-
-def _bracket_depth(s: str) -> int:
-    depth = deepest = 0
-    for c in s:
-        if c in "([{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif c in ")]}":
-            depth -= 1
-    return deepest
 
 
 def _check_input_caps(gold_raw: str, answers: tuple[str, ...]) -> None:

@@ -382,18 +382,23 @@ def _peel_text_units(s: str) -> tuple[str, str] | None:
 # --------------------------------------------------------------------------------------------- caps
 
 
+def bracket_depth(s: str) -> int:
+    """The deepest nesting of ``([{`` brackets in ``s`` (linear time)."""
+    depth = deepest = 0
+    for c in s:
+        if c in "{([":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "})]":
+            depth -= 1
+    return deepest
+
+
 def over_limits(s: str) -> str | None:
     """Why ``s`` must not reach SymPy, or None. Cheap, linear-time checks."""
     if len(s) > MAX_LEAF_CHARS:
         return f"longer than {MAX_LEAF_CHARS} characters"
-    depth = worst = 0
-    for c in s:
-        if c in "{([":
-            depth += 1
-            worst = max(worst, depth)
-        elif c in "})]":
-            depth -= 1
-    if worst > MAX_NESTING:
+    if bracket_depth(s) > MAX_NESTING:
         return f"nesting deeper than {MAX_NESTING}"
     if s.count("\\frac") > 40:
         return "more than 40 fractions"

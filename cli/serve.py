@@ -73,7 +73,7 @@ def serve(
         return
 
     from cohort.verifiers import registry
-    from cohort.verifiers.server import Limits
+    from cohort.verifiers.server import ServerLimits
     from cohort.verifiers.server import serve as serve_verifiers
 
     try:
@@ -81,7 +81,7 @@ def serve(
     except registry.PluginError as exc:
         typer.secho(f"error: {exc}", err=True, fg="red")
         raise typer.Exit(2) from None
-    limits = Limits(
+    limits = ServerLimits(
         max_groups_per_batch=max_groups_per_batch, max_rollouts_per_group=max_rollouts_per_group,
         max_queued_groups=max_queued_groups, workers=workers, scoring_procs=scoring_procs,
     )

@@ -3,7 +3,7 @@
 
 The server (``sandbox/server.py``) reads requests and writes responses with it; the code verifier's
 sandbox client (``verifiers/code/backend.py``) writes requests and reads responses. A request that can
-never run raises :class:`InvalidRequest` (a domain error: the servicer maps it to INVALID_ARGUMENT); a
+never run raises :class:`BadSandboxRequest` (a domain error: the servicer maps it to INVALID_ARGUMENT); a
 response that does not describe a run raises :class:`MalformedResponse` (the client's infrastructure
 failure, never a verdict).
 """
@@ -27,7 +27,7 @@ MAX_FILES_BYTES = 4 * MAX_CODE_BYTES
 MAX_TESTS = 1000
 
 
-class InvalidRequest(ValueError):
+class BadSandboxRequest(ValueError):
     """The request can never run (bad language, oversized code, bad file path, malformed tests)."""
 
 
@@ -93,9 +93,9 @@ class ExecuteArgs:
 
 def _check_common(language: str, code: str) -> None:
     if language not in ("", "python"):
-        raise InvalidRequest(f"language {language!r} is not supported (only 'python')")
+        raise BadSandboxRequest(f"language {language!r} is not supported (only 'python')")
     if len(code.encode()) > MAX_CODE_BYTES:
-        raise InvalidRequest(f"code is over {MAX_CODE_BYTES} bytes")
+        raise BadSandboxRequest(f"code is over {MAX_CODE_BYTES} bytes")
 
 
 def execute_request(code: str, stdin: bytes, limits: policy.Limits) -> pb.ExecuteCodeRequest:
@@ -109,9 +109,9 @@ def execute_args_from_pb(req: pb.ExecuteCodeRequest) -> ExecuteArgs:
         try:
             files[check_file_path(f.path)] = bytes(f.content)
         except ValueError as exc:
-            raise InvalidRequest(str(exc)) from None
+            raise BadSandboxRequest(str(exc)) from None
     if sum(len(c) for c in files.values()) > MAX_FILES_BYTES:
-        raise InvalidRequest("files are over 4 MiB in total")
+        raise BadSandboxRequest("files are over 4 MiB in total")
     return ExecuteArgs(req.code, bytes(req.stdin), limits_from_pb(req.limits), files)
 
 
@@ -174,10 +174,10 @@ def tests_args_from_pb(req: pb.RunTestsRequest) -> RunTestsArgs:
     try:
         spec = spec_from_pb(req)
     except InvalidTests as exc:
-        raise InvalidRequest(f"invalid tests: {exc}") from None
+        raise BadSandboxRequest(f"invalid tests: {exc}") from None
     per_test = seconds(req.per_test_timeout) if req.HasField("per_test_timeout") else 0.0
     if per_test < 0:
-        raise InvalidRequest("per_test_timeout must be >= 0")
+        raise BadSandboxRequest("per_test_timeout must be >= 0")
     return RunTestsArgs(req.code, spec, per_test, req.stop_at_first_failure, limits_from_pb(req.limits))
 
 

@@ -76,7 +76,7 @@ class TenantGate:
 
 class SandboxServicer(pb_grpc.SandboxServiceServicer):
     """Converts messages (:mod:`sandbox.convert`), runs them on the :class:`Sandbox`, maps domain errors
-    to status codes: :class:`convert.InvalidRequest` / :class:`InvalidTests` -> INVALID_ARGUMENT,
+    to status codes: :class:`convert.BadSandboxRequest` / :class:`InvalidTests` -> INVALID_ARGUMENT,
     :class:`SandboxError` -> UNAVAILABLE, a tenant with too many calls queued -> RESOURCE_EXHAUSTED
     (clients back off, :mod:`cohort.rpc.retry`), draining -> UNAVAILABLE."""
 
@@ -114,7 +114,7 @@ class SandboxServicer(pb_grpc.SandboxServiceServicer):
     async def ExecuteCode(self, request: pb.ExecuteCodeRequest, context) -> pb.ExecuteCodeResponse:
         try:
             args = convert.execute_args_from_pb(request)
-        except convert.InvalidRequest as exc:
+        except convert.BadSandboxRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         result = await self._run(context, self.sandbox.execute, args.code, args.stdin, args.limits, args.files)
         return convert.exec_result_to_pb(result)
@@ -122,7 +122,7 @@ class SandboxServicer(pb_grpc.SandboxServiceServicer):
     async def RunTests(self, request: pb.RunTestsRequest, context) -> pb.RunTestsResponse:
         try:
             args = convert.tests_args_from_pb(request)
-        except convert.InvalidRequest as exc:
+        except convert.BadSandboxRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         per_test = args.per_test_timeout_s or self.sandbox.options.defaults.wall_s
         result = await self._run(context, self.sandbox.run_tests, args.code, args.spec, per_test, args.stop_first,

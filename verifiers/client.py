@@ -437,11 +437,11 @@ def _checked(name: str, groups: list[GroupRequest], response: pb.BatchVerifyGrou
             log.error("verifier %s: %s", name, detail)
             out.append(_unusable(g, name, RolloutStatus.VERIFIER_ERROR, detail))
             continue
-        out.append(_checked_steps(name, g, result, address) if any(r.steps for r in result.results) else result)
+        out.append(_drop_malformed_steps(name, g, result, address) if any(r.steps for r in result.results) else result)
     return out
 
 
-def _checked_steps(name: str, group: GroupRequest, result: GroupResult, address: str) -> GroupResult:
+def _drop_malformed_steps(name: str, group: GroupRequest, result: GroupResult, address: str) -> GroupResult:
     """Step rewards checked against the completions they describe (the server should have): a malformed
     set makes that rollout VERIFIER_ERROR; steps of a result that is not OK are dropped."""
     rows = []

@@ -1,6 +1,6 @@
 """Hosting verifiers, transport-free: request validation, the bounded queue, and scoring.
 
-:class:`VerifierHost` validates groups against the server's :class:`Limits`, admits them into the
+:class:`VerifierHost` validates groups against the server's :class:`ServerLimits`, admits them into the
 bounded queue and runs ``Verifier.verify_group`` on plain dataclasses, in a thread pool or in the
 calling thread. It knows nothing of gRPC: a request it refuses raises a domain error,
 :class:`~verifiers.base.InvalidRequest` (the request can never be scored) or :class:`QueueFull`
@@ -40,7 +40,7 @@ class QueueFull(Exception):
 
 
 @dataclass(frozen=True)
-class Limits:
+class ServerLimits:
     max_groups_per_batch: int = 4096
     max_rollouts_per_group: int = 1024
     max_completion_chars: int = 1_000_000
@@ -55,7 +55,7 @@ class Limits:
 class VerifierHost:
     """Validates requests, admits them into the bounded queue and runs verifiers; knows nothing of gRPC."""
 
-    def __init__(self, verifiers: dict[str, Verifier], limits: Limits, metrics: ServerMetrics | None = None) -> None:
+    def __init__(self, verifiers: dict[str, Verifier], limits: ServerLimits, metrics: ServerMetrics | None = None) -> None:
         self.verifiers = verifiers
         self.limits = limits
         self.metrics = metrics
@@ -116,7 +116,7 @@ class VerifierHost:
                 results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"verifier raised {exc!r}") for r in group.rollouts]
         results = _match_results(group, results)
         if any(r.steps for r in results):
-            results = _checked_steps(group, results)
+            results = _validated_steps(group, results)
         if self.metrics is not None:
             self.metrics.observe_results(group.verifier, results)
         return GroupResult(group.group_id, group.verifier, verifier.version, tuple(results), time.perf_counter() - start)
@@ -178,7 +178,7 @@ def _match_results(group: GroupRequest, results: list[RolloutResult]) -> list[Ro
     return matched
 
 
-def _checked_steps(group: GroupRequest, results: list[RolloutResult]) -> list[RolloutResult]:
+def _validated_steps(group: GroupRequest, results: list[RolloutResult]) -> list[RolloutResult]:
     """Step rewards as the contract has them: malformed ones make the rollout VERIFIER_ERROR (a verifier
     bug, never a reward); the steps of a result that is not OK are dropped (they mean nothing there)."""
     out = []

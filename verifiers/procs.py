@@ -36,7 +36,7 @@ from dataclasses import replace
 
 from cohort.verifiers import convert
 from cohort.verifiers.base import GroupResult, InvalidRequest, RolloutResult, RolloutStatus, Verifier, VerifyContext
-from cohort.verifiers.host import Limits, VerifierHost
+from cohort.verifiers.host import ServerLimits, VerifierHost
 from cohort.verifiers.metrics import Counts, count_results
 from cohort.verifiers.workers import WorkerPool
 
@@ -56,7 +56,7 @@ def gil_bound(verifier: Verifier) -> bool:
 # ---- inside a worker process ------------------------------------------------------------------
 
 
-def _setup(names: list[str], limits: Limits):
+def _setup(names: list[str], limits: ServerLimits):
     """Load the verifiers once; the handler scores :data:`Chunk` tasks."""
     from cohort.verifiers import registry
 
@@ -83,7 +83,7 @@ def _setup(names: list[str], limits: Limits):
 class ScoringProcesses:
     """N scoring processes for the GIL-bound verifiers of one server."""
 
-    def __init__(self, verifiers: Mapping[str, Verifier], limits: Limits, n: int, start_timeout_s: float = 120.0) -> None:
+    def __init__(self, verifiers: Mapping[str, Verifier], limits: ServerLimits, n: int, start_timeout_s: float = 120.0) -> None:
         self.names = sorted(name for name, v in verifiers.items() if gil_bound(v))
         self.limits = limits
         self._pool = WorkerPool(_setup, (self.names, limits), n, start_method="spawn", name="cohort-scoring")

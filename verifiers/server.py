@@ -36,11 +36,11 @@ from cohort import __version__
 from cohort.rpc.runtime import GrpcRuntime, RuntimeOptions, abort_draining, bind_error
 from cohort.verifiers import convert
 from cohort.verifiers.base import GroupResult, InvalidRequest, Verifier, VerifyContext
-from cohort.verifiers.host import Limits, QueueFull, VerifierHost
+from cohort.verifiers.host import ServerLimits, QueueFull, VerifierHost
 from cohort.verifiers.metrics import ServerMetrics
 from cohort.verifiers.procs import ScoringProcesses, gil_bound
 
-__all__ = ["Limits", "VerifierServicer", "add_to_server", "serve", "status_code"]
+__all__ = ["ServerLimits", "VerifierServicer", "add_to_server", "serve", "status_code"]
 
 log = logging.getLogger("cohort.verifiers.server")
 
@@ -151,7 +151,7 @@ def _serialize_reply(reply: pb.BatchVerifyGroupsResponse | bytes) -> bytes:
 async def serve(
     verifiers: dict[str, Verifier],
     options: RuntimeOptions,
-    limits: Limits = Limits(),
+    limits: ServerLimits = ServerLimits(),
     metrics_port: int | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT, then drain."""

@@ -206,10 +206,10 @@ def test_sigterm_drains(testplugin):
 def test_validation_names_the_first_problem_in_rollout_order(rollouts, message):
     from cohort.verifiers.base import GroupRequest, InvalidRequest, Rollout
     from cohort.verifiers.format import FormatVerifier
-    from cohort.verifiers.host import Limits, VerifierHost
+    from cohort.verifiers.host import ServerLimits, VerifierHost
     from cohort.verifiers.server import status_code
 
-    scorer = VerifierHost({"format": FormatVerifier()}, Limits(max_completion_chars=5))
+    scorer = VerifierHost({"format": FormatVerifier()}, ServerLimits(max_completion_chars=5))
     try:
         with pytest.raises(InvalidRequest, match=message) as err:
             scorer.validate(GroupRequest("format", tuple(Rollout(i, c) for i, c in rollouts), group_id="g"))

@@ -206,9 +206,9 @@ class _Stepper:
 
 
 def test_server_turns_malformed_steps_into_verifier_error():
-    from cohort.verifiers.host import Limits, VerifierHost
+    from cohort.verifiers.host import ServerLimits, VerifierHost
 
-    scorer = VerifierHost({"stepper": _Stepper()}, Limits())
+    scorer = VerifierHost({"stepper": _Stepper()}, ServerLimits())
     try:
         group = GroupRequest("stepper", tuple(Rollout(i, c) for i, c in enumerate(["fine", "past", "unordered", "unusable"])))
         (result,) = scorer.score_now([group], VerifyContext())

@@ -380,13 +380,12 @@ class OpenAIBackend(_LoopBackend):
     async def _post(self, path: str, body: dict, deadline: float) -> dict:
         import httpx
 
-        backoff = 0.25
-        for attempt in range(RETRIES + 1):
+        backoff, failures = 0.25, 0
+        while True:
             try:
                 response = await self._client.post(path, json=body)
             except httpx.TransportError as exc:  # refused, reset, the server died mid-reply
-                why = f"{self.cfg.url}{path}: {type(exc).__name__}"
-                retry_after = backoff
+                why, wait = f"{self.cfg.url}{path}: {type(exc).__name__}", backoff
             else:
                 code = response.status_code
                 if code == 200:
@@ -401,16 +400,17 @@ class OpenAIBackend(_LoopBackend):
                     raise JudgeUnavailable(f"{self.cfg.url}{path} refused the call: HTTP {code}")
                 if code != 429 and code < 500:
                     raise JudgeFailed(f"{self.cfg.url}{path} rejected the request: HTTP {code} {response.text[:120]!r}")
-                why = f"{self.cfg.url}{path}: HTTP {code}" + (" (rate-limited)" if code == 429 else "")
-                retry_after = _retry_after(response, backoff)
-                if code == 429 and time.monotonic() + retry_after < deadline:
-                    await asyncio.sleep(retry_after)  # 429s wait as long as the deadline allows
+                why, wait = f"{self.cfg.url}{path}: HTTP {code}", _retry_after(response, backoff)
+                if code == 429:  # rate-limited: wait as long as the deadline allows, however many times
+                    if time.monotonic() + wait >= deadline:
+                        raise JudgeUnavailable(f"{why}: rate-limited past the deadline")
+                    await asyncio.sleep(wait)
                     continue
-            if attempt == RETRIES or time.monotonic() + retry_after >= deadline:
-                raise JudgeUnavailable(f"{why}; gave up after {attempt + 1} tries")
-            await asyncio.sleep(retry_after)
+            failures += 1
+            if failures > RETRIES or time.monotonic() + wait >= deadline:
+                raise JudgeUnavailable(f"{why}; gave up after {failures} tries")
+            await asyncio.sleep(wait)
             backoff *= 2
-        raise JudgeUnavailable(f"{self.cfg.url}{path}: rate-limited past the deadline")
 
     def close(self) -> None:
         try:

@@ -112,7 +112,7 @@ INJECTION_PATTERNS = [
     re.compile(p, re.IGNORECASE) for p in (
         r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}\b(?:rubric|instructions?|rules?|criteria|"
         r"guidelines|prompt|reference|above|previous|prior)\b",
-        r"\b(?:dear|hey|hello|hi|attention|note to (?:the )?|message to (?:the )?|instructions? (?:for|to) (?:the )?)"
+        r"\b(?:dear|hey|hello|hi|attention|note to|message to|instructions? (?:for|to))[\s,:]+(?:the |my |our )?"
         + _GRADER + r"\b",
         r"\b(?:as|you are) (?:an? |the )?" + _GRADER + r"\b[^.\n]{0,30}\b(?:must|should|will|shall)\b",
         r"\b(?:you|the " + _GRADER + r") (?:must|should|will|shall|have to|need to)\b[^.\n]{0,30}"

@@ -5,8 +5,8 @@ torch, a judge call past its deadline is killed with its process, and a killed w
 replaced (the group it was judging is masked, never scored 0).
 
 A task is a tuple of items, each ``(messages, assistant_prefix, choices, continuation)``; the reply,
-per item, is ``(p, top)``, where ``top`` is the most likely next token after the prefix (shown in
-``detail``) and ``p`` is
+per item, is ``(p, top, mass)``, where ``top`` is the most likely next token after the prefix (shown in
+``detail``), ``mass`` the probability the two choices hold together (1.0 for a continuation) and ``p`` is
 
 - with ``choices`` (two words): the probability of ``choices[0]`` among the two at the first answer
   position (the next-token distribution after the assistant turn opens with ``assistant_prefix``: read,
@@ -57,8 +57,8 @@ def setup(folder: str, threads: int):
         tail = tokenizer.encode(" " + continuation, add_special_tokens=False) if continuation else []
         return ids + tail, len(tail)
 
-    def handle(task: Sequence[tuple]) -> list[tuple[float, str]]:
-        out: list[tuple[float, str]] = []
+    def handle(task: Sequence[tuple]) -> list[tuple[float, str, float]]:
+        out: list[tuple[float, str, float]] = []
         for start in range(0, len(task), MICRO_BATCH):
             chunk = task[start : start + MICRO_BATCH]
             encoded = [encode(item) for item in chunk]
@@ -76,11 +76,12 @@ def setup(folder: str, threads: int):
                     targets = input_ids[row, width - n_tail :]  # (n_tail,)
                     token_p = logprobs[row, first : width - 1].gather(1, targets[:, None]).exp()[:, 0]  # (n_tail,)
                     counted = [k for k, t in enumerate(ids[-n_tail:]) if tokenizer.decode([t]).strip()] or list(range(n_tail))
-                    p = float(token_p[counted].mean())
+                    p, mass = float(token_p[counted].mean()), 1.0
                 else:
-                    mass = [float(logprobs[row, first, ids_of(c)].exp().sum()) for c in choices]
-                    p = mass[0] / sum(mass) if sum(mass) > 0 else 0.5
-                out.append((p, top))
+                    each = [float(logprobs[row, first, ids_of(c)].exp().sum()) for c in choices]
+                    mass = sum(each)
+                    p = each[0] / mass if mass > 0 else 0.5
+                out.append((p, top, mass))
         return out
 
     return handle

@@ -167,6 +167,8 @@ class Answer:
     text: str
     """Text back-ends: the reply; probability back-ends: the most likely next token (shown in detail)."""
     p: float | None = None
+    mass: float = 1.0
+    """Probability back-ends: the probability the choice words hold together (low: not an answer)."""
 
 
 class Limiter:
@@ -307,7 +309,7 @@ class LocalBackend(_LoopBackend):
             raise JudgeTimeout(f"local judge: {result.detail}")
         if result.kind != "ok":
             raise JudgeUnavailable(f"local judge worker: {result.detail}")
-        return [Answer(top, p) for p, top in result.value]
+        return [Answer(top, p, mass) for p, top, mass in result.value]
 
     def close(self) -> None:
         self.pool.close()

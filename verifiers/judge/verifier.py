@@ -61,6 +61,9 @@ from cohort.verifiers.judge.backends import (
 METHODS = ("verdict", "score", "pairwise", "reference_prob")
 REFERENCE_PREFIX = "The final answer given in the response is"
 PROB_DECIMALS = 4
+MIN_CHOICE_MASS = 0.01
+"""A probability judge that puts less than this on the two verdict words together did not answer the
+question asked (it is writing something else): VERIFIER_ERROR, as for an unparseable text reply."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +245,9 @@ class JudgeVerifier:
     def _read(self, answer: Answer, opts: JudgeOptions) -> tuple[float, str] | str:
         """(value in [0, 1], what was read), or the reason the answer is unreadable."""
         if answer.p is not None:
+            if answer.mass < MIN_CHOICE_MASS:
+                return (f"the judge put {answer.mass:.4f} of its probability on the verdict words (top token "
+                        f"{answer.text!r}): not an answer to the rubric")
             p = round(answer.p, PROB_DECIMALS)
             what = {"reference_prob": "p(reference)", "pairwise": "p(A)"}.get(opts.method, "p(Yes)")
             return p, f"{what}={p:.4f} (top token {answer.text!r})"

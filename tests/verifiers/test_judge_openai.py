@@ -263,6 +263,18 @@ def test_injection_earns_no_more_than_the_plain_answer_against_a_gullible_judge(
         v.close()
 
 
+def test_in_pairwise_mode_an_injected_rollout_earns_zero_and_is_flagged(standin):
+    v = judge(standin.url)
+    try:
+        plain, injected, other = score(v, group(WRONG, WRONG + INJECT, "It is 8.", method="pairwise"))
+        assert injected.reward == 0.0 and injected.flags == ("judge_injection",)
+        assert plain.status is RolloutStatus.OK and plain.flags == ()
+        fooled = score(v, group(WRONG, WRONG + INJECT, "It is 8.", method="pairwise", on_injection="none"))[1]
+        assert fooled.reward == 1.0  # the negative control: judged as written, it wins every comparison
+    finally:
+        v.close()
+
+
 def test_bad_options_are_invalid_requests_naming_the_option(standin):
     v = judge(standin.url)
     try:

@@ -158,8 +158,9 @@ class JudgeVerifier:
             notes.append(note)
             flagged.append(bool(spans))
 
-        if opts.method == "pairwise":
+        if opts.method == "pairwise":  # a flagged rollout is still an opponent (as stripped), never a winner
             values = self._pairwise(texts, question, reference, opts, deadline)
+            values = [None if f and opts.on_injection == "zero" else v for f, v in zip(flagged, values)]
         else:
             todo = [i for i, f in enumerate(flagged) if not (f and opts.on_injection == "zero")]
             values = [None] * len(texts)

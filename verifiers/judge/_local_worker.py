@@ -27,7 +27,7 @@ MICRO_BATCH = 8
 """Prompts per forward pass (bounds the worker's memory for big groups or pairwise mode)."""
 
 
-def setup(folder: str, threads: int):
+def setup(folder: str, threads: int, device: str = "cpu"):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -36,7 +36,7 @@ def setup(folder: str, threads: int):
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device)
     model.eval()
     choice_ids: dict[str, list[int]] = {}
 
@@ -67,7 +67,8 @@ def setup(folder: str, threads: int):
             input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids, _ in encoded])  # (n, L), left-padded
             mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids, _ in encoded])  # (n, L)
             with torch.inference_mode():
-                logprobs = torch.log_softmax(model(input_ids=input_ids, attention_mask=mask).logits.float(), dim=-1)
+                logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits
+                logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
             for row, (ids, n_tail), item in zip(range(len(chunk)), encoded, chunk):
                 first = width - n_tail - 1  # the position predicting the first answer token
                 top = tokenizer.decode([int(logprobs[row, first].argmax())])

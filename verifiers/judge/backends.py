@@ -100,8 +100,9 @@ class JudgeConfig:
     """``COHORT_JUDGE_API_KEY_FILE``: a file holding the API key (read once at startup)."""
     api_key_env: str = "OPENAI_API_KEY"
     """``COHORT_JUDGE_API_KEY_ENV``: the name of the environment variable holding the key."""
-    concurrency: int = 4
-    """``COHORT_JUDGE_CONCURRENCY``: requests in flight at once (local: worker processes, default 1)."""
+    concurrency: int = 0
+    """``COHORT_JUDGE_CONCURRENCY``: requests in flight at once; 0: the back-end's default (local: 1 worker
+    process, each holding the model; openai: 4)."""
     rate_per_s: float = 0.0
     """``COHORT_JUDGE_RATE``: request starts per second, 0 for no limit."""
     timeout_s: float = 60.0
@@ -112,6 +113,16 @@ class JudgeConfig:
     """``COHORT_JUDGE_CACHE_SIZE``: answers kept (LRU); 0 disables the cache."""
     threads: int = 2
     """``COHORT_JUDGE_THREADS``: torch threads of each local worker."""
+    device: str = "cpu"
+    """``COHORT_JUDGE_DEVICE``: the local model's torch device (``cpu``, ``cuda``, ``cuda:1``)."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("local", "openai"):
+            raise ConfigError(f"judge backend {self.backend!r}: expected 'local' or 'openai'")
+        if self.api not in ("chat", "completions"):
+            raise ConfigError(f"judge api {self.api!r}: expected 'chat' or 'completions'")
+        if self.concurrency == 0:
+            object.__setattr__(self, "concurrency", 1 if self.backend == "local" else 4)
 
     @classmethod
     def from_env(cls) -> JudgeConfig:
@@ -130,12 +141,13 @@ class JudgeConfig:
             backend=backend, model=model, url=url, api=api,  # type: ignore[arg-type]
             api_key_file=_env("COHORT_JUDGE_API_KEY_FILE", ""),
             api_key_env=_env("COHORT_JUDGE_API_KEY_ENV", "OPENAI_API_KEY"),
-            concurrency=_env_number("COHORT_JUDGE_CONCURRENCY", 1 if backend == "local" else 4, int, 1),
+            concurrency=_env_number("COHORT_JUDGE_CONCURRENCY", 0, int, 0),
             rate_per_s=_env_number("COHORT_JUDGE_RATE", 0.0),
             timeout_s=_env_number("COHORT_JUDGE_TIMEOUT_S", 60.0, float, 0.1),
             max_tokens=_env_number("COHORT_JUDGE_MAX_TOKENS", 32, int, 1),
             cache_size=_env_number("COHORT_JUDGE_CACHE_SIZE", 100_000, int, 0),
             threads=_env_number("COHORT_JUDGE_THREADS", 2, int, 1),
+            device=_env("COHORT_JUDGE_DEVICE", "cpu"),
         )
 
 
@@ -209,6 +221,8 @@ class _LoopBackend:
         self.cfg = cfg
         self.queries_sent = 0
         """Queries that reached the model (cache hits never do): tests and the bench read it."""
+        self.on_answers = None
+        """Called with (queries, answers) when answers arrive after their caller gave up (local back-end)."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name=f"judge-{cfg.backend}")
         self._thread.start()
@@ -293,27 +307,45 @@ class LocalBackend(_LoopBackend):
         from cohort.verifiers.workers import WorkerPool
 
         self.folder = resolve_folder(cfg.model)
-        self.model_id = f"local:{self.folder.name}:{_fingerprint(self.folder)}"
+        self.model_id = f"local:{self.folder.name}:{_fingerprint(self.folder)}:{cfg.device}"
         super().__init__(cfg)
         # attempts=1: a group whose worker died under it is masked, not re-run on a fresh worker (which
         # would first have to load the model again, past most deadlines)
-        self.pool = WorkerPool(_local_worker.setup, (str(self.folder), cfg.threads), cfg.concurrency,
+        self.pool = WorkerPool(_local_worker.setup, (str(self.folder), cfg.threads, cfg.device), cfg.concurrency,
                                name="judge-local-worker", attempts=1)
         # before the server turns SERVING: a judge that cannot load its model fails at startup
         self.pool.start(ready_timeout_s=start_timeout_s)
 
     async def _ask(self, queries: Sequence[Query], deadline: float) -> list[Answer]:
+        """The group's task in a worker. A caller that gives up at its deadline (or is cancelled) does not
+        stop it: the worker finishes, up to ``timeout_s`` after the call began (then it is killed), and its
+        answers reach the cache through ``on_answers``, so the retry is a cache hit. Killing it at the
+        caller's deadline instead would cost a model reload and redo the work on every retry."""
+        hard = max(deadline, time.monotonic() + self.cfg.timeout_s)
         task = tuple((q.chat(), q.prefix, q.choices, q.continuation) for q in queries)
-        result = await self._limiter.run(lambda: self.pool.run_async(task, deadline), deadline)
-        if result.kind == "timeout":
-            raise JudgeTimeout(f"local judge: {result.detail}")
-        if result.kind != "ok":
-            raise JudgeUnavailable(f"local judge worker: {result.detail}")
-        return [Answer(top, p, mass) for p, top, mass in result.value]
+        job = asyncio.ensure_future(self._limiter.run(lambda: self.pool.run_async(task, hard), hard))
+        job.add_done_callback(lambda done: self._finished(queries, done))
+        return _answers(await asyncio.shield(job))
+
+    def _finished(self, queries: Sequence[Query], job: asyncio.Future) -> None:
+        if job.cancelled() or job.exception() is not None or self.on_answers is None:
+            return
+        try:
+            self.on_answers(queries, _answers(job.result()))
+        except (JudgeTimeout, JudgeUnavailable):
+            pass  # the caller got (or gave up on) the same failure
 
     def close(self) -> None:
         self.pool.close()
         super().close()
+
+
+def _answers(result) -> list[Answer]:
+    if result.kind == "timeout":
+        raise JudgeTimeout(f"local judge: {result.detail}")
+    if result.kind != "ok":
+        raise JudgeUnavailable(f"local judge worker: {result.detail}")
+    return [Answer(top, p, mass) for p, top, mass in result.value]
 
 
 # ---- OpenAI-compatible ------------------------------------------------------------------------------

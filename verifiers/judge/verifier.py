@@ -61,6 +61,8 @@ from cohort.verifiers.judge.backends import (
 METHODS = ("verdict", "score", "pairwise", "reference_prob")
 REFERENCE_PREFIX = "The final answer given in the response is"
 PROB_DECIMALS = 4
+MAX_PAIRWISE_ROLLOUTS = 16
+"""pairwise asks G(G-1) questions: 240 at 16; a larger group is refused rather than left to run for hours."""
 MIN_CHOICE_MASS = 0.01
 """A probability judge that puts less than this on the two verdict words together did not answer the
 question asked (it is writing something else): VERIFIER_ERROR, as for an unparseable text reply."""
@@ -92,8 +94,9 @@ class JudgeOptions:
         has_ref = group.reference.answer is not None
         if method == "reference_prob" and not has_ref:
             raise InvalidRequest("option method='reference_prob' for verifier 'judge' needs reference.answer")
-        if method == "pairwise" and len(group.rollouts) < 2:
-            raise InvalidRequest("option method='pairwise' for verifier 'judge' needs at least 2 rollouts in the group")
+        if method == "pairwise" and not 2 <= len(group.rollouts) <= MAX_PAIRWISE_ROLLOUTS:
+            raise InvalidRequest(f"option method='pairwise' for verifier 'judge' needs 2 to {MAX_PAIRWISE_ROLLOUTS} "
+                                 f"rollouts in the group (G(G-1) judge queries), got {len(group.rollouts)}")
         name = option(group, "rubric", "match" if has_ref else "quality", tuple(prompt.RUBRICS))
         if name == "match" and not has_ref:
             raise InvalidRequest("option rubric='match' for verifier 'judge' needs reference.answer")
@@ -130,6 +133,7 @@ class JudgeVerifier:
         self.cache: LRUCache[str, Answer] | None = LRUCache(self.config.cache_size) if self.config.cache_size else None
         self._cache_lock = threading.Lock()
         self.cache_hits = 0
+        self.backend.on_answers = self._store  # answers that arrive after their call gave up (see LocalBackend)
 
     def close(self) -> None:
         self.backend.close()
@@ -236,12 +240,17 @@ class JudgeVerifier:
             except JudgeFailed as exc:
                 return Failed(RolloutStatus.VERIFIER_ERROR, f"judge answered malformed: {exc}")
             fresh = dict(zip(missing, answers))
-            if self.cache is not None:
-                with self._cache_lock:
-                    for key, answer in fresh.items():
-                        self.cache[key] = answer
+            self._store(list(missing.values()), answers)
             found.update(fresh)
         return [found[key] for key in keys]
+
+    def _store(self, queries: Sequence[Query], answers: Sequence[Answer]) -> None:
+        if self.cache is None:
+            return
+        keys = [q.digest(self.backend.model_id) for q in queries]  # computed outside the lock
+        with self._cache_lock:
+            for key, answer in zip(keys, answers):
+                self.cache[key] = answer
 
     def _read(self, answer: Answer, opts: JudgeOptions) -> tuple[float, str] | str:
         """(value in [0, 1], what was read), or the reason the answer is unreadable."""

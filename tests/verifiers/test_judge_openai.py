@@ -237,6 +237,10 @@ def test_a_rescore_is_served_from_the_cache_without_a_request(standin):
         second = score(v, group(RIGHT, WRONG, method="score"))
         assert len(standin.requests) == sent == 2
         assert [(r.reward, r.detail) for r in second] == [(r.reward, r.detail) for r in first]
+        padded = GroupRequest("judge", group(RIGHT, WRONG).rollouts, Reference(answer=" 7 "), "g2",
+                              " " * 1000 + QUESTION + "\n", options={"method": "score"})
+        assert [r.reward for r in score(v, padded)] == [r.reward for r in first]
+        assert len(standin.requests) == 2  # whitespace around the prompt and reference is not a new question
         third = score(v, group(RIGHT, WRONG, method="score", criteria="Is the arithmetic right?"))
         assert len(standin.requests) == 4  # another rubric is another question: not a cache hit
         assert [r.reward for r in third] == [0.9, 0.2]

@@ -145,8 +145,9 @@ class JudgeVerifier:
         started = time.monotonic()
         budget = max(self.config.timeout_s, group.rollout_timeout_s or 0.0)
         deadline = started + budget if ctx.deadline is None else min(ctx.deadline, started + budget)
-        question, _ = prompt.clip(group.prompt)
-        reference = None if group.reference.answer is None else prompt.clip(group.reference.answer)[0]
+        # surrounding whitespace is not part of the question (nor of the verdict, nor of the cache key)
+        question, _ = prompt.clip(group.prompt.strip())
+        reference = None if group.reference.answer is None else prompt.clip(group.reference.answer.strip())[0]
 
         texts, notes, flagged = [], [], []
         for r in group.rollouts:

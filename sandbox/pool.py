@@ -94,6 +94,8 @@ class SlotPool:
             slot = Slot(self.config)
         except (SandboxError, OSError) as exc:
             self.last_error = str(exc)
+            if self._closed:  # closed while it started (a server exiting at once): its failure is expected
+                return
             log.error("sandbox %s slot failed to start: %s", self.name, exc)
             self._idle.put(None)  # wake a waiter so it can report the failure
             return

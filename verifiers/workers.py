@@ -78,12 +78,24 @@ def _serve(conn, setup: Callable[..., Callable[[Any], Any]], setup_args: tuple) 
 
 
 class _Worker:
-    def __init__(self, ctx, setup, setup_args: tuple, name: str) -> None:
+    def __init__(self, ctx, setup, setup_args: tuple, name: str, on_ready: Callable[[], None] | None = None) -> None:
         self.conn, child = ctx.Pipe(duplex=True)
         self.process = ctx.Process(target=_serve, args=(child, setup, setup_args), daemon=True, name=name)
         self.process.start()
         child.close()
         self.ready = False
+        self._on_ready = on_ready
+
+    def said_ready(self) -> bool:
+        """Whether it ever said it is ready (read now from the pipe if nobody has yet; the message outlives the
+        process): a worker that dies after that did start, whatever killed it."""
+        if not self.ready:
+            try:
+                if self.conn.poll(0):
+                    self._check_ready(self.conn.recv())
+            except (EOFError, OSError, RuntimeError):
+                pass
+        return self.ready
 
     def receive(self, deadline: float | None):
         """The next message; TimeoutError past ``deadline``; EOFError/OSError when the process died."""
@@ -110,6 +122,8 @@ class _Worker:
         if message != _READY:
             raise RuntimeError(f"worker {self.process.pid} sent {message!r} instead of saying it is ready")
         self.ready = True
+        if self._on_ready is not None:
+            self._on_ready()  # the pool's count of workers in a row that failed to start goes back to 0
 
     async def _receive_async(self):
         """The next message, read by the event loop once the pipe is readable."""
@@ -229,7 +243,7 @@ class WorkerPool:
         if self.broken:
             return None
         try:
-            worker = _Worker(self._ctx, self._setup, self._setup_args, self._name)
+            worker = _Worker(self._ctx, self._setup, self._setup_args, self._name, self._started_one)
         except Exception as exc:  # a failed start must not lose a pool slot silently, nor retry forever
             if self._start_failed(f"{type(exc).__name__}: {exc}"):
                 threading.Timer(1.0, self._add_worker).start()
@@ -277,7 +291,7 @@ class WorkerPool:
         with self._lock:
             self._all.discard(worker)
             self.restarts += 1
-        never_ready = not worker.ready
+        never_ready = not worker.said_ready()
 
         def restart() -> None:
             worker.kill()

@@ -295,7 +295,13 @@ class WorkerPool:
 
         def restart() -> None:
             worker.kill()
-            if never_ready and not self._start_failed(f"process {worker.process.pid} {why} before it was ready"):
+            # A failed start is a worker that ended by itself before it was ready (its setup raised or exited:
+            # exit code >= 0). One killed by a signal (by this pool at a deadline, by a test, by an operator)
+            # says nothing about whether workers can start: a busy machine where setups outlast short
+            # deadlines must not add those kills up until the pool gives up.
+            code = worker.process.exitcode
+            if never_ready and code is not None and code >= 0 and not self._start_failed(
+                    f"process {worker.process.pid} {why} before it was ready (exit code {code})"):
                 return
             self._add_worker()
 

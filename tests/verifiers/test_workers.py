@@ -183,6 +183,20 @@ def test_a_pool_whose_workers_die_before_they_are_ready_gives_up():
         p.close()
 
 
+def test_workers_killed_at_a_deadline_before_they_are_ready_do_not_break_the_pool():
+    """On a busy machine a worker's setup can outlast a short deadline: the pool kills it and starts another.
+    Those kills are not failed starts (the fresh-machine CI run's math pool gave up after five of them)."""
+    p = WorkerPool(_worker.setup, (1536 << 20,), 1, start_method="spawn", name="slow-setup")
+    try:
+        short = [p.run(QUICK, time.monotonic() + 0.01) for _ in range(workers.MAX_START_FAILURES + 2)]
+        assert all(r.kind == "timeout" for r in short), short
+        assert not p.broken, p.broken
+        r = p.run(QUICK, time.monotonic() + 60)
+        assert r.kind == "ok" and r.value.equal is True, r
+    finally:
+        p.close()
+
+
 BROKEN_SERVER = """
 import asyncio, sys, time
 from pathlib import Path

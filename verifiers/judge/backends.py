@@ -244,9 +244,15 @@ class _LoopBackend:
             future.cancel()
             raise JudgeTimeout("the judge did not answer by the deadline") from None
 
+    deadline_grace_s = 0.0
+    """How long past the deadline the call is left to end by itself: a back-end that bounds each request by
+    the deadline itself (and so can say why it ran out: rate-limited, failing) sets a short grace, so that its
+    own timeout, not this backstop, ends the call."""
+
     async def _ask_by(self, queries: Sequence[Query], deadline: float) -> list[Answer]:
         try:
-            return await asyncio.wait_for(self._ask(queries, deadline), max(0.0, deadline - time.monotonic()))
+            return await asyncio.wait_for(self._ask(queries, deadline),
+                                          max(0.0, deadline - time.monotonic()) + self.deadline_grace_s)
         except TimeoutError:
             raise JudgeTimeout("the judge did not answer by the deadline") from None
 
@@ -368,6 +374,7 @@ class OpenAIBackend(_LoopBackend):
 
     name: BackendName = "openai"
     methods = frozenset({"verdict", "score", "pairwise"})
+    deadline_grace_s = 0.5  # each request is bounded by the deadline in _post
 
     def __init__(self, cfg: JudgeConfig) -> None:
         key = read_api_key(cfg)
@@ -414,10 +421,14 @@ class OpenAIBackend(_LoopBackend):
     async def _post(self, path: str, body: dict, deadline: float) -> dict:
         import httpx
 
-        backoff, failures = 0.25, 0
+        backoff, failures, why = 0.25, 0, ""
         while True:
             try:
-                response = await self._client.post(path, json=body)
+                response = await asyncio.wait_for(self._client.post(path, json=body), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                if why:  # an earlier try was rate-limited or failed: that is why there is no answer
+                    raise JudgeUnavailable(f"{why}; the next try had no answer by the deadline") from None
+                raise JudgeTimeout("the judge did not answer by the deadline") from None
             except httpx.TransportError as exc:  # refused, reset, the server died mid-reply
                 why, wait = f"{self.cfg.url}{path}: {type(exc).__name__}", backoff
             else:

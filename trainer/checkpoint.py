@@ -82,7 +82,9 @@ def save(output_dir: str | Path, step: int, model: torch.nn.Module, optimizer: t
     folder.mkdir(parents=True, exist_ok=True)
     model_state, optim_state = get_state_dict(model, optimizer)
     with _quiet_single_process():
-        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder / "dcp")
+        # no_dist: a single learner is alone even when a process group exists (the asynchronous pipeline's,
+        # whose other ranks are rollout workers that take no part in checkpoints)
+        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder / "dcp", no_dist=not comm.distributed)
     if comm.is_main:
         torch.save({**shared, "step": step, "world_size": comm.world_size}, folder / "meta.pt")
     torch.save({**per_rank, "rng": rng_state()}, folder / f"rank_{comm.rank}.pt")
@@ -115,7 +117,7 @@ def load(folder: str | Path, model: torch.nn.Module, optimizer: torch.optim.Opti
     model_state, optim_state = get_state_dict(model, optimizer)  # the target layout (initialises Adam state)
     state = {"model": model_state, "optim": optim_state}
     with _quiet_single_process():
-        dcp.load(state, checkpoint_id=folder / "dcp")
+        dcp.load(state, checkpoint_id=folder / "dcp", no_dist=not comm.distributed)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     shared = torch.load(folder / "meta.pt", map_location="cpu", weights_only=False)
     rank_file = folder / f"rank_{comm.rank}.pt"

@@ -311,6 +311,16 @@ class RolloutSection(_Section):
     reports its own log-probs (vLLM); see ``trainer.is_correction``."""
     is_cap: float = Field(3.0, gt=0)
     """Upper cap of the importance weight (TRL's vllm_importance_sampling_cap)."""
+    max_staleness: int = Field(0, ge=0)
+    """Weight versions a consumed group may lag the learner by. 0: the lock-step loop (generate, score,
+    update, in this process); k > 0: the asynchronous pipeline (``trainer.pipeline``): ``workers`` rollout
+    processes generate continuously, and a group generated with weights k+1 or more versions old is dropped
+    and its prompts generated again (docs/async.md)."""
+    workers: int = Field(1, ge=1)
+    """Rollout worker processes of the asynchronous pipeline (``max_staleness > 0``); under ``torchrun``
+    the job has 1 + workers processes (rank 0 is the learner)."""
+    weight_sync_timeout_s: float = Field(120.0, gt=0)
+    """A weight broadcast to the rollout workers not done within this is an error naming the workers."""
     vllm: VLLMOptions = VLLMOptions()
 
 
@@ -396,6 +406,13 @@ class TrainConfig(_Section):
             raise ValueError(f"optim.micro_batch_size={mb} must divide the batch P*G={self.batch_size}")
         if self.grpo.prompts_per_step % self.rollout.generation_chunks:
             raise ValueError("rollout.generation_chunks must divide grpo.prompts_per_step")
+        if self.rollout.max_staleness:
+            if self.distributed.parallel != "none":
+                raise ValueError("rollout.max_staleness > 0 (the asynchronous pipeline) has one learner process; "
+                                 "distributed.parallel must be none (DDP/FSDP2 learners run lock-step)")
+            if self.rollout.engine != "transformers":
+                raise ValueError(f"rollout.max_staleness > 0 supports rollout.engine=transformers only (not yet "
+                                 f"{self.rollout.engine!r})")
         return self
 
     @property

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from cohort.trainer.data import PromptSampler, encode_prompts, load_examples
 from cohort.trainer.learner import Learner
 from cohort.trainer.metrics import MetricsLog, StepTimer, plot_rewards
 from cohort.trainer.models import build_policy, frozen_reference
+from cohort.trainer.pipeline import Pipeline
 from cohort.trainer.process import round_advantages
 from cohort.trainer.rollout import RolloutBatch, build_engine
 from cohort.trainer.scoring import MaskedShare, Scorer, Scores, client_tls
@@ -53,7 +55,8 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     torch.manual_seed(cfg.run.seed)
-    comm = distributed.init(cfg)  # one process, or a torchrun rank (DDP / FSDP2)
+    pipelined = cfg.rollout.max_staleness > 0  # the asynchronous pipeline: rollout workers, one learner
+    comm = distributed.SINGLE if pipelined else distributed.init(cfg)  # one process, or a torchrun rank (DDP / FSDP2)
     out_dir = cfg.run.output_dir
     examples = load_examples(cfg.data)  # a bad row, or one naming an unconfigured verifier, fails here
     check_routes(examples, {v.name: (v.weight, v.options) for v in cfg.scoring.verifiers})
@@ -62,7 +65,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     policy = distributed.wrap(policy, comm)
     prompt_ids = encode_prompts(examples, tokenizer, cfg.data)  # the chat template when the model has one
     sampler = PromptSampler(len(examples), cfg.grpo.prompts_per_step, cfg.data.shuffle_seed)
-    engine = distributed.for_generation(
+    engine = Pipeline(cfg) if pipelined else distributed.for_generation(
         build_engine(cfg.rollout, distributed.unwrap(policy), tokenizer, cfg.run.seed + comm.rank), policy, comm)
     learner = Learner(policy, cfg, comm)
     start = checkpoint.resume(cfg.run, policy, learner, engine, sampler, comm)  # 0: a fresh run
@@ -88,11 +91,14 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     run_start = time.perf_counter()
     step = start
     try:
+        if pipelined:
+            engine.start(src, policy, start)  # the workers generate from now on
         while step < cfg.run.max_steps:
             timer = StepTimer()
             # 1-3. G completions for each of this rank's P/world prompts, each chunk scored as soon as it
-            #      exists; per-row log-probs while the verifiers work; flat groups resampled (DAPO)
-            rnd = collect_round(src, comm, timer)
+            #      exists; per-row log-probs while the verifiers work; flat groups resampled (DAPO).
+            #      Pipelined: P scored groups at most rollout.max_staleness versions old from the workers
+            rnd = engine.next_round(src, timer) if pipelined else collect_round(src, comm, timer)
             everything, scores = distributed.gather_round(rnd.batch, rnd.scores, comm, src.pad_id)  # all B rows
             alarm = masked_share.observe(scores, comm.say)  # the share each verifier masks, over a window
             if masked.skip(scores, step, comm.say):  # a round nobody could score trains nothing: not a step
@@ -109,6 +115,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             # 6. log and checkpoint
             record = (round_metrics(everything, scores, adv, len(rows)) | step_stats | update | rnd.is_metrics
                       | resample_metrics(rnd, cfg) | alarm | masked.metrics(scorer.outage_s())
+                      | (engine.metrics(timer) if pipelined else {})
                       | timer.record(run_start, float(everything.completion_mask.sum())))
             log.log(step, record)
             records.append({"step": step, **record})
@@ -118,6 +125,8 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
             if done:
                 break
     finally:
+        if pipelined:
+            engine.close()
         log.close()
         scorer.close()
     distributed.save_pretrained(policy, tokenizer, log.dir / "final", comm)  # rank 0 gathers the shards
@@ -232,7 +241,13 @@ def round_metrics(batch: RolloutBatch, scores: Scores, adv, n_rows: int) -> dict
 
 
 def run(cfg: TrainConfig) -> list[dict]:
-    """Start local verifier services when needed, then train. TLS files are read first (before the model loads)."""
+    """Start local verifier services when needed, then train. TLS files are read first (before the model loads).
+    Under ``torchrun`` with the asynchronous pipeline, ranks 1.. are its rollout workers."""
+    if cfg.rollout.max_staleness and distributed.launched() and int(os.environ["RANK"]) > 0:
+        from cohort.trainer import rollout_worker
+
+        rollout_worker.run(cfg, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), "env://")
+        return []
     client_tls(cfg.scoring)
     with verifier_endpoints(cfg) as endpoints:
         return train(cfg, endpoints)

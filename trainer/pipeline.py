@@ -1,0 +1,363 @@
+"""The asynchronous pipeline (``rollout.max_staleness = k > 0``): generation never waits for an update.
+
+``rollout.workers`` rollout processes (``trainer.rollout_worker``) each hold an engine and the newest
+weights they have received, and generate work orders continuously. Every finished order goes to the
+verifiers the moment it arrives (the learner's one :class:`~cohort.trainer.scoring.Scorer`, so outage
+handling, masking and metrics are the lock-step loop's), and the scored groups wait in a bounded buffer
+that :meth:`Pipeline.next_round` consumes P groups at a time. After each update the learner broadcasts the
+new weights (``trainer.wire``) and goes straight on to the next round.
+
+**Bounding staleness.** A group generated with weight version v and consumed when the learner holds
+version s has staleness s - v. Two mechanisms, one primary and one a guarantee:
+
+1. *Admission* (primary): between rounds the learner keeps k * P groups ordered but not yet consumed (plus,
+   while it builds a round, the groups that round still needs), and each order names the learner's version
+   when it was sent as the oldest the worker may generate it with. Consumed in order, a group is then at
+   most k versions old, so in the steady state nothing is wasted.
+2. *Rejection* (the guarantee): a group that arrives more than k versions old anyway (a slow verifier held
+   it, dynamic sampling consumed faster than planned) is dropped, counted (``async/dropped_stale``), and
+   its prompt goes to the front of the next order: no prompt is silently lost.
+
+Why not rejection alone (TRL, prime-rl): generation would run ahead freely and throw away work whenever
+the learner is the slower side; why not a depth bound alone: it bounds the queue, not the age, so one slow
+verifier call could let an old group through. Admission wastes nothing and rejection makes the bound hold.
+
+**Off-policy correction.** Workers send the behaviour policy's log-probs of every sampled token. With
+``rollout.is_correction`` token or sequence the loss is AReaL's decoupled objective: the clipped ratio is
+taken against the learner's current (proximal) policy, recomputed when the round is consumed, and the
+policy-gradient term is weighted by the truncated pi_prox / pi_behaviour (``trainer.is_correction``).
+With ``none`` the ratio is taken against the behaviour policy itself (naive off-policy PPO, no extra
+forward). docs/async.md compares both at staleness 1 and 4.
+
+**Checkpoints** hold the prompts of every group ordered but not consumed (``state_dict``); a resumed run
+orders them again first. Generations in flight and the workers' sampling RNGs are not saved: a resumed
+asynchronous run draws the same prompts, not the same completions.
+
+Decisions left to later: a dead worker ends the run with an error naming it (no restart: the process
+group would have to be formed again); one learner process (no DDP/FSDP2 learner with workers).
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import multiprocessing as mp
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from cohort.trainer import distributed, wire
+from cohort.trainer.advantages import group_advantages
+from cohort.trainer.collect import Round
+from cohort.trainer.config import TrainConfig
+from cohort.trainer.is_correction import rollout_correction
+from cohort.trainer.metrics import StepTimer
+from cohort.trainer.rollout import RolloutBatch, concat_batches
+from cohort.trainer.rollout_worker import BYE, STOP, Generated, Order
+from cohort.trainer.scoring import Scores, merge_scores
+
+START_TIMEOUT_S = 600.0
+"""Workers that have not joined the job by then are an error (they load the model first)."""
+
+
+@dataclass
+class _Group:
+    """One prompt's G scored rows."""
+
+    idx: int  # the example index
+    rows: RolloutBatch
+    scores: Scores  # (1, G)
+    version: int
+
+
+class Pipeline:
+    """The rollout workers and the buffer, from the learner's side. Stands in for the engine of the lock-step
+    loop: ``sync_weights`` publishes a new version, ``state_dict`` is the checkpoint's share."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.k, self.n_workers = cfg.rollout.max_staleness, cfg.rollout.workers
+        self.chunk = cfg.grpo.prompts_per_step // cfg.rollout.generation_chunks
+        self.version = 0
+        self._requeue: collections.deque[int] = collections.deque()
+        self._orders: dict[int, tuple[int, Order]] = {}  # id -> (worker rank, order): sent, not yet consumed
+        self._lock = threading.Lock()  # guards _orders (the receiver thread reads it)
+        self._arrived: queue.Queue = queue.Queue()  # (Generated, Order, Future[Scores]) or an Exception
+        self._ready: collections.deque[_Group] = collections.deque()
+        self._next_id = 0
+        self._procs: list[Any] = []
+        self._links: wire.Links | None = None
+        self._weight_works: list = []
+        self._flat: torch.Tensor | None = None
+        self._closing = False
+        self._rendezvous: str | None = None
+        self.dropped_stale = 0
+        self._lags: list[int] = []
+        self._gen_s = self._gen_idle_s = 0.0
+
+    # ---- the engine's interface (checkpoints, weight sync) ---------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The prompts of every group ordered but not consumed (ordered again first on resume)."""
+        with self._lock:
+            ordered = [i for _, order in self._orders.values() for i in order.idx]
+        return {"pending_prompts": [*self._requeue, *ordered, *(g.idx for g in self._ready)]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._requeue = collections.deque(state.get("pending_prompts", []))
+
+    def sync_weights(self, policy: torch.nn.Module) -> None:
+        """After an update: the next version to the workers (the broadcast runs while the learner goes on)."""
+        self.version += 1
+        self._publish(policy)
+
+    # ---- start and stop ------------------------------------------------------------------------------
+
+    def start(self, src: Any, policy: torch.nn.Module, version: int) -> None:
+        """Start (or, under torchrun, join) the workers, send them version ``version`` and the first orders."""
+        self.version = version
+        self._src = src
+        world = 1 + self.n_workers
+        if distributed.launched():
+            if int(os.environ["WORLD_SIZE"]) != world:
+                raise ValueError(f"torchrun started {os.environ['WORLD_SIZE']} processes; the asynchronous pipeline "
+                                 f"needs 1 + rollout.workers = {world} (rank 0 is the learner)")
+            init = "env://"
+        else:
+            self._rendezvous = tempfile.mkdtemp(prefix="cohort-pipeline-")
+            init = f"file://{self._rendezvous}/rendezvous"
+            from cohort.trainer.rollout_worker import spawned
+
+            ctx = mp.get_context("spawn")  # never fork: this process has gRPC threads
+            data = self.cfg.model_dump()
+            self._procs = [ctx.Process(target=spawned, args=(data, r, world, init), daemon=True,
+                                       name=f"cohort-rollout-{r}") for r in range(1, world)]
+            for p in self._procs:
+                p.start()
+        self._links = self._join(init, world)
+        self._receiver = threading.Thread(target=self._receive, daemon=True, name="pipeline-receiver")
+        self._receiver.start()
+        self._publish(policy)
+        self._top_up(self.cfg.grpo.prompts_per_step)
+
+    def _join(self, init: str, world: int) -> wire.Links:
+        """Join the job, failing (naming the worker) when a spawned worker dies before it joins."""
+        box: dict[str, Any] = {}
+
+        def join() -> None:
+            try:
+                box["links"] = wire.Links.join(init, wire.LEARNER, world)
+            except Exception as exc:
+                box["error"] = exc
+
+        thread = threading.Thread(target=join, daemon=True, name="pipeline-join")
+        thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while thread.is_alive():
+            thread.join(0.2)
+            self._check_workers()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the rollout workers did not join within {START_TIMEOUT_S:.0f}s")
+        if "error" in box:
+            raise RuntimeError(f"joining the rollout workers failed: {box['error']}")
+        return box["links"]
+
+    def close(self) -> None:
+        """Stop the workers (they finish the generation in hand) and leave the job; never hangs."""
+        if self._links is None:
+            return
+        self._closing = True
+        try:
+            for rank in range(1, 1 + self.n_workers):
+                wire.send(STOP, rank, self._links.down)
+            self._wait_weights(timeout_s=10.0)
+            for work in wire.end_weights(self._links.weights):
+                work.wait(timeout=datetime.timedelta(seconds=10))
+        except Exception:  # a worker is gone already: what is left is to reap it
+            pass
+        self._receiver.join(timeout=30 if all(p.is_alive() for p in self._procs) else 2)
+        if not self._receiver.is_alive():
+            wire.Links.leave()
+        for p in self._procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+        if self._rendezvous:
+            shutil.rmtree(self._rendezvous, ignore_errors=True)
+        self._links = None
+
+    # ---- weights ---------------------------------------------------------------------------------------
+
+    def _publish(self, policy: torch.nn.Module) -> None:
+        self._wait_weights(self.cfg.rollout.weight_sync_timeout_s)
+        self._flat = wire.flat_parameters(distributed.unwrap(policy))  # kept alive until its broadcast is done
+        self._weight_works = wire.broadcast_weights(self.version, self._flat, self._links.weights)
+
+    def _wait_weights(self, timeout_s: float) -> None:
+        """The previous broadcast done, within ``timeout_s``; else an error naming the workers."""
+        works, self._weight_works = self._weight_works, []
+        for work in works:
+            try:
+                work.wait(timeout=datetime.timedelta(seconds=timeout_s))
+            except RuntimeError as exc:
+                self._check_workers()
+                raise RuntimeError(f"the weight sync to rollout worker(s) {self._worker_names()} did not finish "
+                                   f"within rollout.weight_sync_timeout_s={timeout_s:g}s ({exc})") from None
+
+    # ---- orders and arrivals ---------------------------------------------------------------------------
+
+    def _outstanding(self) -> int:
+        with self._lock:
+            return sum(len(order.idx) for _, order in self._orders.values()) + len(self._ready)
+
+    def _top_up(self, remaining: int) -> None:
+        """Order groups until k * P + ``remaining`` (the groups the round being built still needs) are ordered
+        and not consumed (admission; module docstring). Consumed in order, the j-th of them (0-based) goes
+        into the round after ``(j - remaining) // P`` more updates, so an order sent at version v is consumed
+        at version v + k at the latest."""
+        src, target = self._src, self.k * self.cfg.grpo.prompts_per_step + remaining
+        while self._outstanding() + self.chunk <= target:
+            n_old = min(self.chunk, len(self._requeue))
+            idx = [self._requeue.popleft() for _ in range(n_old)] + src.sampler.next(self.chunk - n_old)
+            order = Order(self._next_id, idx, [src.prompt_ids[i] for i in idx], self.version)
+            self._next_id += 1
+            with self._lock:
+                load = collections.Counter({r: 0 for r in range(1, 1 + self.n_workers)})
+                load.update({r: len(o.idx) for r, o in self._orders.values()})
+                worker = min(load, key=lambda r: (load[r], r))
+                self._orders[order.id] = (worker, order)
+            try:
+                wire.send(order, worker, self._links.down)
+            except Exception as exc:
+                self._check_workers()
+                raise RuntimeError(f"sending work to rollout worker {worker} failed: {exc}") from None
+
+    def _receive(self) -> None:
+        """The receiver thread: every finished order to the verifiers at once, then into the buffer."""
+        byes = 0
+        try:
+            while byes < self.n_workers:
+                _, message = wire.receive(self._links.up)
+                if message == BYE:
+                    byes += 1
+                    continue
+                if self._closing:
+                    continue
+                with self._lock:
+                    _, order = self._orders[message.order]
+                src = self._src
+                future = src.scorer.submit([src.examples[i] for i in order.idx], message.batch.texts,
+                                           message.batch.truncated.tolist(), order.id * self.chunk)
+                self._arrived.put((message, order, future))
+        except Exception as exc:
+            if not self._closing:
+                self._arrived.put(RuntimeError(f"receiving from the rollout workers failed: {exc}"))
+
+    def _next_group(self, timer: StepTimer) -> _Group:
+        """The next scored group, in arrival order (waiting, timed as ``buffer_wait`` and ``verify_wait``)."""
+        while not self._ready:
+            with timer("buffer_wait"):
+                item = self._arrival()
+            message, order, future = item
+            with timer("verify_wait"):
+                scores = future.result()
+            with self._lock:
+                del self._orders[order.id]
+            g = self.cfg.grpo.num_generations
+            for k, i in enumerate(order.idx):
+                rows = message.batch.select(list(range(k * g, (k + 1) * g)))
+                self._ready.append(_Group(i, rows, scores.select([k]), message.version))
+            self._gen_s += message.generate_s
+            self._gen_idle_s += message.idle_s
+        return self._ready.popleft()
+
+    def _arrival(self):
+        while True:
+            try:
+                item = self._arrived.get(timeout=0.5)
+            except queue.Empty:
+                self._check_workers()
+                continue
+            if isinstance(item, Exception):
+                self._check_workers()
+                raise item
+            return item
+
+    def _check_workers(self) -> None:
+        for rank, p in enumerate(self._procs, start=1):
+            if p.exitcode is not None:
+                raise RuntimeError(f"rollout worker {rank} (pid {p.pid}) exited with code {p.exitcode}"
+                                   + (" (its error is on stderr above)" if p.exitcode == 1 else ""))
+
+    def _worker_names(self) -> str:
+        return ", ".join(f"{r} (pid {p.pid})" for r, p in enumerate(self._procs, start=1)) or \
+            f"ranks 1..{self.n_workers}"
+
+    # ---- the learner's round ---------------------------------------------------------------------------
+
+    def next_round(self, src: Any, timer: StepTimer):
+        """P groups at most k versions old (dropping and re-ordering older ones), with dynamic sampling's
+        refill of groups without signal, as the lock-step loop's :class:`~cohort.trainer.collect.Round`."""
+        cfg = self.cfg
+        p_want = cfg.grpo.prompts_per_step
+        dynamic = cfg.grpo.dynamic_sampling
+        budget = p_want * (1 + cfg.grpo.max_resample_rounds) if dynamic else p_want
+        self._depth_ready = len(self._ready) + self._arrived.qsize()  # generated groups waiting, at the step's start
+        kept: list[_Group] = []
+        flat: list[_Group] = []
+        seen = 0
+        while len(kept) < p_want:
+            if seen >= budget:  # refills ran out: the last flat groups fill the round (as the lock-step loop)
+                kept += flat[len(flat) - (p_want - len(kept)):]
+                break
+            self._top_up(p_want - len(kept))
+            group = self._next_group(timer)
+            if self.version - group.version > self.k:
+                self.dropped_stale += 1
+                self._requeue.append(group.idx)
+                continue
+            seen += 1
+            if dynamic and not bool(group_advantages(group.scores.rewards, group.scores.valid,
+                                                     cfg.grpo.scale_rewards).informative_groups[0]):
+                flat.append(group)
+                continue
+            kept.append(group)
+        self._top_up(0)
+        self._lags = [self.version - g.version for g in kept]
+        batch = concat_batches([g.rows for g in kept], src.pad_id)
+        scores = merge_scores([g.scores for g in kept])
+        ids, mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
+        behaviour = batch.rollout_logprobs
+        with timer("logprobs"):
+            ref = None if src.ref_logprobs is None else src.ref_logprobs(ids, mask, t)
+            decoupled = cfg.rollout.is_correction != "none"
+            old = src.policy_logprobs(ids, mask, t) if decoupled else behaviour  # the proximal policy, or behaviour
+        is_weights, is_metrics = rollout_correction(old, behaviour, batch.completion_mask.bool(),
+                                                    cfg.rollout.is_correction, cfg.rollout.is_cap)
+        return Round(batch, scores, ref, old, is_weights, is_metrics, max(0, seen - p_want) if dynamic else 0)
+
+    def metrics(self, timer: StepTimer) -> dict[str, float]:
+        """Staleness of the round consumed, drops, buffer depth, and the idle fractions of both sides."""
+        step_s = time.perf_counter() - timer.start
+        waited = timer.seconds["buffer_wait"] + timer.seconds["verify_wait"]
+        gen_total = self._gen_s + self._gen_idle_s
+        out = {
+            "async/staleness_mean": sum(self._lags) / len(self._lags),
+            "async/staleness_max": float(max(self._lags)),
+            "async/dropped_stale": float(self.dropped_stale),
+            "async/buffer_ready": float(self._depth_ready),
+            "async/buffer_wait_s": timer.seconds["buffer_wait"],
+            "async/learner_idle_frac": waited / step_s if step_s > 0 else 0.0,
+            "async/generator_idle_frac": self._gen_idle_s / gen_total if gen_total > 0 else 0.0,
+            "async/weight_version": float(self.version),
+        }
+        self._gen_s = self._gen_idle_s = 0.0
+        return out

@@ -1,0 +1,161 @@
+"""A rollout worker of the asynchronous pipeline: its own process, its own engine, the newest weights.
+
+It builds the policy from the same ``model`` config as the learner (then takes the learner's weights), and
+loops: take the next work order (prompt token ids and the oldest weight version it may use), apply the
+newest weights received, generate G completions per prompt, compute the behaviour policy's log-probs of
+them (the sampled tokens under the weights that sampled them: the learner's off-policy correction needs
+them, and the transformers engine does not report its own), and send the rows back with their weight
+version. Weights arrive on their own thread, so a broadcast never waits for a generation to end. The
+learner scores the groups (see ``trainer.pipeline``).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+
+from cohort.trainer import forward, wire
+from cohort.trainer.config import TrainConfig
+from cohort.trainer.distributed import SINGLE
+from cohort.trainer.rollout import RolloutBatch
+
+SEED_STRIDE = 1009
+"""Worker rank r samples with seed ``run.seed + SEED_STRIDE * r`` (the lock-step engine uses ``run.seed``)."""
+
+
+@dataclass(frozen=True)
+class Order:
+    id: int
+    idx: list[int]  # example indices (the learner's)
+    prompts: list[list[int]]  # their token ids
+    min_version: int  # generate with weights at least this new
+
+
+@dataclass(frozen=True)
+class Generated:
+    order: int
+    worker: int
+    version: int  # the weight version that sampled these rows
+    batch: RolloutBatch  # rollout_logprobs: the behaviour policy's log-probs
+    generate_s: float  # generating and the behaviour log-probs
+    idle_s: float  # waiting for an order or for weights, since the previous message
+
+
+STOP = "stop"
+BYE = "bye"
+ENDED = "the learner ended the run"
+
+
+class _Weights:
+    """The newest weight version received, applied to the model between generations."""
+
+    def __init__(self, links: wire.Links, dtype: torch.dtype) -> None:
+        self.version, self.error = -1, ""
+        self._pending: tuple[int, torch.Tensor] | None = None
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._receive, args=(links, dtype), daemon=True, name="weights")
+        self._thread.start()
+
+    def _receive(self, links: wire.Links, dtype: torch.dtype) -> None:
+        try:
+            while True:
+                version, flat = wire.receive_weights(links.weights, dtype)
+                with self._cond:
+                    if flat is None:
+                        self.error = self.error or ENDED
+                    else:
+                        self._pending = (version, flat)
+                    self._cond.notify_all()
+                if flat is None:
+                    return
+        except Exception as exc:  # the learner is gone
+            with self._cond:
+                self.error = f"weights: {type(exc).__name__}: {exc}"
+                self._cond.notify_all()
+
+    def apply_newest(self, model: torch.nn.Module, engine, at_least: int) -> bool:
+        """Load the newest version received, waiting until it is ``at_least``; False when the learner ended
+        the run first, RuntimeError when the learner is gone."""
+        with self._cond:
+            while (self._pending is None or self._pending[0] < at_least) and self.version < at_least and not self.error:
+                self._cond.wait()
+            pending, self._pending = self._pending, None
+            if pending is None and self.version < at_least:
+                if self.error == ENDED:
+                    return False
+                raise RuntimeError(self.error)
+        if pending is not None:
+            wire.load_flat(model, pending[1])
+            engine.sync_weights(model)
+            self.version = pending[0]
+        return True
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+
+def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
+    """A worker's whole life: join the job, serve orders until the learner says stop."""
+    from cohort.trainer.models import build_policy
+    from cohort.trainer.rollout import build_engine
+
+    if cfg.run.torch_threads:
+        torch.set_num_threads(cfg.run.torch_threads)
+    links = wire.Links.join(init_method, rank, world_size)
+    model, tokenizer = build_policy(cfg.model)
+    model.eval()
+    engine = build_engine(cfg.rollout, model, tokenizer, cfg.run.seed + SEED_STRIDE * rank)
+    weights = _Weights(links, next(model.parameters()).dtype)
+    orders: queue.Queue = queue.Queue()
+
+    def receive_orders() -> None:
+        try:
+            while True:
+                _, order = wire.receive(links.down, wire.LEARNER)
+                orders.put(order)
+                if order == STOP:
+                    return
+        except Exception as exc:
+            orders.put(RuntimeError(f"orders: {type(exc).__name__}: {exc}"))
+
+    threading.Thread(target=receive_orders, daemon=True, name="orders").start()
+    logprobs_of = forward.choose(model, SINGLE)
+    micro = cfg.optim.micro_batch_size or cfg.batch_size
+    idle_from = time.perf_counter()
+    while True:
+        order = orders.get()
+        if order == STOP:
+            break
+        if isinstance(order, Exception):
+            raise order
+        if not weights.apply_newest(model, engine, order.min_version):
+            break
+        started = time.perf_counter()
+        batch = engine.generate(order.prompts, cfg.grpo.num_generations)
+        t = batch.completion_ids.shape[1]
+        batch.rollout_logprobs = forward.batched_logprobs(
+            model, batch.input_ids, batch.attention_mask, t, cfg.rollout.temperature, micro,
+            cfg.optim.micro_batch_cost_tokens, forward=logprobs_of)
+        done = time.perf_counter()
+        wire.send(Generated(order.id, rank, weights.version, batch, done - started, started - idle_from), wire.LEARNER,
+                  links.up)
+        idle_from = done
+    wire.send(BYE, wire.LEARNER, links.up)
+    weights.join(timeout=30)
+    wire.Links.leave()
+
+
+def spawned(cfg_data: dict, rank: int, world_size: int, init_method: str) -> None:
+    """The entry of a worker the learner spawned on this machine: one line and exit code 1 on failure."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        run(TrainConfig.model_validate(cfg_data), rank, world_size, init_method)
+    except Exception as exc:
+        print(f"rollout worker {rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        os._exit(1)

@@ -1,0 +1,100 @@
+"""The learner and its rollout workers over torch.distributed (gloo): messages and weights.
+
+Three process groups over the same ranks (rank 0 the learner, ranks 1..N the rollout workers), each used
+by one thread per process, so no two threads ever share a communicator:
+
+- ``weights``: the learner broadcasts every new weight version (a header ``[version, numel]``, then the
+  parameters flattened to one tensor); a version of -1 ends the workers' weight thread.
+- ``down``: the learner's work orders to one worker (point to point).
+- ``up``: a worker's generated groups to the learner (point to point, received from any worker).
+
+A message is a pickled object sent as its length, then its bytes. Pickle is safe here: both ends are
+processes of the same job started by the same user (as torch.distributed's own ``send_object_list``);
+nothing received from outside the job is ever unpickled. Why torch.distributed rather than a queue: the
+same code runs with the workers on this machine (spawned, a file rendezvous) and on other machines
+(``torchrun``, env:// rendezvous), and NCCL can carry the weights between GPUs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+LEARNER = 0
+PG_TIMEOUT = datetime.timedelta(days=1)
+"""Blocking receives wait this long: a worker may idle for a whole long update. Hung weight syncs are caught
+by the learner's own deadline (``rollout.weight_sync_timeout_s``), a dead peer by its closed connection."""
+
+
+@dataclass(frozen=True)
+class Links:
+    weights: Any
+    down: Any
+    up: Any
+
+    @staticmethod
+    def join(init_method: str, rank: int, world_size: int) -> Links:
+        """Join the job (every rank calls this, in the same order) and make the three groups."""
+        if not dist.is_initialized():
+            dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size,
+                                    timeout=PG_TIMEOUT)
+        return Links(dist.new_group(), dist.new_group(), dist.new_group())
+
+    @staticmethod
+    def leave() -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def send(obj: Any, dst: int, group) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    dist.send(torch.tensor([len(data)], dtype=torch.int64), dst, group=group)
+    dist.send(torch.frombuffer(bytearray(data), dtype=torch.uint8), dst, group=group)
+
+
+def receive(group, src: int | None = None) -> tuple[int, Any]:
+    """(sender rank, object): from ``src``, or from any rank of ``group`` when None."""
+    size = torch.zeros(1, dtype=torch.int64)
+    sender = dist.recv(size, src, group=group)
+    data = torch.empty(int(size), dtype=torch.uint8)
+    dist.recv(data, sender, group=group)
+    return sender, pickle.loads(data.numpy().tobytes())
+
+
+def flat_parameters(model: torch.nn.Module) -> Tensor:
+    """Every parameter, in ``parameters()`` order, as one new 1-D tensor (a snapshot: the model may move on)."""
+    return torch.nn.utils.parameters_to_vector([p.detach() for p in model.parameters()]).clone()
+
+
+def load_flat(model: torch.nn.Module, flat: Tensor) -> None:
+    with torch.no_grad():
+        torch.nn.utils.vector_to_parameters(flat, list(model.parameters()))
+
+
+def broadcast_weights(version: int, flat: Tensor, group) -> list:
+    """Start the broadcast of one weight version (the learner); the works to wait on."""
+    header = torch.tensor([version, flat.numel()], dtype=torch.int64)
+    return [dist.broadcast(header, LEARNER, group=group, async_op=True),
+            dist.broadcast(flat, LEARNER, group=group, async_op=True)]
+
+
+def end_weights(group) -> list:
+    return [dist.broadcast(torch.tensor([-1, 0], dtype=torch.int64), LEARNER, group=group, async_op=True)]
+
+
+def receive_weights(group, dtype: torch.dtype) -> tuple[int, Tensor | None]:
+    """The next weight version (a worker); (-1, None) when the learner ends the run."""
+    header = torch.zeros(2, dtype=torch.int64)
+    dist.broadcast(header, LEARNER, group=group)
+    version, numel = int(header[0]), int(header[1])
+    if version < 0:
+        return -1, None
+    flat = torch.empty(numel, dtype=dtype)
+    dist.broadcast(flat, LEARNER, group=group)
+    return version, flat

@@ -67,7 +67,7 @@ START_TIMEOUT_S = 600.0
 """Workers that have not joined the job by then are an error (they load the model first)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Group:
     """One prompt's G scored rows."""
 
@@ -101,6 +101,10 @@ class Pipeline:
         self.dropped_stale = 0
         self._lags: list[int] = []
         self._gen_s = self._gen_idle_s = 0.0
+        self.consumed: list[list[int]] = []
+        """Per round, the example indices of its groups (and, with dynamic sampling, ``flat`` the ones left
+        out for lack of signal): with ``state_dict``'s pending prompts, every prompt drawn is accounted for."""
+        self.flat: list[int] = []
 
     # ---- the engine's interface (checkpoints, weight sync) ---------------------------------------------
 
@@ -331,6 +335,8 @@ class Pipeline:
                 continue
             kept.append(group)
         self._top_up(0)
+        self.consumed.append([g.idx for g in kept])
+        self.flat += [g.idx for g in flat if not any(g is k for k in kept)]
         self._lags = [self.version - g.version for g in kept]
         batch = concat_batches([g.rows for g in kept], src.pad_id)
         scores = merge_scores([g.scores for g in kept])

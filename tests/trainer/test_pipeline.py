@@ -1,0 +1,188 @@
+"""The asynchronous pipeline (``rollout.max_staleness > 0``) against real verifier servers on loopback, with
+real rollout worker processes joined over torch.distributed (gloo)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from cohort.rpc.launch import ServiceProcess
+from cohort.trainer.data import PromptSampler
+from cohort.trainer.learner import Learner
+from cohort.trainer.metrics import deterministic
+from cohort.trainer.pipeline import Pipeline
+from cohort.trainer.train import train
+
+
+
+def _sibling(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"pipeline_{name}", Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+small_config = _sibling("test_train").small_config  # the loop's own tests' tiny task
+
+
+@pytest.fixture(scope="module")
+def arith():
+    with ServiceProcess(["arith"]) as proc:
+        yield proc
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(run / "final" / "model.safetensors")
+
+
+def test_max_staleness_0_is_the_lock_step_loop_exactly(tmp_path, arith):
+    """0 is today's loop, bit for bit: the same metrics and the same final weights as a config without the keys."""
+    eps = {"arith": [arith.endpoint]}
+    plain = train(small_config(tmp_path / "a", arith.endpoint, "run.max_steps=3"), eps)
+    zero = train(small_config(tmp_path / "b", arith.endpoint, "run.max_steps=3", "rollout.max_staleness=0",
+                              "rollout.workers=2"), eps)
+    assert [deterministic(r) for r in zero] == [deterministic(r) for r in plain]
+    assert not any(k.startswith("async/") for k in zero[0])
+    a, b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _slow_learner(monkeypatch, seconds: float) -> None:
+    update = Learner.update
+
+    def slow(self, batch, iterations):
+        time.sleep(seconds)
+        return update(self, batch, iterations)
+
+    monkeypatch.setattr(Learner, "update", slow)
+
+
+def _kept(monkeypatch) -> list[Pipeline]:
+    """The run's Pipeline, kept for inspection after train() returns."""
+    kept, close = [], Pipeline.close
+
+    def keep(self):
+        kept.append(self)
+        close(self)
+
+    monkeypatch.setattr(Pipeline, "close", keep)
+    return kept
+
+
+def test_a_slow_learner_consumes_nothing_older_than_the_bound(tmp_path, arith, monkeypatch):
+    """Admission: with the learner the slow side, the worker waits (generator idle) instead of running ahead,
+    and every consumed group is at most max_staleness versions old."""
+    _slow_learner(monkeypatch, 0.5)
+    pipes = _kept(monkeypatch)
+    records = train(small_config(tmp_path, arith.endpoint, "run.max_steps=6", "rollout.max_staleness=1"),
+                    {"arith": [arith.endpoint]})
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]
+    assert max(r["async/staleness_max"] for r in records) <= 1
+    assert records[-1]["async/dropped_stale"] == 0  # admission wastes nothing in the steady state
+    assert any(r["async/staleness_mean"] > 0 for r in records)  # it did run ahead of the learner
+    later = records[2:]
+    assert sum(r["async/generator_idle_frac"] for r in later) / len(later) > 0.3  # waiting for the slow learner
+    (pipe,) = pipes
+    assert all(len(idx) == 4 for idx in pipe.consumed)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_groups_past_the_bound_are_dropped_and_their_prompts_generated_again(tmp_path, arith, monkeypatch, k):
+    """Rejection: with admission defeated (orders 3 rounds further ahead than it allows, as a design without
+    admission would) and a slow learner, groups arrive more than k versions old. None is consumed, each is
+    counted, and its prompt is generated again: every prompt drawn is consumed or still pending."""
+    _slow_learner(monkeypatch, 0.3)
+    pipes = _kept(monkeypatch)
+    top_up = Pipeline._top_up
+    monkeypatch.setattr(Pipeline, "_top_up", lambda self, remaining: top_up(self, remaining + 3 * 4))
+    cfg = small_config(tmp_path, arith.endpoint, "run.max_steps=6", f"rollout.max_staleness={k}")
+    records = train(cfg, {"arith": [arith.endpoint]})
+    assert max(r["async/staleness_max"] for r in records) <= k
+    assert records[-1]["async/dropped_stale"] > 0
+    (pipe,) = pipes
+    consumed = [i for idx in pipe.consumed for i in idx]
+    pending = pipe.state_dict()["pending_prompts"]
+    sampler = PromptSampler(40, 4, cfg.data.shuffle_seed)
+    drawn = sampler.next(pipe._src.sampler.position)
+    assert collections.Counter(consumed) + collections.Counter(pending) == collections.Counter(drawn)
+
+
+def test_resume_orders_the_pending_prompts_first(tmp_path, arith):
+    eps = {"arith": [arith.endpoint]}
+    cfg = small_config(tmp_path, arith.endpoint, "run.max_steps=2", "rollout.max_staleness=1")
+    train(cfg, eps)
+    state = torch.load(tmp_path / "checkpoints" / "step_000002" / "rank_0.pt", weights_only=False)
+    pending = state["engine"]["pending_prompts"]
+    assert len(pending) == 4  # k * P groups were ordered for the next round
+    resumed = train(small_config(tmp_path, arith.endpoint, "run.max_steps=3", "rollout.max_staleness=1"), eps)
+    assert [r["step"] for r in resumed] == [3]
+
+
+def _cohort() -> str:
+    return str(Path(sys.executable).parent / "cohort")
+
+
+COMMON = ["rollout.max_staleness=1", "grpo.prompts_per_step=4", "grpo.num_generations=8", "run.progress=false",
+          "run.tensorboard=false", "run.plot=false", "run.torch_threads=1", "run.target_reward=null"]
+
+
+@pytest.mark.distributed
+def test_learner_and_one_rollout_worker_under_torchrun(tmp_path):
+    """Two processes under torchrun (rank 0 the learner, rank 1 the worker), weights broadcast over gloo."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "--no-python",
+           _cohort(), "train", *COMMON, "rollout.workers=1", "run.max_steps=3", f"run.output_dir={tmp_path}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert [r["async/weight_version"] for r in records] == [1, 2, 3]
+    assert max(r["async/staleness_max"] for r in records) <= 1
+    assert "done: step 3" in proc.stdout
+
+
+def test_a_killed_rollout_worker_ends_the_run_with_its_name(tmp_path):
+    """A worker that dies is a one-line error naming it and exit code 1, soon after; never a hang."""
+    cmd = [_cohort(), "train", *COMMON, "run.max_steps=400", f"run.output_dir={tmp_path}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
+    try:
+        metrics = tmp_path / "metrics.jsonl"
+        deadline = time.monotonic() + 300
+        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        worker = _child_with(proc.pid, "multiprocessing.spawn")
+        os.kill(worker, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, err[-2000:]
+    assert f"rollout worker 1 (pid {worker})" in err and "Traceback" not in err, err[-2000:]
+
+
+def _child_with(pid: int, text: str) -> int:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat[1]) == pid and text in cmdline:
+            return int(entry.name)
+    raise AssertionError(f"no child of {pid} runs {text!r}")

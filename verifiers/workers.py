@@ -106,11 +106,13 @@ class _Worker:
     # A task is sent only once the worker has said it is ready: it then waits in recv() and drains the
     # pipe, so sending a large task never blocks on a worker still setting up.
 
-    def call(self, task: Any, deadline: float):
+    def call(self, task: Any, deadline: float, budget_s: float | None = None):
+        """The task's reply by ``deadline``; with ``budget_s``, also within that long of the task reaching a
+        ready worker (a fresh worker's start-up is waited for within the deadline, not charged to the task)."""
         if not self.ready:
             self._check_ready(self.receive(deadline))
         self.conn.send(task)
-        return self.receive(deadline)
+        return self.receive(deadline if budget_s is None else min(deadline, time.monotonic() + budget_s))
 
     async def call_async(self, task: Any, deadline: float):
         if not self.ready:
@@ -315,7 +317,6 @@ class WorkerPool:
         if self.broken:
             return PoolResult("crashed", detail=self.broken)
         self.start()
-        over_budget = False
 
         # The same loop as run_async, waiting by blocking this thread: nothing it awaits ever suspends,
         # so cohort.rpc.retry.run_blocking runs it to its end (no event loop involved).
@@ -323,13 +324,11 @@ class WorkerPool:
             return self._take_blocking(deadline)
 
         async def call(worker: _Worker) -> Any:
-            nonlocal over_budget
-            until = deadline if budget_s is None else min(deadline, time.monotonic() + budget_s)
-            over_budget = until < deadline
-            return worker.call(task, until)
+            return worker.call(task, deadline, budget_s)
 
         result = run_blocking(self._attempt(take, call))
-        if result.kind == "timeout" and over_budget and result.detail == "killed at the deadline":
+        if (result.kind == "timeout" and budget_s is not None and result.detail == "killed at the deadline"
+                and time.monotonic() < deadline):
             return PoolResult("timeout", detail="ran past its budget")
         return result
 

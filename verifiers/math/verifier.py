@@ -3,7 +3,8 @@
 Per group: extraction and the cheap comparison (exact rationals, structure, units) run in the calling
 thread; identical extracted answers are checked once; verdicts are cached (LRU keyed by verifier
 version, gold and normalised answer); only leaves that need SymPy go to the worker pool, in parallel,
-each under ``min(rollout deadline, ctx.deadline)``.
+each with its budget of worker time counted from when a ready worker takes it (a replacement worker's
+start-up is not charged to a check), the wait for a worker bounded by ``ctx.deadline``.
 
 Statuses: OK+CORRECT (reward 1), OK+INCORRECT (0), OK+NO_ANSWER (0); INVALID_REFERENCE when the gold answer
 cannot be parsed or is beyond the caps; VERIFIER_ERROR when a worker crashed or SymPy failed internally. A check
@@ -161,10 +162,12 @@ class MathVerifier:
                 needs_worker.append(key)
         if not needs_worker:
             return checks
-        # Each check gets `timeout` of worker time; waiting for a free worker is bounded by the group budget.
+        # Each check gets `timeout` of worker time from when a ready worker takes it (so a busy machine's slow
+        # start of a replacement worker is never charged to the check); the wait for a free worker is bounded
+        # by the call's deadline, else by the group budget.
         group_deadline = started + timeout * max(1, -(-len(needs_worker) // self.pool.size))
         if ctx.deadline is not None:
-            group_deadline = min(group_deadline, ctx.deadline)
+            group_deadline = ctx.deadline
         gold_probe = _GoldProbe(lambda: self._probe((gold,), timeout, ctx))  # run once per group, when needed
         futures = {key: self._fanout.submit(self._check_in_worker, (gold, distinct[key].answers, policy, distinct[key].kind == "forms"),
                                             timeout, group_deadline, ctx, gold_probe)
@@ -177,8 +180,7 @@ class MathVerifier:
 
     def _check_in_worker(self, task: tuple, timeout: float, group_deadline: float, ctx: VerifyContext | None = None,
                          gold_probe: _GoldProbe | None = None) -> Check:
-        deadline = min(time.monotonic() + timeout, group_deadline)
-        result = self.pool.run(task, deadline)
+        result = self.pool.run(task, group_deadline, budget_s=timeout)
         if result.kind == "timeout":
             joint = Check(RolloutStatus.VERIFIER_TIMEOUT, how=f"SymPy check did not finish in time ({result.detail})")
             return self._attribute(joint, task[1], timeout, ctx, gold_probe)

@@ -273,8 +273,10 @@ class CodeLoad(threading.Thread):
 # ---- the training run ----------------------------------------------------------------------------
 
 
-def train_config(fleet: Fleet, out: Path, steps: int, seed: int, timeout_s: float, retries: int) -> Path:
-    """The embedded default with the fleet's endpoints, no local services, a record file, no early stop."""
+def train_config(fleet: Fleet, out: Path, steps: int, seed: int, timeout_s: float, retries: int,
+                 staleness: int = 0) -> Path:
+    """The embedded default with the fleet's endpoints, no local services, a record file, no early stop;
+    ``staleness`` > 0: the asynchronous pipeline (``rollout.max_staleness``, one rollout worker)."""
     default = yaml.safe_load((ROOT / "trainer" / "default.yaml").read_text())
     verifiers = [{**v, "endpoints": fleet.endpoints(v["name"])} for v in default["scoring"]["verifiers"]]
     layer = {
@@ -282,6 +284,7 @@ def train_config(fleet: Fleet, out: Path, steps: int, seed: int, timeout_s: floa
                     "record_path": str(out / "record.jsonl")},
         "run": {"output_dir": str(out / "run"), "max_steps": steps, "seed": seed, "target_reward": None,
                 "resume": False, "tensorboard": False, "plot": False, "log_every": 25},
+        "rollout": {"max_staleness": staleness, "workers": 1},
     }
     path = out / "chaos.yaml"
     path.write_text(yaml.safe_dump(layer))
@@ -352,6 +355,36 @@ def audit(out: Path, chunks: int, batch_size: int) -> dict:
     }
 
 
+def audit_async(out: Path, num_generations: int) -> dict:
+    """:func:`audit` for the asynchronous pipeline: groups are scored as they arrive, not per step, so a
+    step's rollouts are not one submission range. *lost*: rollouts sent to the verifiers (the trainer's
+    ``async/submitted_groups`` at its last step) without a recorded status; *infra scored* comes from the
+    re-score (every OK reward equal to the idle fleet's) and the code side load. The per-step check of
+    :func:`audit` (logged reward = mean over the step's OK rollouts) has no counterpart here: the round is
+    built by the same code as the lock-step loop's from the same ``Scores``."""
+    metrics = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text().splitlines()]
+    batches = [json.loads(line) for line in (out / "record.jsonl").read_text().splitlines()]
+    statuses: Counter = Counter(st for b in batches for g in b["groups"] for st in g["status"])
+    submitted = int(metrics[-1]["async/submitted_groups"]) * num_generations if metrics else 0
+    curve = [round(r["reward/mean"], 4) if r["reward/mean"] is not None and math.isfinite(r["reward/mean"]) else None
+             for r in metrics]
+    tail = [c for c in curve[-10:] if c is not None]
+    recorded = sum(statuses.values())
+    return {
+        "steps": len(metrics), "masked_rounds": int(metrics[-1].get("verify/masked_rounds", 0)) if metrics else 0,
+        "generated": submitted, "recorded": recorded, "scored": statuses["OK"],
+        "masked": {k: v for k, v in statuses.items() if k != "OK"},
+        "masked_logged": "n/a (async: groups are consumed apart from their submissions)",
+        "lost": max(0, submitted - recorded), "steps_reward_not_ok_mean": [],
+        "staleness_max": max((r["async/staleness_max"] for r in metrics), default=None),
+        "dropped_stale": int(metrics[-1]["async/dropped_stale"]) if metrics else 0,
+        "client": batches[-1]["client"] if batches else {},
+        "final_reward": round(statistics.fmean(tail), 4) if tail else None,
+        "final_reward_std": round(statistics.pstdev(tail), 4) if len(tail) > 1 else None,
+        "steps_all_masked": sum(c is None for c in curve), "curve": curve, "_batches": batches,
+    }
+
+
 def rescore(fleet: Fleet, batches: list[dict]) -> tuple[int, int, list[str]]:
     """Re-score every distinct OK completion on the (healthy) fleet; (checked, differing, examples)."""
     from cohort.trainer.config import load_config
@@ -399,7 +432,7 @@ def chaos(args: argparse.Namespace) -> dict:
         for label in ("fault_free", "chaos"):
             out = work / label
             out.mkdir()
-            config = train_config(fleet, out, args.steps, args.seed, args.timeout, args.retries)
+            config = train_config(fleet, out, args.steps, args.seed, args.timeout, args.retries, args.staleness)
             driver = None
             if label == "chaos":
                 driver = Chaos(fleet, args.seed, args.fault_every, args.down_s, args.timeout + 1.0)
@@ -422,7 +455,7 @@ def chaos(args: argparse.Namespace) -> dict:
                 result["log_tail"] = (out / "train.log").read_text(errors="replace").splitlines()[-20:]
                 runs[label] = result
                 continue
-            result |= audit(out, chunks, batch_size)
+            result |= audit(out, chunks, batch_size) if not args.staleness else audit_async(out, cfg.grpo.num_generations)
             checked, differ, examples = rescore(fleet, result.pop("_batches"))
             result |= {"rescored_distinct": checked, "infra_scored": differ + len(result["steps_reward_not_ok_mean"]),
                        "rescore_differ_examples": examples}
@@ -472,6 +505,8 @@ def main() -> None:
     parser.add_argument("--retries", type=int, default=3, help="scoring.retries")
     parser.add_argument("--train-timeout", type=float, default=1800.0, help="seconds before a run is killed")
     parser.add_argument("--no-code", action="store_true", help="no sandbox, code replicas or code side load")
+    parser.add_argument("--staleness", type=int, default=0,
+                        help="rollout.max_staleness of both runs (> 0: the asynchronous pipeline)")
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the client's failover warnings are counted, not printed

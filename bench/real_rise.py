@@ -125,6 +125,8 @@ def main() -> None:
     ap.add_argument("--batch-prompts", type=int, default=16)
     ap.add_argument("--out", default="runs/real-rise")
     ap.add_argument("--reuse", action="store_true", help="keep evaluations and the trained model found in --out")
+    ap.add_argument("--train-arg", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra override of the training run (repeatable), e.g. rollout.max_staleness=1")
     args = ap.parse_args()
     out = ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -137,7 +139,7 @@ def main() -> None:
     final = out / "train" / "final"
     if not (args.reuse and final.exists()):
         walls["train"] = run([*COHORT, "train", "-c", args.config, f"run.output_dir={out / 'train'}",
-                              f"run.max_steps={args.steps}", "run.resume=false", "run.progress=false"],
+                              f"run.max_steps={args.steps}", "run.resume=false", "run.progress=false", *args.train_arg],
                              out / "train.log")
     for seed in args.seeds:
         walls[f"eval trained s{seed}"] = evaluate(args, str(final), seed, out / f"trained-s{seed}.jsonl")
@@ -146,7 +148,8 @@ def main() -> None:
     runs = {(kind, seed): rows_of(out / f"{kind}-s{seed}.jsonl") for kind in ("base", "trained") for seed in args.seeds}
     sources = sorted({r["source"] or "-" for rs in runs.values() for r in rs})
     print(f"\nheld-out rows: {args.test}, {args.samples} samples per row, sampling seeds {args.seeds}; "
-          f"{args.steps} GRPO steps ({args.config})")
+          f"{args.steps} GRPO steps ({args.config}{''.join(' ' + a for a in args.train_arg)}); training "
+          f"{walls.get('train', float('nan')):.0f} s")
     print(f"{'model':8} {'seed':>4} {'source':12} {'rows':>4} {'usable':>6} {'reward':>7} {'pass@1':>7} {'+-se':>6} "
           f"{'trunc':>6} {'pass w/o answer text':>20} {'pass@1 stating it':>17}")
     for (kind, seed), rs in runs.items():

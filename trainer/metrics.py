@@ -60,6 +60,15 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def pipeline_info(record: dict[str, float]) -> str:
+    """The asynchronous pipeline's part of a progress line (empty in lock-step)."""
+    if "async/staleness_mean" not in record:
+        return ""
+    return (f"  stale {record['async/staleness_mean']:.1f}/{record['async/staleness_max']:.0f}"
+            f"  dropped {record['async/dropped_stale']:.0f}  buffer {record['async/buffer_ready']:.0f}"
+            f"  idle learner {record['async/learner_idle_frac']:.2f} gen {record['async/generator_idle_frac']:.2f}")
+
+
 class ProgressLines:
     """Plain progress lines for a stdout that is not a terminal: the first step, then every ``every_steps``
     steps or ``every_s`` seconds (whichever comes first), and the last step."""
@@ -79,8 +88,8 @@ class ProgressLines:
         elapsed, done = now - self._t0, step - self.start
         eta = elapsed / done * (self.total - step)
         print(f"step {step}/{self.total}  reward {record.get('reward/mean', float('nan')):.3f}  "
-              f"unusable {record.get('verify/unusable_frac', 0):.2f}  {record.get('time/step_s', 0):.2f}s/step  "
-              f"elapsed {_clock(elapsed)}  eta {_clock(eta)}", file=self.out, flush=True)
+              f"unusable {record.get('verify/unusable_frac', 0):.2f}  {record.get('time/step_s', 0):.2f}s/step"
+              f"{pipeline_info(record)}  elapsed {_clock(elapsed)}  eta {_clock(eta)}", file=self.out, flush=True)
         self._last_step, self._last_t = step, now
 
 
@@ -127,7 +136,7 @@ class MetricsLog:
         if self._progress is not None:
             info = (f"reward {record.get('reward/mean', float('nan')):.3f}  "
                     f"unusable {record.get('verify/unusable_frac', 0):.2f}  "
-                    f"{record.get('time/step_s', 0):.2f}s/step")
+                    f"{record.get('time/step_s', 0):.2f}s/step{pipeline_info(record)}")
             self._progress.update(self._task, completed=step, info=info)
 
     def close(self) -> None:

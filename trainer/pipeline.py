@@ -99,6 +99,7 @@ class Pipeline:
         self._closing = False
         self._rendezvous: str | None = None
         self.dropped_stale = 0
+        self.submitted_groups = 0  # groups generated and sent to the verifiers (each gets a status, or is lost)
         self._lags: list[int] = []
         self._gen_s = self._gen_idle_s = 0.0
         self.consumed: list[list[int]] = []
@@ -260,6 +261,7 @@ class Pipeline:
                 src = self._src
                 future = src.scorer.submit([src.examples[i] for i in order.idx], message.batch.texts,
                                            message.batch.truncated.tolist(), order.id * self.chunk)
+                self.submitted_groups += len(order.idx)
                 self._arrived.put((message, order, future))
         except Exception as exc:
             if not self._closing:
@@ -359,6 +361,7 @@ class Pipeline:
             "async/staleness_mean": sum(self._lags) / len(self._lags),
             "async/staleness_max": float(max(self._lags)),
             "async/dropped_stale": float(self.dropped_stale),
+            "async/submitted_groups": float(self.submitted_groups),
             "async/buffer_ready": float(self._depth_ready),
             "async/buffer_wait_s": timer.seconds["buffer_wait"],
             "async/learner_idle_frac": waited / step_s if step_s > 0 else 0.0,

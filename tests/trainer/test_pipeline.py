@@ -142,7 +142,8 @@ COMMON = ["rollout.max_staleness=1", "grpo.prompts_per_step=4", "grpo.num_genera
 def test_learner_and_one_rollout_worker_under_torchrun(tmp_path):
     """Two processes under torchrun (rank 0 the learner, rank 1 the worker), weights broadcast over gloo."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "--no-python",
-           _cohort(), "train", *COMMON, "rollout.workers=1", "run.max_steps=3", f"run.output_dir={tmp_path}"]
+           _cohort(), "train", *COMMON, "rollout.workers=1", "run.max_steps=3", f"run.output_dir={tmp_path}",
+           "run.progress=true", "run.log_every=1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -151,6 +152,7 @@ def test_learner_and_one_rollout_worker_under_torchrun(tmp_path):
     assert [r["async/weight_version"] for r in records] == [1, 2, 3]
     assert max(r["async/staleness_max"] for r in records) <= 1
     assert "done: step 3" in proc.stdout
+    assert proc.stdout.count("  stale ") == 3 and "idle learner" in proc.stdout  # the progress line shows the pipeline
 
 
 def test_a_killed_rollout_worker_ends_the_run_with_its_name(tmp_path):

@@ -119,6 +119,22 @@ def test_groups_past_the_bound_are_dropped_and_their_prompts_generated_again(tmp
     assert collections.Counter(consumed) + collections.Counter(pending) == collections.Counter(drawn)
 
 
+def test_dynamic_sampling_refills_groups_without_signal_from_the_pipeline(tmp_path, arith, monkeypatch):
+    """Groups without signal are left out and replaced by further groups; each round still has P groups, and
+    every prompt drawn is consumed, left out for lack of signal, or pending."""
+    pipes = _kept(monkeypatch)
+    cfg = small_config(tmp_path, arith.endpoint, "run.max_steps=4", "rollout.max_staleness=1",
+                       "grpo.dynamic_sampling=true", "grpo.max_resample_rounds=2")
+    records = train(cfg, {"arith": [arith.endpoint]})
+    (pipe,) = pipes
+    assert all(len(idx) == 4 for idx in pipe.consumed)
+    assert sum(r["group/resampled_prompts"] for r in records) == len(pipe.flat) > 0
+    assert max(r["async/staleness_max"] for r in records) <= 1
+    drawn = PromptSampler(40, 4, cfg.data.shuffle_seed).next(pipe._src.sampler.position)
+    accounted = [i for idx in pipe.consumed for i in idx] + pipe.flat + pipe.state_dict()["pending_prompts"]
+    assert collections.Counter(accounted) == collections.Counter(drawn)
+
+
 def test_resume_orders_the_pending_prompts_first(tmp_path, arith):
     eps = {"arith": [arith.endpoint]}
     cfg = small_config(tmp_path, arith.endpoint, "run.max_steps=2", "rollout.max_staleness=1")

@@ -87,6 +87,7 @@ class Round:
     is_weights: Float[Tensor, "b T"] | None  # the same engines, unless rollout.is_correction=none
     is_metrics: dict[str, float]
     resampled: int  # prompts drawn to replace groups without signal
+    behaviour_logprobs: Float[Tensor, "b T"] | None = None  # the asynchronous pipeline's (see UpdateBatch)
 
     def update_batch(self, rows: Int[Tensor, "n"], advantages: Float[Tensor, "b T"]) -> UpdateBatch:
         """The rows ``rows`` (indices into this rank's b) as the learner's batch."""
@@ -97,7 +98,7 @@ class Round:
 
         return UpdateBatch(b.input_ids[rows], b.attention_mask[rows], b.completion_mask[rows].bool(),
                            advantages[rows, :t], take(self.old_logprobs), take(self.ref_logprobs),
-                           take(self.is_weights))
+                           take(self.is_weights), take(self.behaviour_logprobs))
 
 
 @dataclass(frozen=True)

@@ -328,6 +328,7 @@ def pad_rows(batch: Any, rows: int) -> Any:
         old_logprobs=pad(batch.old_logprobs),
         ref_logprobs=pad(batch.ref_logprobs),
         is_weights=pad(batch.is_weights),
+        behaviour_logprobs=pad(batch.behaviour_logprobs),
     )
 
 

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from cohort.trainer.config import TrainConfig
 from cohort.trainer import forward
+from cohort.trainer.is_correction import rollout_correction
 from cohort.trainer.distributed import SINGLE, Comm, pad_rows
 from cohort.trainer.forward import batched_logprobs, token_logprobs
 from cohort.trainer.loss import LossConfig, LossInputs, normaliser, policy_loss
@@ -33,6 +34,11 @@ class UpdateBatch:
     old_logprobs: Float[Tensor, "B T"] | None  # None: on-policy single iteration (ratio = 1)
     ref_logprobs: Float[Tensor, "B T"] | None
     is_weights: Float[Tensor, "B T"] | None = None
+    behaviour_logprobs: Float[Tensor, "B T"] | None = None
+    """The asynchronous pipeline's behaviour policy (the weights that sampled the rows), with ``old_logprobs``
+    None: the first pass's own log-probs are then the proximal policy, both pi_old of the clipped ratio and the
+    numerator of the importance weight pi_prox / pi_behaviour (``rollout.is_correction``) that the pass computes
+    itself (AReaL's decoupled objective, without a separate no-grad forward)."""
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -105,6 +111,9 @@ class Learner:
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl, :w]
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl, :w]
             isw = None if batch.is_weights is None else batch.is_weights[sl, :w]
+            if isw is None and batch.behaviour_logprobs is not None and batch.old_logprobs is None:
+                isw, _ = rollout_correction(logprobs.detach().float(), batch.behaviour_logprobs[sl, :w],
+                                            batch.loss_mask[sl, :w], cfg.rollout.is_correction, cfg.rollout.is_cap)
             out = policy_loss(LossInputs(logprobs, old, batch.advantages[sl, :w], batch.loss_mask[sl, :w], ref, isw),
                               self.loss_cfg, norm, n_micro)
             out.loss.backward()
@@ -138,12 +147,16 @@ class Learner:
         rank: no update (:meth:`skip`)."""
         if self.comm.max_int(batch.input_ids.shape[0]) == 0:
             return self.skip(iterations)
+        correction: dict[str, float] = {}
         for _ in range(iterations):
             stats = self.step(batch)
             if batch.old_logprobs is None:
-                batch = dataclasses.replace(batch, old_logprobs=self.last_logprobs)
+                weights, correction = rollout_correction(self.last_logprobs, batch.behaviour_logprobs, batch.loss_mask,
+                                                         self.cfg.rollout.is_correction, self.cfg.rollout.is_cap)
+                batch = dataclasses.replace(batch, old_logprobs=self.last_logprobs,
+                                            is_weights=batch.is_weights if weights is None else weights)
         self.optimizer.zero_grad(set_to_none=True)  # free the round's gradients: they would live through the next generation
-        return stats
+        return stats | correction
 
     @torch.no_grad()
     def logprobs(self, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],

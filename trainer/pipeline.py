@@ -22,10 +22,11 @@ Why not rejection alone (TRL, prime-rl): generation would run ahead freely and t
 the learner is the slower side; why not a depth bound alone: it bounds the queue, not the age, so one slow
 verifier call could let an old group through. Admission wastes nothing and rejection makes the bound hold.
 
-**Off-policy correction.** Workers send the behaviour policy's log-probs of every sampled token. With
-``rollout.is_correction`` token or sequence the loss is AReaL's decoupled objective: the clipped ratio is
-taken against the learner's current (proximal) policy, recomputed when the round is consumed, and the
-policy-gradient term is weighted by the truncated pi_prox / pi_behaviour (``trainer.is_correction``).
+**Off-policy correction.** Workers send the behaviour policy's log-probs of every sampled token (from the
+sampling itself). With ``rollout.is_correction`` token or sequence the loss is AReaL's decoupled objective:
+the clipped ratio is taken against the learner's current (proximal) policy, whose log-probs are the first
+update pass's own (no separate forward), and the policy-gradient term is weighted by the truncated
+pi_prox / pi_behaviour (``trainer.is_correction``).
 With ``none`` the ratio is taken against the behaviour policy itself (naive off-policy PPO, no extra
 forward). docs/async.md compares both at staleness 1 and 4.
 
@@ -57,7 +58,6 @@ from cohort.trainer import distributed, wire
 from cohort.trainer.advantages import group_advantages
 from cohort.trainer.collect import Round
 from cohort.trainer.config import TrainConfig
-from cohort.trainer.is_correction import rollout_correction
 from cohort.trainer.metrics import StepTimer
 from cohort.trainer.rollout import RolloutBatch, concat_batches
 from cohort.trainer.rollout_worker import BYE, STOP, Generated, Order
@@ -98,14 +98,15 @@ class Pipeline:
         self._flat: torch.Tensor | None = None
         self._closing = False
         self._rendezvous: str | None = None
+        self._init = ""
         self.dropped_stale = 0
         self.submitted_groups = 0  # groups generated and sent to the verifiers (each gets a status, or is lost)
         self._lags: list[int] = []
         self._gen_s = self._gen_idle_s = 0.0
         self.consumed: list[list[int]] = []
-        """Per round, the example indices of its groups (and, with dynamic sampling, ``flat`` the ones left
+        """Per round, the example indices of its groups (and, with dynamic sampling, ``left_out`` the ones left
         out for lack of signal): with ``state_dict``'s pending prompts, every prompt drawn is accounted for."""
-        self.flat: list[int] = []
+        self.left_out: list[int] = []
 
     # ---- the engine's interface (checkpoints, weight sync) ---------------------------------------------
 
@@ -125,28 +126,32 @@ class Pipeline:
 
     # ---- start and stop ------------------------------------------------------------------------------
 
-    def start(self, src: Any, policy: torch.nn.Module, version: int) -> None:
-        """Start (or, under torchrun, join) the workers, send them version ``version`` and the first orders."""
-        self.version = version
-        self._src = src
+    def spawn(self) -> None:
+        """Start the workers on this machine (not under torchrun, which starts them): called before the learner
+        builds its model and verifiers, so the workers' start-up (imports, their own model) overlaps it."""
         world = 1 + self.n_workers
         if distributed.launched():
             if int(os.environ["WORLD_SIZE"]) != world:
                 raise ValueError(f"torchrun started {os.environ['WORLD_SIZE']} processes; the asynchronous pipeline "
                                  f"needs 1 + rollout.workers = {world} (rank 0 is the learner)")
-            init = "env://"
-        else:
-            self._rendezvous = tempfile.mkdtemp(prefix="cohort-pipeline-")
-            init = f"file://{self._rendezvous}/rendezvous"
-            from cohort.trainer.rollout_worker import spawned
+            self._init = "env://"
+            return
+        self._rendezvous = tempfile.mkdtemp(prefix="cohort-pipeline-")
+        self._init = f"file://{self._rendezvous}/rendezvous"
+        from cohort.trainer.rollout_worker import spawned
 
-            ctx = mp.get_context("spawn")  # never fork: this process has gRPC threads
-            data = self.cfg.model_dump()
-            self._procs = [ctx.Process(target=spawned, args=(data, r, world, init), daemon=True,
-                                       name=f"cohort-rollout-{r}") for r in range(1, world)]
-            for p in self._procs:
-                p.start()
-        self._links = self._join(init, world)
+        ctx = mp.get_context("spawn")  # never fork: this process has gRPC threads
+        data = self.cfg.model_dump()
+        self._procs = [ctx.Process(target=spawned, args=(data, r, world, self._init), daemon=True,
+                                   name=f"cohort-rollout-{r}") for r in range(1, world)]
+        for p in self._procs:
+            p.start()
+
+    def start(self, src: Any, policy: torch.nn.Module, version: int) -> None:
+        """Join the workers (:meth:`spawn` first), send them version ``version`` and the first orders."""
+        self.version = version
+        self._src = src
+        self._links = self._join(self._init, 1 + self.n_workers)
         self._receiver = threading.Thread(target=self._receive, daemon=True, name="pipeline-receiver")
         self._receiver.start()
         self._publish(policy)
@@ -177,6 +182,7 @@ class Pipeline:
     def close(self) -> None:
         """Stop the workers (they finish the generation in hand) and leave the job; never hangs."""
         if self._links is None:
+            self._reap()
             return
         self._closing = True
         try:
@@ -190,6 +196,11 @@ class Pipeline:
         self._receiver.join(timeout=30 if all(p.is_alive() for p in self._procs) else 2)
         if not self._receiver.is_alive():
             wire.Links.leave()
+        self._links = None
+        self._reap()
+
+    def _reap(self) -> None:
+        """The spawned workers ended (killed when they do not end by themselves), the rendezvous removed."""
         for p in self._procs:
             p.join(timeout=10)
             if p.is_alive():
@@ -197,7 +208,6 @@ class Pipeline:
                 p.join(timeout=5)
         if self._rendezvous:
             shutil.rmtree(self._rendezvous, ignore_errors=True)
-        self._links = None
 
     # ---- weights ---------------------------------------------------------------------------------------
 
@@ -338,7 +348,7 @@ class Pipeline:
             kept.append(group)
         self._top_up(0)
         self.consumed.append([g.idx for g in kept])
-        self.flat += [g.idx for g in flat if not any(g is k for k in kept)]
+        self.left_out += [g.idx for g in flat if not any(g is k for k in kept)]
         self._lags = [self.version - g.version for g in kept]
         batch = concat_batches([g.rows for g in kept], src.pad_id)
         scores = merge_scores([g.scores for g in kept])
@@ -346,11 +356,12 @@ class Pipeline:
         behaviour = batch.rollout_logprobs
         with timer("logprobs"):
             ref = None if src.ref_logprobs is None else src.ref_logprobs(ids, mask, t)
-            decoupled = cfg.rollout.is_correction != "none"
-            old = src.policy_logprobs(ids, mask, t) if decoupled else behaviour  # the proximal policy, or behaviour
-        is_weights, is_metrics = rollout_correction(old, behaviour, batch.completion_mask.bool(),
-                                                    cfg.rollout.is_correction, cfg.rollout.is_cap)
-        return Round(batch, scores, ref, old, is_weights, is_metrics, max(0, seen - p_want) if dynamic else 0)
+        resampled = max(0, seen - p_want) if dynamic else 0
+        if cfg.rollout.is_correction == "none":  # naive off-policy PPO: the ratio against the behaviour policy
+            return Round(batch, scores, ref, behaviour, None, {}, resampled)
+        # the decoupled objective: the learner's first pass is the proximal policy (pi_old of the ratio, and
+        # the numerator of the importance weight it computes itself: UpdateBatch.behaviour_logprobs)
+        return Round(batch, scores, ref, None, None, {}, resampled, behaviour_logprobs=behaviour)
 
     def metrics(self, timer: StepTimer) -> dict[str, float]:
         """Staleness of the round consumed, drops, buffer depth, and the idle fractions of both sides."""
@@ -366,6 +377,7 @@ class Pipeline:
             "async/buffer_wait_s": timer.seconds["buffer_wait"],
             "async/learner_idle_frac": waited / step_s if step_s > 0 else 0.0,
             "async/generator_idle_frac": self._gen_idle_s / gen_total if gen_total > 0 else 0.0,
+            "async/generate_s": self._gen_s,  # the workers' generation time in the groups consumed this step
             "async/weight_version": float(self.version),
         }
         self._gen_s = self._gen_idle_s = 0.0

@@ -2,10 +2,9 @@
 
 It builds the policy from the same ``model`` config as the learner (then takes the learner's weights), and
 loops: take the next work order (prompt token ids and the oldest weight version it may use), apply the
-newest weights received, generate G completions per prompt, compute the behaviour policy's log-probs of
-them (the sampled tokens under the weights that sampled them: the learner's off-policy correction needs
-them, and the transformers engine does not report its own), and send the rows back with their weight
-version. Weights arrive on their own thread, so a broadcast never waits for a generation to end. The
+newest weights received, generate G completions per prompt with the behaviour policy's log-probs of the
+sampled tokens (the engine reports them from its own sampling: the learner's off-policy correction needs
+them), and send the rows back with their weight version. Weights arrive on their own thread, so a broadcast never waits for a generation to end. The
 learner scores the groups (see ``trainer.pipeline``).
 """
 
@@ -20,9 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from cohort.trainer import forward, wire
+from cohort.trainer import wire
 from cohort.trainer.config import TrainConfig
-from cohort.trainer.distributed import SINGLE
 from cohort.trainer.rollout import RolloutBatch
 
 SEED_STRIDE = 1009
@@ -43,7 +41,7 @@ class Generated:
     worker: int
     version: int  # the weight version that sampled these rows
     batch: RolloutBatch  # rollout_logprobs: the behaviour policy's log-probs
-    generate_s: float  # generating and the behaviour log-probs
+    generate_s: float
     idle_s: float  # waiting for an order or for weights, since the previous message
 
 
@@ -111,6 +109,7 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
     model, tokenizer = build_policy(cfg.model)
     model.eval()
     engine = build_engine(cfg.rollout, model, tokenizer, cfg.run.seed + SEED_STRIDE * rank)
+    engine.report_logprobs = True  # the behaviour policy's log-probs, from the sampling itself (no extra forward)
     weights = _Weights(links, next(model.parameters()).dtype)
     orders: queue.Queue = queue.Queue()
 
@@ -125,8 +124,6 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
             orders.put(RuntimeError(f"orders: {type(exc).__name__}: {exc}"))
 
     threading.Thread(target=receive_orders, daemon=True, name="orders").start()
-    logprobs_of = forward.choose(model, SINGLE)
-    micro = cfg.optim.micro_batch_size or cfg.batch_size
     idle_from = time.perf_counter()
     while True:
         order = orders.get()
@@ -138,10 +135,6 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
             break
         started = time.perf_counter()
         batch = engine.generate(order.prompts, cfg.grpo.num_generations)
-        t = batch.completion_ids.shape[1]
-        batch.rollout_logprobs = forward.batched_logprobs(
-            model, batch.input_ids, batch.attention_mask, t, cfg.rollout.temperature, micro,
-            cfg.optim.micro_batch_cost_tokens, forward=logprobs_of)
         done = time.perf_counter()
         wire.send(Generated(order.id, rank, weights.version, batch, done - started, started - idle_from), wire.LEARNER,
                   links.up)

@@ -57,6 +57,18 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     torch.manual_seed(cfg.run.seed)
     pipelined = cfg.rollout.max_staleness > 0  # the asynchronous pipeline: rollout workers, one learner
     comm = distributed.SINGLE if pipelined else distributed.init(cfg)  # one process, or a torchrun rank (DDP / FSDP2)
+    if not pipelined:
+        return _train(cfg, endpoints, comm, None)
+    pipeline = Pipeline(cfg)
+    pipeline.spawn()  # the rollout workers start up while the learner does
+    try:
+        return _train(cfg, endpoints, comm, pipeline)
+    finally:
+        pipeline.close()
+
+
+def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pipeline | None) -> list[dict]:
+    pipelined = pipeline is not None
     out_dir = cfg.run.output_dir
     examples = load_examples(cfg.data)  # a bad row, or one naming an unconfigured verifier, fails here
     check_routes(examples, {v.name: (v.weight, v.options) for v in cfg.scoring.verifiers})
@@ -65,7 +77,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     policy = distributed.wrap(policy, comm)
     prompt_ids = encode_prompts(examples, tokenizer, cfg.data)  # the chat template when the model has one
     sampler = PromptSampler(len(examples), cfg.grpo.prompts_per_step, cfg.data.shuffle_seed)
-    engine = Pipeline(cfg) if pipelined else distributed.for_generation(
+    engine = pipeline or distributed.for_generation(
         build_engine(cfg.rollout, distributed.unwrap(policy), tokenizer, cfg.run.seed + comm.rank), policy, comm)
     learner = Learner(policy, cfg, comm)
     start = checkpoint.resume(cfg.run, policy, learner, engine, sampler, comm)  # 0: a fresh run
@@ -126,7 +138,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
                 break
     finally:
         if pipelined:
-            engine.close()
+            engine.close()  # before the scorer: the workers' last groups are still arriving
         log.close()
         scorer.close()
     distributed.save_pretrained(policy, tokenizer, log.dir / "final", comm)  # rank 0 gathers the shards

@@ -85,3 +85,43 @@ def test_rollout_correction_off_or_without_engine_logprobs():
     assert w is None and m["rollout/logp_abs_diff_mean"] == pytest.approx(0.8) and "rollout/is_weight_mean" not in m
     w, m = rollout_correction(OLD, ROLL, MASK, "sequence", 3.0)
     torch.testing.assert_close(w, truncated_is_weights(OLD, ROLL, MASK, "sequence", 3.0))
+
+
+@pytest.mark.parametrize("iterations", [1, 2])
+def test_the_first_pass_is_the_proximal_policy_of_the_decoupled_objective(iterations):
+    """The asynchronous pipeline hands the learner the behaviour log-probs and no pi_old: its first pass's own
+    log-probs are the proximal policy. The update equals one given pi_old = a no-grad forward of the same
+    policy and the truncated weights pi_old / pi_behaviour computed outside, and reports the same metrics."""
+    import dataclasses
+
+    from cohort.trainer.config import load_config
+    from cohort.trainer.learner import Learner, UpdateBatch
+    from cohort.trainer.models import build_policy
+
+    cfg = load_config(None, ["model.tiny={hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, "
+                             "num_attention_heads: 2}", "grpo.prompts_per_step=2", "grpo.num_generations=2",
+                             "grpo.beta=0", "rollout.is_cap=1.5", "optim.micro_batch_size=2"])
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, 19, (4, 7), generator=g)
+    mask = torch.ones(4, 3, dtype=torch.bool)
+    mask[0, 2] = False
+    adv = torch.tensor([1.0, -0.5, 0.7, -1.2])[:, None].expand(-1, 3)
+    behaviour = -torch.rand(4, 3, generator=g) * 3  # an older policy's log-probs of the same tokens
+    models = []
+    for inside in (True, False):
+        policy, _ = build_policy(cfg.model)
+        learner = Learner(policy, cfg)
+        batch = UpdateBatch(ids, torch.ones_like(ids), mask, adv, None, None)
+        if inside:
+            batch = dataclasses.replace(batch, behaviour_logprobs=behaviour)
+        else:
+            prox = learner.logprobs(ids, torch.ones_like(ids), 3)
+            weights, _ = rollout_correction(prox, behaviour, mask, "token", 1.5)
+            batch = dataclasses.replace(batch, old_logprobs=prox, is_weights=weights)
+        stats = learner.update(batch, iterations)
+        models.append((policy, stats))
+    (a, inside), (b, outside) = models
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(pa, pb, atol=1e-6), (pa - pb).abs().max()
+    assert inside["rollout/is_weight_mean"] != 1.0 and "rollout/is_capped_frac" in inside
+    assert abs(inside["loss/policy"] - outside["loss/policy"]) < 1e-5

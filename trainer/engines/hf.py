@@ -21,16 +21,19 @@ from cohort.trainer.models import stop_token_ids
 from cohort.trainer.rollout import RolloutBatch
 
 
-def sample_next(logits: Tensor, temperature: float, top_p: float, generator: torch.Generator) -> Tensor:
-    """logits (b, V) -> token ids (b,) sampled from softmax(logits / temperature), nucleus-filtered."""
+def sample_next(logits: Tensor, temperature: float, top_p: float, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """logits (b, V) -> token ids (b,) sampled from softmax(logits / temperature), nucleus-filtered, and their
+    log-probs (b,) under the whole tempered softmax (the policy's, as the learner's forward computes them)."""
     logits = logits.float()
     probs = torch.softmax(logits if temperature == 1.0 else logits / temperature, dim=-1)  # (b, V)
+    full = probs
     if top_p < 1.0:
         sorted_probs, order = probs.sort(dim=-1, descending=True)
         drop = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the smallest set reaching top_p
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (b,)
+    token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (b,)
+    return token, full.gather(-1, token[:, None]).squeeze(-1).clamp_min(1e-30).log()
 
 
 class TransformersEngine:
@@ -43,6 +46,10 @@ class TransformersEngine:
         self.device = next(policy.parameters()).device
         self.stop_ids = torch.tensor(stop_token_ids(tokenizer, policy), device=self.device)  # (S,)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.report_logprobs = False
+        """Also return each sampled token's log-prob (``RolloutBatch.rollout_logprobs``): the asynchronous
+        pipeline's workers need the behaviour policy's; the lock-step loop needs none (its first update pass
+        is the sampling policy), so it stays off there."""
 
     def sync_weights(self, policy: torch.nn.Module) -> None:
         self.policy = policy  # same module: nothing to copy
@@ -65,7 +72,7 @@ class TransformersEngine:
         # (B, Tp) prompt-major: row p*G + g is generation g of prompt p
         prompt_ids = unique_ids.repeat_interleave(num_generations, dim=0)
         prompt_mask = unique_mask.repeat_interleave(num_generations, dim=0)
-        tokens = self._decode(unique_ids, unique_mask, num_generations)  # (B, T) with pad after the stop token
+        tokens, logprobs = self._decode(unique_ids, unique_mask, num_generations)  # (B, T) with pad after the stop token
         is_eos = torch.isin(tokens, self.stop_ids)  # (B, T)
         has_eos = is_eos.any(dim=1)
         first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), tokens.shape[1])
@@ -73,12 +80,13 @@ class TransformersEngine:
         completion_mask = (positions[None, :] <= first_eos[:, None]).long()
         tokens = tokens.masked_fill(completion_mask == 0, self.pad_id)
         texts = self.tokenizer.batch_decode(tokens.tolist(), skip_special_tokens=True)
+        logprobs = (logprobs * completion_mask).cpu() if self.report_logprobs else None  # 0 past each completion
         return RolloutBatch(prompt_ids.cpu(), prompt_mask.cpu(), tokens.cpu(), completion_mask.cpu(),
-                            (~has_eos).cpu(), texts)
+                            (~has_eos).cpu(), texts, logprobs)
 
-    def _decode(self, prompt_ids: Tensor, prompt_mask: Tensor, num_generations: int) -> Tensor:
+    def _decode(self, prompt_ids: Tensor, prompt_mask: Tensor, num_generations: int) -> tuple[Tensor, Tensor]:
         """Sample up to max_completion_length tokens for each of the P prompts (P, Tp) ``num_generations``
-        times: (B, T) prompt-major; rows stop after their stop token."""
+        times: tokens (B, T) prompt-major, rows stopping after their stop token, and their log-probs (B, T)."""
         was_training = self.policy.training
         self.policy.eval()
         try:
@@ -89,12 +97,13 @@ class TransformersEngine:
         finally:
             self.policy.train(was_training)
 
-    def _decode_lean(self, prompt_ids: Tensor, prompt_mask: Tensor, num_generations: int) -> Tensor:
+    def _decode_lean(self, prompt_ids: Tensor, prompt_mask: Tensor, num_generations: int) -> tuple[Tensor, Tensor]:
         """The prompts are prefilled once each, then their cache is copied to their G rows (the same keys
         and values the G-times-repeated prefill computes, at 1/G of its cost)."""
         p, tp = prompt_ids.shape
         b, max_new = p * num_generations, self.cfg.max_completion_length
         out = torch.full((b, max_new), self.pad_id, dtype=torch.long, device=self.device)
+        out_lp = torch.zeros((b, max_new), device=self.device)
         decoder = llama_decode.LlamaDecoder(self.policy, p, tp + max_new)
         rows = torch.arange(b, device=self.device)  # batch row -> index into out
         done = torch.zeros(b, dtype=torch.bool, device=self.device)
@@ -104,9 +113,10 @@ class TransformersEngine:
         next_pos = positions[:, -1:].repeat_interleave(num_generations, 0) + 1  # (B, 1)
         real = torch.ones_like(next_pos)  # (b, 1) every decoded token is attendable
         for t in range(max_new):
-            token = sample_next(logits, self.cfg.temperature, self.cfg.top_p, self.generator)  # (b,)
+            token, lp = sample_next(logits, self.cfg.temperature, self.cfg.top_p, self.generator)  # (b,), (b,)
             # finished rows still in the batch write tokens past their EOS: generate() pads those
             out[rows, t] = token
+            out_lp[rows, t] = lp
             done |= torch.isin(token, self.stop_ids)
             n_done = int(done.sum())
             if t == max_new - 1 or n_done == len(rows):
@@ -117,12 +127,13 @@ class TransformersEngine:
                 rows, token, next_pos, done, real = rows[live], token[live], next_pos[live], done[live], real[live]
             logits = decoder.forward(token[:, None], next_pos, real)
             next_pos += 1
-        return out
+        return out, out_lp
 
-    def _decode_generic(self, prompt_ids: Tensor, prompt_mask: Tensor) -> Tensor:
+    def _decode_generic(self, prompt_ids: Tensor, prompt_mask: Tensor) -> tuple[Tensor, Tensor]:
         b = prompt_ids.shape[0]
         max_new = self.cfg.max_completion_length
         out = torch.full((b, max_new), self.pad_id, dtype=torch.long, device=self.device)
+        out_lp = torch.zeros((b, max_new), device=self.device)
         alive = torch.arange(b, device=self.device)  # rows still generating, indices into out
         mask = prompt_mask
         positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
@@ -131,8 +142,9 @@ class TransformersEngine:
                              past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
         next_pos = positions[:, -1:] + 1
         for t in range(max_new):
-            token = sample_next(logits, self.cfg.temperature, self.cfg.top_p, self.generator)  # (b_alive,)
+            token, lp = sample_next(logits, self.cfg.temperature, self.cfg.top_p, self.generator)  # (b_alive,)
             out[alive, t] = token
+            out_lp[alive, t] = lp
             keep = ~torch.isin(token, self.stop_ids)
             if t == max_new - 1 or not bool(keep.any()):
                 break
@@ -144,4 +156,4 @@ class TransformersEngine:
             logits = self.policy(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos,
                                  past_key_values=cache, use_cache=True).logits[:, -1]
             next_pos = next_pos + 1
-        return out
+        return out, out_lp

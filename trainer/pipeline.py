@@ -63,6 +63,8 @@ from cohort.trainer.rollout import RolloutBatch, concat_batches
 from cohort.trainer.rollout_worker import BYE, STOP, Generated, Order
 from cohort.trainer.scoring import Scores, merge_scores
 
+EXIT_GRACE_S = 5.0
+"""After an exchange with the workers fails, how long to look for the worker that exited, to name it."""
 START_TIMEOUT_S = 600.0
 """Workers that have not joined the job by then are an error (they load the model first)."""
 
@@ -223,7 +225,7 @@ class Pipeline:
             try:
                 work.wait(timeout=datetime.timedelta(seconds=timeout_s))
             except RuntimeError as exc:
-                self._check_workers()
+                self._check_workers(EXIT_GRACE_S)
                 raise RuntimeError(f"the weight sync to rollout worker(s) {self._worker_names()} did not finish "
                                    f"within rollout.weight_sync_timeout_s={timeout_s:g}s ({exc})") from None
 
@@ -252,7 +254,7 @@ class Pipeline:
             try:
                 wire.send(order, worker, self._links.down)
             except Exception as exc:
-                self._check_workers()
+                self._check_workers(EXIT_GRACE_S)
                 raise RuntimeError(f"sending work to rollout worker {worker} failed: {exc}") from None
 
     def _receive(self) -> None:
@@ -303,15 +305,23 @@ class Pipeline:
                 self._check_workers()
                 continue
             if isinstance(item, Exception):
-                self._check_workers()
+                self._check_workers(EXIT_GRACE_S)
                 raise item
             return item
 
-    def _check_workers(self) -> None:
-        for rank, p in enumerate(self._procs, start=1):
-            if p.exitcode is not None:
-                raise RuntimeError(f"rollout worker {rank} (pid {p.pid}) exited with code {p.exitcode}"
-                                   + (" (its error is on stderr above)" if p.exitcode == 1 else ""))
+    def _check_workers(self, grace_s: float = 0.0) -> None:
+        """RuntimeError naming a spawned worker that has exited. ``grace_s``: after a failed exchange with the
+        workers, how long to wait for the dead one to be seen exiting (a peer's closed connection can be
+        noticed before the kernel has reaped the process)."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            for rank, p in enumerate(self._procs, start=1):
+                if p.exitcode is not None:
+                    raise RuntimeError(f"rollout worker {rank} (pid {p.pid}) exited with code {p.exitcode}"
+                                       + (" (its error is on stderr above)" if p.exitcode == 1 else ""))
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
 
     def _worker_names(self) -> str:
         return ", ".join(f"{r} (pid {p.pid})" for r, p in enumerate(self._procs, start=1)) or \

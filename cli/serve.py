@@ -12,7 +12,8 @@ from cohort.cli import app
 @app.command()
 def serve(
     names: list[str] = typer.Argument(
-        ..., help="Verifier names to host (see `cohort list-verifiers`), or `sandbox` alone."),
+        ..., help="Verifier names to host (see `cohort list-verifiers`), or `sandbox` alone (it also serves the "
+        "`python` tool), or `calculator` alone (a tool server)."),
     host: str = typer.Option("127.0.0.1", help="Address to bind. Loopback by default; use 0.0.0.0 in containers."),
     port: int = typer.Option(50051, min=0, max=65535, help="Port to bind; 0 picks a free one (see --port-file)."),
     port_file: Path | None = typer.Option(None, help="Write the bound port to this file once serving."),
@@ -70,6 +71,17 @@ def serve(
         except SandboxError as exc:
             typer.echo(f"cohort serve sandbox: the sandbox cannot run code here: {exc}", err=True)
             raise typer.Exit(1) from None
+        return
+    if "calculator" in names:  # a tool server (grpo.tool.v1), like the sandbox's `python` tool
+        if names != ["calculator"]:
+            raise typer.BadParameter("`calculator` is served alone: run it as its own service", param_hint="NAMES")
+        from cohort.tools import calculator
+        from cohort.tools.server import serve as serve_tools
+
+        try:
+            asyncio.run(serve_tools([calculator.Calculator()], calculator.VERSION, options))
+        except BindError as exc:
+            _fail_to_bind(exc)
         return
 
     from cohort.verifiers import registry

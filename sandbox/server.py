@@ -139,7 +139,7 @@ class _Null:
 
 
 async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
-    """Serve SandboxService (+ health, reflection) until SIGTERM/SIGINT, then drain.
+    """Serve SandboxService and the `python` tool (ToolService), with health and reflection, until SIGTERM/SIGINT; then drain.
 
     ``host`` may also be a ready :class:`cohort.rpc.runtime.RuntimeOptions`. Options:
     ``pool_size`` (slots per pool; default ``$COHORT_SANDBOX_POOL_SIZE`` or max(4, 2 * CPUs)),
@@ -167,8 +167,13 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
         raise SandboxError(f"sandbox self-test failed: {probe}")
     runtime = GrpcRuntime(options)
     pb_grpc.add_SandboxServiceServicer_to_server(SandboxServicer(sandbox, runtime, max_calls_per_tenant=max_calls), runtime.server)
+    # the same sandbox is also the `python` tool (grpo.tool.v1), with the same isolation and limits
+    from cohort.sandbox.tool import VERSION, PythonTool
+    from cohort.tools import server as tool_server
+
+    tool_server.add_to_server([PythonTool(sandbox)], VERSION, runtime)
     try:
-        await runtime.start(service_names=[SERVICE_NAME], health_names=[])
+        await runtime.start(service_names=[SERVICE_NAME, tool_server.SERVICE_NAME], health_names=[])
         await runtime.serve_until_signal()
     finally:
         sandbox.close()

@@ -26,12 +26,13 @@ FOLDERS = {name: folder for name, folder in LAYOUT.items() if name not in APPLIC
 ALLOWED = {
     "cohort.proto": (),
     "cohort.rpc": (),
-    "cohort.sandbox": ("cohort.proto", "cohort.rpc"),
+    "cohort.tools": ("cohort.proto", "cohort.rpc"),
+    "cohort.sandbox": ("cohort.proto", "cohort.rpc", "cohort.tools"),
     "cohort.verifiers": ("cohort.proto", "cohort.rpc", "cohort.sandbox"),
     # the trainer sees the verifiers through their public surface only: the row schema, the value
     # types and the client; never a verifier's internals (servers, scoring processes, math, code)
     "cohort.trainer": (
-        "cohort.proto", "cohort.rpc",
+        "cohort.proto", "cohort.rpc", "cohort.tools",
         "cohort.verifiers.base", "cohort.verifiers.client", "cohort.verifiers.records",
     ),
 }

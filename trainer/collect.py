@@ -96,7 +96,7 @@ class Round:
         def take(x: Tensor | None) -> Tensor | None:
             return None if x is None else x[rows]
 
-        return UpdateBatch(b.input_ids[rows], b.attention_mask[rows], b.completion_mask[rows].bool(),
+        return UpdateBatch(b.input_ids[rows], b.attention_mask[rows], b.loss_mask[rows],
                            advantages[rows, :t], take(self.old_logprobs), take(self.ref_logprobs),
                            take(self.is_weights), take(self.behaviour_logprobs))
 
@@ -146,7 +146,7 @@ def collect_round(src: Sources, comm: Comm, timer: StepTimer) -> Round:
         rows = Rows.concat([kept, extra], src.pad_id) if keep else extra
         scores = merge_scores([scores.select(keep), _wait(futures, timer)])
     is_weights, is_metrics = rollout_correction(rows.old_logprobs, rows.batch.rollout_logprobs,
-                                                rows.batch.completion_mask.bool(), cfg.rollout.is_correction,
+                                                rows.batch.loss_mask, cfg.rollout.is_correction,
                                                 cfg.rollout.is_cap)
     return Round(rows.batch, scores, rows.ref_logprobs, rows.old_logprobs, is_weights, is_metrics, resampled)
 

@@ -296,6 +296,27 @@ class VLLMOptions(_Section):
     """Stop strings (the completion ends at the first one, which is kept in the loss mask)."""
 
 
+class ToolServer(_Section):
+    """One ``grpo.tool.v1`` server (its replicas): the tools it offers are found by asking it."""
+
+    serve: str | None = None
+    """``cohort serve`` name to start it locally when ``endpoints`` is empty: ``sandbox`` (the ``python``
+    tool) or ``calculator``."""
+    endpoints: list[str] = []
+    """host:port of each replica; empty: started on loopback for the run (``serve``)."""
+
+    @model_validator(mode="after")
+    def _somewhere(self) -> ToolServer:
+        if not self.endpoints and not self.serve:
+            raise ValueError("a tool server needs endpoints, or serve: sandbox | calculator to start it locally")
+        if self.serve is not None and self.serve not in LOCAL_TOOL_SERVERS:
+            raise ValueError(f"tool server serve={self.serve!r}: one of {', '.join(LOCAL_TOOL_SERVERS)}")
+        return self
+
+
+LOCAL_TOOL_SERVERS = ("sandbox", "calculator")
+
+
 class RolloutSection(_Section):
     engine: str = "transformers"
     """Rollout engine registry name (see ``trainer.rollout.ENGINES``)."""
@@ -322,6 +343,22 @@ class RolloutSection(_Section):
     weight_sync_timeout_s: float = Field(120.0, gt=0)
     """A weight broadcast to the rollout workers not done within this is an error naming the workers."""
     vllm: VLLMOptions = VLLMOptions()
+    tools: list[ToolServer] = []
+    """Tool servers the policy may call mid-rollout (``trainer.tool_rollouts``, docs/tools.md); with
+    ``max_turns > 1``."""
+    max_turns: int = Field(1, ge=1)
+    """Model turns per rollout: 1 is plain single-turn generation; k > 1 lets the model call tools k-1
+    times, each call's result written back into the transcript (out of the loss and the KL).
+    ``max_completion_length`` is the budget of the whole transcript (tool results included)."""
+    tool_format: Literal["auto", "tool_call", "fenced"] = "auto"
+    """How a call looks in the text: ``tool_call`` (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
+    Qwen/Hermes style), ``fenced`` (a ```python block runs in the ``python`` tool), ``auto``: ``tool_call``
+    when the chat template mentions it, else ``fenced``."""
+    tool_result_tokens: int = Field(128, ge=1)
+    """A tool result longer than this many tokens is cut (the model reads the beginning)."""
+    tool_timeout_s: float = Field(60.0, gt=0)
+    """One batch of tool calls not answered within this (retries and failover included) is an
+    infrastructure failure: those rollouts are masked."""
 
 
 class OptimSection(_Section):
@@ -406,6 +443,10 @@ class TrainConfig(_Section):
             raise ValueError(f"optim.micro_batch_size={mb} must divide the batch P*G={self.batch_size}")
         if self.grpo.prompts_per_step % self.rollout.generation_chunks:
             raise ValueError("rollout.generation_chunks must divide grpo.prompts_per_step")
+        if self.rollout.max_turns > 1 and not self.rollout.tools:
+            raise ValueError("rollout.max_turns > 1 needs rollout.tools (a tool server to call)")
+        if self.rollout.max_turns > 1 and any(v.kind == "process" for v in self.scoring.verifiers):
+            raise ValueError("process supervision (a verifier of kind process) with tools is not supported yet")
         if self.rollout.max_staleness:
             if self.distributed.parallel != "none":
                 raise ValueError("rollout.max_staleness > 0 (the asynchronous pipeline) has one learner process; "

@@ -277,9 +277,9 @@ class GatheredEngine:
     def __init__(self, engine: Any, policy: torch.nn.Module):
         self.engine, self.policy = engine, policy
 
-    def generate(self, prompts: list[list[int]], num_generations: int):
+    def generate(self, prompts: list[list[int]], num_generations: int, max_new_tokens: int | None = None):
         with gathered(self.policy):
-            return self.engine.generate(prompts, num_generations)
+            return self.engine.generate(prompts, num_generations, max_new_tokens)
 
     def sync_weights(self, policy: torch.nn.Module) -> None:
         self.engine.sync_weights(policy)

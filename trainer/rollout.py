@@ -29,6 +29,30 @@ ENGINES: dict[str, str] = {
 
 
 @dataclass
+class ToolTrace:
+    """What tools did in each row of a multi-turn batch (``trainer.tool_rollouts``)."""
+
+    tool_mask: Bool[Tensor, "B T"]  # tokens a tool wrote: context for the later turns, out of the loss and the KL
+    failed: Bool[Tensor, "B"]  # a call hit an infrastructure failure: the rollout is masked, never scored
+    calls: Int[Tensor, "B"]
+    turns: Int[Tensor, "B"]  # model turns
+    turn_limited: Bool[Tensor, "B"]  # the last allowed turn still called a tool (rollout.max_turns)
+    seconds: Float[Tensor, "B"]  # time the row waited on its tool calls
+    errors: list[tuple[str, ...]]  # per row, the error kind of each call that failed by its own content
+
+    def select(self, idx: Tensor) -> ToolTrace:
+        return ToolTrace(self.tool_mask[idx], self.failed[idx], self.calls[idx], self.turns[idx],
+                         self.turn_limited[idx], self.seconds[idx], [self.errors[i] for i in idx.tolist()])
+
+    @staticmethod
+    def concat(parts: list[ToolTrace], width: int) -> ToolTrace:
+        cat = lambda name: torch.cat([getattr(p, name) for p in parts])  # noqa: E731
+        mask = torch.cat([torch.nn.functional.pad(p.tool_mask, (0, width - p.tool_mask.shape[1])) for p in parts])
+        return ToolTrace(mask, cat("failed"), cat("calls"), cat("turns"), cat("turn_limited"), cat("seconds"),
+                         [e for p in parts for e in p.errors])
+
+
+@dataclass
 class RolloutBatch:
     """B = P*G rows, prompt-major (row p*G + g is generation g of prompt p)."""
 
@@ -39,6 +63,13 @@ class RolloutBatch:
     truncated: Bool[Tensor, "B"]  # no EOS within max_completion_length
     texts: list[str]  # decoded completions, special tokens skipped
     rollout_logprobs: Float[Tensor, "B T"] | None = None  # the sampler's own log-probs, when it reports them
+    tools: ToolTrace | None = None  # multi-turn rollouts with tools (rollout.max_turns > 1)
+
+    @property
+    def loss_mask(self) -> Bool[Tensor, "B T"]:
+        """Tokens the policy wrote: the completion, without the tool results inside it."""
+        mask = self.completion_mask.bool()
+        return mask if self.tools is None else mask & ~self.tools.tool_mask
 
     @property
     def input_ids(self) -> Int[Tensor, "B Tp+T"]:
@@ -55,7 +86,8 @@ class RolloutBatch:
         idx = torch.tensor(rows, dtype=torch.long)
         return RolloutBatch(self.prompt_ids[idx], self.prompt_mask[idx], self.completion_ids[idx],
                             self.completion_mask[idx], self.truncated[idx], [self.texts[i] for i in rows],
-                            None if self.rollout_logprobs is None else self.rollout_logprobs[idx])
+                            None if self.rollout_logprobs is None else self.rollout_logprobs[idx],
+                            None if self.tools is None else self.tools.select(idx))
 
 
 def concat_batches(parts: list[RolloutBatch], pad_id: int) -> RolloutBatch:
@@ -82,13 +114,16 @@ def concat_batches(parts: list[RolloutBatch], pad_id: int) -> RolloutBatch:
         truncated=torch.cat([p.truncated for p in parts]),
         texts=[s for p in parts for s in p.texts],
         rollout_logprobs=logprobs,
+        tools=ToolTrace.concat([p.tools for p in parts], t) if all(p.tools is not None for p in parts) else None,
     )
 
 
 @runtime_checkable
 class RolloutEngine(Protocol):
-    def generate(self, prompts: list[list[int]], num_generations: int) -> RolloutBatch:
-        """Sample ``num_generations`` completions for each tokenised prompt."""
+    def generate(self, prompts: list[list[int]], num_generations: int,
+                 max_new_tokens: int | None = None) -> RolloutBatch:
+        """Sample ``num_generations`` completions for each tokenised prompt, each at most ``max_new_tokens``
+        long (default ``rollout.max_completion_length``)."""
 
     def sync_weights(self, policy: torch.nn.Module) -> None:
         """Make the engine sample from ``policy``'s current weights."""
@@ -107,4 +142,8 @@ def build_engine(cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, s
     engine = factory(cfg, policy, tokenizer, seed)
     if not isinstance(engine, RolloutEngine):
         raise TypeError(f"rollout engine {cfg.engine!r} does not implement RolloutEngine")
+    if cfg.max_turns > 1:  # rollouts that call tools: the engine generates each turn
+        from cohort.trainer import tool_rollouts
+
+        return tool_rollouts.build(engine, cfg, tokenizer)
     return engine

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from cohort.trainer import checkpoint, distributed, metrics
+from cohort.trainer import checkpoint, distributed, metrics, tool_rollouts
 from cohort.trainer.advantages import Advantages
 from cohort.trainer.collect import Round, Sources, collect_round, reference_logprobs
 from cohort.trainer.config import TrainConfig, dump_config
@@ -112,6 +112,7 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
             #      Pipelined: P scored groups at most rollout.max_staleness versions old from the workers
             rnd = engine.next_round(src, timer) if pipelined else collect_round(src, comm, timer)
             everything, scores = distributed.gather_round(rnd.batch, rnd.scores, comm, src.pad_id)  # all B rows
+            scores = tool_rollouts.mask_failures(scores, everything)  # a tool's infrastructure failed: masked
             alarm = masked_share.observe(scores, comm.say)  # the share each verifier masks, over a window
             if masked.skip(scores, step, comm.say):  # a round nobody could score trains nothing: not a step
                 continue
@@ -127,6 +128,7 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
             # 6. log and checkpoint
             record = (round_metrics(everything, scores, adv, len(rows)) | step_stats | update | rnd.is_metrics
                       | resample_metrics(rnd, cfg) | alarm | masked.metrics(scorer.outage_s())
+                      | tool_rollouts.metrics(everything)
                       | (engine.metrics(timer) if pipelined else {})
                       | timer.record(run_start, float(everything.completion_mask.sum())))
             log.log(step, record)
@@ -261,5 +263,5 @@ def run(cfg: TrainConfig) -> list[dict]:
         rollout_worker.run(cfg, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), "env://")
         return []
     client_tls(cfg.scoring)
-    with verifier_endpoints(cfg) as endpoints:
+    with verifier_endpoints(cfg) as endpoints, tool_rollouts.local_servers(cfg) as cfg:
         return train(cfg, endpoints)

@@ -61,7 +61,8 @@ class TransformersEngine:
         self.generator.set_state(state["generator"])
 
     @torch.inference_mode()
-    def generate(self, prompts: list[list[int]], num_generations: int) -> RolloutBatch:
+    def generate(self, prompts: list[list[int]], num_generations: int,
+                 max_new_tokens: int | None = None) -> RolloutBatch:
         p, tp = len(prompts), max(len(r) for r in prompts)
         unique_ids = torch.full((p, tp), self.pad_id, dtype=torch.long)  # (P, Tp) left-padded
         unique_mask = torch.zeros((p, tp), dtype=torch.long)
@@ -72,7 +73,8 @@ class TransformersEngine:
         # (B, Tp) prompt-major: row p*G + g is generation g of prompt p
         prompt_ids = unique_ids.repeat_interleave(num_generations, dim=0)
         prompt_mask = unique_mask.repeat_interleave(num_generations, dim=0)
-        tokens, logprobs = self._decode(unique_ids, unique_mask, num_generations)  # (B, T) with pad after the stop token
+        max_new = max_new_tokens or self.cfg.max_completion_length
+        tokens, logprobs = self._decode(unique_ids, unique_mask, num_generations, max_new)  # (B, T) with pad after the stop token
         is_eos = torch.isin(tokens, self.stop_ids)  # (B, T)
         has_eos = is_eos.any(dim=1)
         first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), tokens.shape[1])
@@ -84,24 +86,26 @@ class TransformersEngine:
         return RolloutBatch(prompt_ids.cpu(), prompt_mask.cpu(), tokens.cpu(), completion_mask.cpu(),
                             (~has_eos).cpu(), texts, logprobs)
 
-    def _decode(self, prompt_ids: Tensor, prompt_mask: Tensor, num_generations: int) -> tuple[Tensor, Tensor]:
-        """Sample up to max_completion_length tokens for each of the P prompts (P, Tp) ``num_generations``
+    def _decode(self, prompt_ids: Tensor, prompt_mask: Tensor, num_generations: int,
+                max_new: int) -> tuple[Tensor, Tensor]:
+        """Sample up to ``max_new`` tokens for each of the P prompts (P, Tp) ``num_generations``
         times: tokens (B, T) prompt-major, rows stopping after their stop token, and their log-probs (B, T)."""
         was_training = self.policy.training
         self.policy.eval()
         try:
             if llama_decode.supports(self.policy):
-                return self._decode_lean(prompt_ids, prompt_mask, num_generations)
+                return self._decode_lean(prompt_ids, prompt_mask, num_generations, max_new)
             g = num_generations
-            return self._decode_generic(prompt_ids.repeat_interleave(g, 0), prompt_mask.repeat_interleave(g, 0))
+            return self._decode_generic(prompt_ids.repeat_interleave(g, 0), prompt_mask.repeat_interleave(g, 0), max_new)
         finally:
             self.policy.train(was_training)
 
-    def _decode_lean(self, prompt_ids: Tensor, prompt_mask: Tensor, num_generations: int) -> tuple[Tensor, Tensor]:
+    def _decode_lean(self, prompt_ids: Tensor, prompt_mask: Tensor, num_generations: int,
+                     max_new: int) -> tuple[Tensor, Tensor]:
         """The prompts are prefilled once each, then their cache is copied to their G rows (the same keys
         and values the G-times-repeated prefill computes, at 1/G of its cost)."""
         p, tp = prompt_ids.shape
-        b, max_new = p * num_generations, self.cfg.max_completion_length
+        b = p * num_generations
         out = torch.full((b, max_new), self.pad_id, dtype=torch.long, device=self.device)
         out_lp = torch.zeros((b, max_new), device=self.device)
         decoder = llama_decode.LlamaDecoder(self.policy, p, tp + max_new)
@@ -129,9 +133,8 @@ class TransformersEngine:
             next_pos += 1
         return out, out_lp
 
-    def _decode_generic(self, prompt_ids: Tensor, prompt_mask: Tensor) -> tuple[Tensor, Tensor]:
+    def _decode_generic(self, prompt_ids: Tensor, prompt_mask: Tensor, max_new: int) -> tuple[Tensor, Tensor]:
         b = prompt_ids.shape[0]
-        max_new = self.cfg.max_completion_length
         out = torch.full((b, max_new), self.pad_id, dtype=torch.long, device=self.device)
         out_lp = torch.zeros((b, max_new), device=self.device)
         alive = torch.arange(b, device=self.device)  # rows still generating, indices into out

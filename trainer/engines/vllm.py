@@ -112,7 +112,8 @@ class VLLMEngine:
         self._sleeping = False
 
     # --- sampling ----------------------------------------------------------------------------------------
-    def generate(self, prompts: list[list[int]], num_generations: int) -> RolloutBatch:
+    def generate(self, prompts: list[list[int]], num_generations: int,
+                 max_new_tokens: int | None = None) -> RolloutBatch:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -122,7 +123,7 @@ class VLLMEngine:
         g, base = num_generations, self.seed * 1_000_003 + self.rows_drawn
         params = [SamplingParams(
             n=g, temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-            max_tokens=self.cfg.max_completion_length, stop=list(self.opts.stop) or None, stop_token_ids=self.stop_ids, logprobs=0,
+            max_tokens=max_new_tokens or self.cfg.max_completion_length, stop=list(self.opts.stop) or None, stop_token_ids=self.stop_ids, logprobs=0,
             seed=(base + i * g) % (2**31 - g), skip_special_tokens=True,
         ) for i in range(len(prompts))]
         self.rows_drawn += len(prompts) * g

@@ -1,0 +1,138 @@
+"""Multi-turn rollouts with tools on a real tiny model, the real transformers engine and real tool
+servers on loopback: the transcript's tool tokens are context but never loss or KL, a sandbox that is
+down masks its rollouts (never scored), and the run goes on once it is back.
+
+The tiny model is taught the transcript below by a few hundred supervised steps (it is a real Llama;
+nothing is scripted): asked ``Q:``, it writes a fenced ``python`` block, reads the tool's output and
+answers ``A42``.
+"""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+import torch
+
+from cohort.rpc.launch import ServiceProcess
+from cohort.tools.base import CallResult
+from cohort.tools.calls import render
+from cohort.trainer import tool_rollouts
+from cohort.trainer.config import TinyModel, load_config
+from cohort.trainer.engines.hf import TransformersEngine
+from cohort.trainer.forward import token_logprobs
+from cohort.trainer.loss import LossConfig, LossInputs, k3_kl, normaliser, policy_loss
+from cohort.trainer.models import char_tokenizer, tiny_llama
+from cohort.trainer.rollout import build_engine
+
+CALL = "```python\nprint(6*7)\n```"
+RESULT = render(CallResult(True, "42\n"), "fenced")
+ANSWER = "A42"
+
+
+@pytest.fixture(scope="module")
+def taught():
+    """A tiny Llama that has learned: Q: -> CALL, then (after the tool's RESULT) ANSWER, EOS."""
+    tok = char_tokenizer("0123456789+-*= " + string.ascii_letters + "`()\n:.,")
+    model = tiny_llama(TinyModel(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                 max_position_embeddings=128), tok)
+    ids = torch.tensor([tok("Q:")["input_ids"] + tok(CALL + RESULT + ANSWER)["input_ids"] + [tok.eos_token_id]])
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    torch.manual_seed(0)
+    for _ in range(300):
+        loss = model(input_ids=ids, labels=ids).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05, loss.item()
+    return model.eval(), tok
+
+
+@pytest.fixture(scope="module")
+def sandbox_server():
+    with ServiceProcess(["sandbox"]) as proc:
+        yield proc
+
+
+def cfg_for(endpoint: str, *extra: str):
+    return load_config(None, [
+        f'rollout.tools=[{{endpoints: ["{endpoint}"]}}]', "rollout.max_turns=3", "rollout.tool_format=fenced",
+        "rollout.max_completion_length=80", "rollout.temperature=0.05", "rollout.tool_timeout_s=3", *extra])
+
+
+def test_the_model_calls_the_tool_reads_the_result_and_answers(taught, sandbox_server):
+    model, tok = taught
+    cfg = cfg_for(sandbox_server.endpoint)
+    engine = build_engine(cfg.rollout, model, tok, seed=0)
+    assert isinstance(engine, tool_rollouts.ToolRollouts)
+    batch = engine.generate([tok("Q:")["input_ids"]], 2)
+    assert batch.texts == [CALL + ANSWER] * 2  # what the verifiers score: the model's turns, not the tool's output
+    n_call, n_result = len(tok(CALL)["input_ids"]), len(tok(RESULT)["input_ids"])
+    for row in range(2):
+        length = int(batch.completion_mask[row].sum())
+        assert tok.decode(batch.completion_ids[row, :length]) == CALL + RESULT + ANSWER + "<eos>"
+        expected = torch.zeros(batch.completion_ids.shape[1], dtype=torch.bool)
+        expected[n_call : n_call + n_result] = True  # exactly the result's tokens are the tool's
+        assert torch.equal(batch.tools.tool_mask[row], expected)
+        assert torch.equal(batch.loss_mask[row], batch.completion_mask[row].bool() & ~expected)
+    assert batch.tools.calls.tolist() == [1, 1] and batch.tools.turns.tolist() == [2, 2]
+    assert not batch.truncated.any() and not batch.tools.failed.any()
+    stats = tool_rollouts.metrics(batch)
+    assert stats["tools/calls_per_rollout"] == 1.0 and stats["tools/error_frac"] == 0.0
+
+
+def test_the_turn_limit_stops_calls(taught, sandbox_server):
+    model, tok = taught
+    engine = build_engine(cfg_for(sandbox_server.endpoint, "rollout.max_turns=2").rollout, model, tok, seed=0)
+    one = build_engine(cfg_for(sandbox_server.endpoint).rollout, model, tok, seed=0)
+    assert one.generate([tok("Q:")["input_ids"]], 1).tools.calls.tolist() == [1]
+    # two turns allowed and the model's second turn is its answer: no limit hit
+    assert engine.generate([tok("Q:")["input_ids"]], 1).tools.turn_limited.tolist() == [False]
+    # the engine alone (one turn): the call is never run; the wrapper with max_turns=2 would have run it
+    plain = TransformersEngine(cfg_for(sandbox_server.endpoint).rollout, model, tok, 0)
+    assert plain.generate([tok("Q:")["input_ids"]], 1).texts[0].startswith(CALL)
+
+
+def test_tool_tokens_get_zero_gradient_and_zero_kl(taught, sandbox_server):
+    """The update's loss on a real multi-turn batch (forward, loss, backward on the tiny model): the per-token gradient of the loss (with a KL term against a
+    reference that differs) is exactly 0 on every tool-result token and non-zero on the generated tokens
+    before and after them; the KL the loss sums covers the generated tokens only."""
+    model, tok = taught
+    cfg = cfg_for(sandbox_server.endpoint, "grpo.beta=0.1")
+    batch = build_engine(cfg.rollout, model, tok, seed=0).generate([tok("Q:")["input_ids"]], 2)
+    t = batch.completion_ids.shape[1]
+    logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, t)  # (B, T), with grad
+    logprobs.retain_grad()
+    ref = logprobs.detach() + torch.linspace(-0.5, 0.5, t)  # a reference that disagrees on every token
+    adv = torch.tensor([[1.0], [-1.0]]).expand(2, t)
+    mask = batch.loss_mask
+    norm = normaliser(mask, "dapo", cfg.rollout.max_completion_length)
+    out = policy_loss(LossInputs(logprobs, logprobs.detach(), adv, mask, ref, None),
+                      LossConfig(0.2, 0.2, 0.1), norm)
+    out.loss.backward()
+    tool = batch.tools.tool_mask
+    assert tool.any() and bool((logprobs.grad[tool] == 0).all())
+    assert bool((logprobs.grad[mask] != 0).all())
+    expected_kl = (k3_kl(logprobs.detach(), ref) * mask).sum()
+    assert float(out.kl_sum) == pytest.approx(float(expected_kl), rel=1e-5)
+    with_tools = (k3_kl(logprobs.detach(), ref) * batch.completion_mask).sum()
+    assert float(out.kl_sum) < float(with_tools)  # the tool tokens would have added KL
+
+
+def test_a_sandbox_down_mid_rollout_masks_the_rollout_and_the_run_goes_on(taught):
+    from cohort.trainer.scoring import Scores
+
+    model, tok = taught
+    with ServiceProcess(["sandbox"]) as server:
+        engine = build_engine(cfg_for(server.endpoint).rollout, model, tok, seed=0)
+        server.kill()  # after the handshake: the first turn is generated, its call finds no sandbox
+        batch = engine.generate([tok("Q:")["input_ids"]], 2)
+        assert batch.tools.failed.tolist() == [True, True]
+        scores = Scores(torch.ones(1, 2), torch.ones(1, 2, dtype=torch.bool), {}, 0.0,
+                        statuses=[["ok", "ok"]], masked_by=[["", ""]], flags=[[(), ()]])
+        masked = tool_rollouts.mask_failures(scores, batch)  # whatever the verifiers said of the text
+        assert masked.valid.tolist() == [[False, False]]
+        assert masked.statuses == [["tool_unavailable"] * 2] and masked.masked_by == [["tools/tool_unavailable"] * 2]
+        server.start()  # back (a new port): a fresh engine's rollouts call it again
+        engine = build_engine(cfg_for(server.endpoint).rollout, model, tok, seed=0)
+        assert engine.generate([tok("Q:")["input_ids"]], 1).tools.failed.tolist() == [False]

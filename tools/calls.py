@@ -1,0 +1,74 @@
+"""How a tool call looks in generated text, and how its result goes back into the transcript.
+
+Two formats (``rollout.tool_format``):
+
+- ``tool_call`` (Qwen / Hermes chat templates): ``<tool_call>{"name": "python", "arguments": {"code":
+  "print(1)"}}</tool_call>``; the result is written back as ``<tool_response>...</tool_response>``.
+- ``fenced`` (models without a tool template, such as SmolLM2): a Markdown block opened with
+  ````` ```python ````` (or ````` ```py `````) and closed with ````` ``` ````` is a call of the ``python`` tool; the
+  result is written back as an ````` ```output ````` block.
+
+The result is written inside the same assistant turn (as ReTool and open-instruct do), so it needs
+no chat-template support; its tokens are context for the next turn and never part of the loss.
+A call whose JSON does not parse is the model's error: :class:`Found` carries the message it reads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from cohort.tools.base import CallResult
+from cohort.tools.client import Call
+
+Format = Literal["tool_call", "fenced"]
+
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_FENCED = re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Found:
+    end: int
+    """Offset in the text just after the call (the turn is cut there: what follows was never read by a tool)."""
+    call: Call | None
+    """None when the call is malformed (``error`` says how)."""
+    error: str = ""
+
+
+def find_call(text: str, fmt: Format) -> Found | None:
+    """The first complete call in ``text``, or None."""
+    if fmt == "fenced":
+        m = _FENCED.search(text)
+        return None if m is None else Found(m.end(), Call("python", json.dumps({"code": m.group(1)})))
+    m = _TOOL_CALL.search(text)
+    if m is None:
+        return None
+    try:
+        body = json.loads(m.group(1))
+    except json.JSONDecodeError as exc:
+        return Found(m.end(), None, f"the tool call is not valid JSON: {exc.msg}")
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+        return Found(m.end(), None, 'a tool call is {"name": "<tool>", "arguments": {...}}')
+    arguments = body.get("arguments", {})
+    if isinstance(arguments, str):  # some templates write the arguments as a JSON string
+        return Found(m.end(), Call(body["name"], arguments))
+    return Found(m.end(), Call(body["name"], json.dumps(arguments)))
+
+
+def render(result: CallResult, fmt: Format) -> str:
+    """The text written into the transcript after a call: what the model reads next."""
+    body = result.output.rstrip("\n")
+    if result.truncated:
+        body += "\n[output truncated]"
+    if fmt == "fenced":
+        return f"\n```output\n{body}\n```\n"
+    return f"\n<tool_response>\n{body}\n</tool_response>\n"
+
+
+def choose_format(fmt: str, chat_template: str | None) -> Format:
+    if fmt != "auto":
+        return fmt  # type: ignore[return-value]
+    return "tool_call" if chat_template and "tool_call" in chat_template else "fenced"

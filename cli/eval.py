@@ -53,6 +53,7 @@ def eval_(
     from rich.progress import Progress
     from rich.table import Table
 
+    from cohort.trainer import tool_rollouts
     from cohort.trainer.evaluate import evaluate
     from cohort.trainer.train import verifier_endpoints
 
@@ -61,7 +62,8 @@ def eval_(
         console.width = 160
     emit = (lambda row: print(json.dumps(row), flush=True)) if as_json else None
     try:
-        with verifier_endpoints(cfg) as endpoints, Progress(console=Console(stderr=True), transient=True) as progress:
+        with verifier_endpoints(cfg) as endpoints, tool_rollouts.local_servers(cfg) as cfg, \
+                Progress(console=Console(stderr=True), transient=True) as progress:
             task = progress.add_task("eval", total=None)
             result = evaluate(cfg, endpoints, samples, k or samples, limit=limit, prompts_per_batch=batch_prompts,
                               on_rollout=emit, on_progress=lambda done, total: progress.update(task, completed=done,
@@ -73,10 +75,13 @@ def eval_(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     kk = k or samples
-    table = Table("slice", "prompts", "rollouts", "usable", "reward", "pass@1", f"pass@{kk}", "statuses",
+    tools = cfg.rollout.max_turns > 1
+    table = Table("slice", "prompts", "rollouts", "usable", "reward", "pass@1", f"pass@{kk}",
+                  *(("tool calls/rollout", "tool errors") if tools else ()), "statuses",
                   title=f"{cfg.model.path or cfg.model.name or 'tiny model'}: {samples} samples per prompt")
     for name, s in result.summary().items():
         table.add_row(name, str(s["prompts"]), str(s["rollouts"]), str(s["usable"]), f"{s['reward_mean']:.3f}",
                       f"{s['pass@1']:.3f}", f"{s[f'pass@{kk}']:.3f}",
+                      *((f"{s['tool_calls_per_rollout']:.2f}", f"{s['tool_error_rate']:.3f}") if tools else ()),
                       " ".join(f"{st}:{n}" for st, n in sorted(s["statuses"].items())))
     console.print(table)

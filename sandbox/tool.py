@@ -17,7 +17,7 @@ from cohort import __version__
 from cohort.sandbox.executor import ExecStatus, SandboxError
 from cohort.sandbox.policy import Limits
 from cohort.sandbox.pool import Sandbox, as_tenant
-from cohort.tools.base import ToolOutput, ToolSpec, ToolUnavailable
+from cohort.tools.base import ToolOutput, ToolSpec, ToolUnavailable, cut
 
 LIMITS = Limits(wall_s=5.0, cpu_s=5.0, memory_bytes=256 << 20, output_bytes=16 << 10, max_processes=8,
                 disk_bytes=16 << 20)
@@ -47,15 +47,16 @@ class PythonTool:
             result = as_tenant(TENANT, self.sandbox.execute, arguments["code"], b"", LIMITS)
         except SandboxError as exc:
             raise ToolUnavailable(f"sandbox failure: {exc}") from None
-        stdout = result.stdout.decode(errors="replace")
+        # room for the error's own words after the output, within what the server passes on
+        stdout, cut_here = cut(result.stdout.decode(errors="replace"), self.spec.max_output_bytes - STDERR_TAIL - 100)
+        truncated = result.stdout_truncated or cut_here
         if result.status in _KINDS:
             kind, message = _KINDS[result.status]
-            return ToolOutput(f"{stdout}{message}".strip(), kind, result.stdout_truncated)
+            return ToolOutput(f"{stdout}\n{message}".strip(), kind, truncated)
         if result.exit_code != 0 or result.signal:
             stderr = result.stderr.decode(errors="replace")[-STDERR_TAIL:]
-            return ToolOutput(f"{stdout}{stderr}".strip() or f"exit code {result.exit_code}", "runtime_error",
-                              result.stdout_truncated)
-        return ToolOutput(stdout, "", result.stdout_truncated)
+            return ToolOutput(f"{stdout}{stderr}".strip() or f"exit code {result.exit_code}", "runtime_error", truncated)
+        return ToolOutput(stdout, "", truncated)
 
 
 VERSION = f"cohort-sandbox {__version__}"

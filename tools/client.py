@@ -124,7 +124,8 @@ class ToolClient:
         try:
             response = server.call("ExecuteTools", request)
         except (Exhausted, RequestRejected) as exc:
-            detail = f"tool server {', '.join(server.endpoints)}: {exc}"
+            last = f" (last: {exc.errors[-1][1]})" if isinstance(exc, Exhausted) and exc.errors else ""
+            detail = f"tool server {', '.join(server.endpoints)}: {exc}{last}"
             return [CallResult(False, seconds=time.perf_counter() - start, detail=detail) for _ in calls]
         by_id = {r.call_id: r for r in response.results}
         out = []

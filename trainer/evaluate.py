@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from cohort.trainer import tool_rollouts
 from cohort.trainer.config import TrainConfig
 from cohort.trainer.data import encode_prompts, load_examples
 from cohort.trainer.models import build_policy
@@ -47,12 +48,16 @@ class Slice:
     groups: list[tuple[int, int]] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     statuses: Counter = field(default_factory=Counter)
+    tool_calls: int = 0  # rollouts with tools (rollout.max_turns > 1): calls made, and calls that failed by
+    tool_errors: int = 0  # their own content (code that raised, bad arguments)
 
-    def add(self, rewards: list[float], passed: list[bool], statuses: list[str]) -> None:
+    def add(self, rewards: list[float], passed: list[bool], statuses: list[str], calls: int = 0, errors: int = 0) -> None:
         ok = [s == "ok" for s in statuses]
         self.groups.append((sum(ok), sum(p for p, o in zip(passed, ok) if o)))
         self.rewards.extend(r for r, o in zip(rewards, ok) if o)
         self.statuses.update(statuses)
+        self.tool_calls += calls
+        self.tool_errors += errors
 
     def summary(self, k: int) -> dict:
         n_rollouts = sum(self.statuses.values())
@@ -64,6 +69,8 @@ class Slice:
             "pass@1": sum(pass_at_k(n, c, 1) for n, c in with_1) / len(with_1) if with_1 else float("nan"),
             f"pass@{k}": sum(pass_at_k(n, c, k) for n, c in with_k) / len(with_k) if with_k else float("nan"),
             "statuses": dict(self.statuses),
+            "tool_calls_per_rollout": self.tool_calls / n_rollouts if n_rollouts else 0.0,
+            "tool_error_rate": self.tool_errors / self.tool_calls if self.tool_calls else 0.0,
         }
 
 
@@ -102,6 +109,7 @@ def evaluate(cfg: TrainConfig, endpoints: dict[str, list[str]], samples: int, k:
             chunk = tasks[start : start + prompts_per_batch]
             batch = engine.generate(prompt_ids[start : start + prompts_per_batch], samples)
             scores = scorer.submit(chunk, batch.texts, batch.truncated.tolist(), start).result()
+            scores = tool_rollouts.mask_failures(scores, batch)  # a tool's infrastructure failed: unusable
             for i, task in enumerate(chunk):
                 _add_group(result, scorer, task, i, scores, batch, samples, pass_threshold, on_rollout)
             if on_progress is not None:
@@ -119,8 +127,11 @@ def _add_group(result: EvalResult, scorer: Scorer, task: Task, i: int, scores, b
     per_verifier = {n: scores.components[n][i].tolist() if n in scores.components else [float("nan")] * g
                     for n in names}
     passed = [all(per_verifier[n][j] >= threshold for n in names) for j in range(g)]  # NaN (unusable) fails
-    result.slice("all").add(rewards, passed, statuses)
-    result.slice(f"source={task.source or '-'}").add(rewards, passed, statuses)
+    rows = range(i * g, (i + 1) * g)
+    calls = 0 if batch.tools is None else int(batch.tools.calls[i * g : (i + 1) * g].sum())
+    errors = 0 if batch.tools is None else sum(len(batch.tools.errors[r]) for r in rows)
+    result.slice("all").add(rewards, passed, statuses, calls, errors)
+    result.slice(f"source={task.source or '-'}").add(rewards, passed, statuses, calls, errors)
     for n in names:
         result.slice(f"verifier={n}").add(per_verifier[n], [x >= threshold for x in per_verifier[n]], statuses)
     if on_rollout is not None:
@@ -128,4 +139,6 @@ def _add_group(result: EvalResult, scorer: Scorer, task: Task, i: int, scores, b
             on_rollout({"id": task.id, "source": task.source, "index": j, "status": statuses[j],
                         "reward": rewards[j] if statuses[j] == "ok" else None, "passed": passed[j],
                         "verifiers": {n: None if math.isnan(per_verifier[n][j]) else per_verifier[n][j] for n in names},
-                        "truncated": bool(batch.truncated[i * g + j]), "completion": batch.texts[i * g + j]})
+                        "truncated": bool(batch.truncated[i * g + j]), "completion": batch.texts[i * g + j]}
+                       | ({} if batch.tools is None else {"tool_calls": int(batch.tools.calls[i * g + j]),
+                                                          "tool_errors": list(batch.tools.errors[i * g + j])}))

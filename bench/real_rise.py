@@ -51,12 +51,12 @@ def run(cmd: list[str], log: Path) -> float:
     return time.perf_counter() - t
 
 
-def evaluate(args: argparse.Namespace, model: str | None, seed: int, out: Path) -> float:
+def evaluate(args: argparse.Namespace, model: str | None, seed: int, out: Path, extra: tuple[str, ...] = ()) -> float:
     if args.reuse and out.exists() and out.stat().st_size:
         return 0.0
     cmd = [*COHORT, "eval", "-c", args.config, "-n", str(args.samples), "--batch-prompts", str(args.batch_prompts),
            "--json", f"data.sources=[{json.dumps({'path': args.test, 'name': args.source_name})}]",
-           f"run.seed={seed}"]
+           f"run.seed={seed}", *extra]
     if model is not None:
         cmd += ["--model", model]
     if args.limit is not None:
@@ -127,6 +127,8 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="keep evaluations and the trained model found in --out")
     ap.add_argument("--train-arg", action="append", default=[], metavar="KEY=VALUE",
                     help="an extra override of the training run (repeatable), e.g. rollout.max_staleness=1")
+    ap.add_argument("--without-tools", action="store_true",
+                    help="a config with tools: also evaluate both models with rollout.max_turns=1 (no tool call runs)")
     args = ap.parse_args()
     out = ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -143,25 +145,36 @@ def main() -> None:
                              out / "train.log")
     for seed in args.seeds:
         walls[f"eval trained s{seed}"] = evaluate(args, str(final), seed, out / f"trained-s{seed}.jsonl")
+    kinds = ["base", "trained"]
+    if args.without_tools:
+        kinds += ["base-notools", "trained-notools"]
+        for seed in args.seeds:
+            for kind, model in (("base", None), ("trained", str(final))):
+                walls[f"eval {kind} without tools s{seed}"] = evaluate(
+                    args, model, seed, out / f"{kind}-notools-s{seed}.jsonl", ("rollout.max_turns=1",))
 
     gold = answers(ROOT / args.test)
-    runs = {(kind, seed): rows_of(out / f"{kind}-s{seed}.jsonl") for kind in ("base", "trained") for seed in args.seeds}
+    runs = {(kind, seed): rows_of(out / f"{kind}-s{seed}.jsonl") for kind in kinds for seed in args.seeds}
     sources = sorted({r["source"] or "-" for rs in runs.values() for r in rs})
     print(f"\nheld-out rows: {args.test}, {args.samples} samples per row, sampling seeds {args.seeds}; "
           f"{args.steps} GRPO steps ({args.config}{''.join(' ' + a for a in args.train_arg)}); training "
           f"{walls.get('train', float('nan')):.0f} s")
-    print(f"{'model':8} {'seed':>4} {'source':12} {'rows':>4} {'usable':>6} {'reward':>7} {'pass@1':>7} {'+-se':>6} "
-          f"{'trunc':>6} {'pass w/o answer text':>20} {'pass@1 stating it':>17}")
+    print(f"{'model':15} {'seed':>4} {'source':12} {'rows':>4} {'usable':>6} {'reward':>7} {'pass@1':>7} {'+-se':>6} "
+          f"{'trunc':>6} {'pass w/o answer text':>20} {'pass@1 stating it':>17} {'tool calls':>10} {'tool err':>8}")
     for (kind, seed), rs in runs.items():
         for src in sources:
-            s = summary([r for r in rs if (r["source"] or "-") == src], gold)
-            print(f"{kind:8} {seed:>4} {src:12} {s['rows']:>4} {s['usable']:>6} {s['reward']:7.3f} {s['pass@1']:7.3f} "
-                  f"{s['se']:6.3f} {s['truncated']:6.2f} {s['pass_without_answer_text']:20.2f} {s['pass@1_stated']:17.3f}")
+            picked = [r for r in rs if (r["source"] or "-") == src]
+            s = summary(picked, gold)
+            calls = sum(r.get("tool_calls", 0) for r in picked)
+            errors = sum(len(r.get("tool_errors", ())) for r in picked)
+            print(f"{kind:15} {seed:>4} {src:12} {s['rows']:>4} {s['usable']:>6} {s['reward']:7.3f} {s['pass@1']:7.3f} "
+                  f"{s['se']:6.3f} {s['truncated']:6.2f} {s['pass_without_answer_text']:20.2f} {s['pass@1_stated']:17.3f} "
+                  f"{calls / max(1, len(picked)):10.2f} {errors / calls if calls else 0.0:8.3f}")
     for src in sources:
         pick = {k: [r for r in rs if (r["source"] or "-") == src] for k, rs in runs.items()}
         rise, se, n = paired_rise([pick["base", s] for s in args.seeds], [pick["trained", s] for s in args.seeds])
         noise = [abs(summary(pick[kind, a], gold)["pass@1"] - summary(pick[kind, b], gold)["pass@1"])
-                 for kind in ("base", "trained") for i, a in enumerate(args.seeds) for b in args.seeds[i + 1:]]
+                 for kind in kinds for i, a in enumerate(args.seeds) for b in args.seeds[i + 1:]]
         band = f"{max(noise):.3f}" if noise else "n/a (one seed)"
         print(f"\n{src}: pass@1 rise {rise:+.3f} +- {se:.3f} (paired over {n} rows, seeds pooled; "
               f"{rise / se if se else math.nan:.1f} standard errors); seed-to-seed gap of one model: {band}")

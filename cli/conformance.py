@@ -72,3 +72,35 @@ def conformance(
         raise typer.Exit(2) from None
     render(results, endpoint, verifier, Console(width=160))
     raise typer.Exit(1 if any(r.status == "fail" for r in results) else 0)
+
+
+@app.command("conformance-tools")
+def conformance_tools(
+    endpoint: str = typer.Argument(..., help="host:port of the grpo.tool.v1 server."),
+    timeout: float = typer.Option(15.0, min=0.1, help="Seconds each call may take."),
+) -> None:
+    """Check a tool server (grpo.tool.v1, any language) against the contract: health, reflection, ListTools
+    schemas and limits, result order and ids, a call's own faults reported in-band (never masked), output
+    limits, empty and repeated-id batches.
+
+    Prints a pass/fail table; exits 1 if any rule fails, 2 on bad input or an unreachable endpoint.
+    """
+    import grpc
+    from rich.console import Console
+
+    from cohort.conformance.report import render
+    from cohort.conformance.tools import run_tool_kit
+    from cohort.rpc.health import health_status
+
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    if ":" not in endpoint or not endpoint.rpartition(":")[2].isdigit():
+        err.print(f"[red]error:[/] ENDPOINT must be host:port, got {endpoint!r}")
+        raise typer.Exit(2)
+    try:
+        health_status(endpoint, timeout_s=timeout)
+    except grpc.RpcError as exc:
+        err.print(f"[red]error:[/] {endpoint} is unreachable ({exc.code().name})")
+        raise typer.Exit(2) from None
+    results = run_tool_kit(endpoint, timeout)
+    render(results, endpoint, "tool server")
+    raise typer.Exit(1 if any(r.status == "fail" for r in results) else 0)

@@ -136,3 +136,33 @@ def test_a_sandbox_down_mid_rollout_masks_the_rollout_and_the_run_goes_on(taught
         server.start()  # back (a new port): a fresh engine's rollouts call it again
         engine = build_engine(cfg_for(server.endpoint).rollout, model, tok, seed=0)
         assert engine.generate([tok("Q:")["input_ids"]], 1).tools.failed.tolist() == [False]
+
+
+@pytest.mark.parametrize("staleness", [0, 1], ids=["lock-step", "pipeline"])
+def test_training_with_tools_in_the_loop(taught, sandbox_server, tmp_path, staleness):
+    """`train()` with a tool, in the lock-step loop and in the asynchronous pipeline (the worker process
+    builds its own engine and tool client): every rollout calls the tool once, is scored on its answer, and
+    the steps run."""
+    import json
+
+    from cohort.trainer.train import train
+
+    model, tok = taught
+    model.save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"id": f"q{i}", "prompt": "Q:", "answer": "42"}) + "\n" for i in range(4)))
+    with ServiceProcess(["arith"]) as arith:
+        cfg = load_config(None, [
+            "model.tiny=null", f"model.path={tmp_path / 'model'}", "data.arithmetic=null", f"data.path={rows}",
+            f'scoring.verifiers=[{{name: arith, weight: 1.0, endpoints: ["{arith.endpoint}"], '
+            'options: {format_weight: "0", pick: last}}]',
+            f'rollout.tools=[{{endpoints: ["{sandbox_server.endpoint}"]}}]', "rollout.max_turns=2",
+            "rollout.tool_format=fenced", "rollout.max_completion_length=80", "rollout.temperature=0.05",
+            f"rollout.max_staleness={staleness}", "grpo.prompts_per_step=2", "grpo.num_generations=2",
+            "run.max_steps=2", "run.torch_threads=1", "run.progress=false", f"run.output_dir={tmp_path / 'run'}"])
+        records = train(cfg, {"arith": [arith.endpoint]})
+    assert [r["step"] for r in records] == [1, 2]
+    for r in records:
+        assert r["tools/calls_per_rollout"] == 1.0 and r["tools/failed_frac"] == 0.0
+        assert r["reward/mean"] == 1.0 and r["verify/unusable_frac"] == 0.0  # "A42" after reading the tool's 42

@@ -103,7 +103,7 @@ def evaluate(cfg: TrainConfig, endpoints: dict[str, list[str]], samples: int, k:
         policy, tokenizer = build_policy(cfg.model)
         policy.eval()
         prompt_ids = encode_prompts(tasks, tokenizer, cfg.data)
-        engine = build_engine(cfg.rollout, policy, tokenizer, cfg.run.seed)
+        engine = tool_rollouts.wrap(build_engine(cfg.rollout, policy, tokenizer, cfg.run.seed), cfg.rollout, tokenizer)
         result = EvalResult(k)
         for start in range(0, len(tasks), prompts_per_batch):
             chunk = tasks[start : start + prompts_per_batch]

@@ -142,8 +142,4 @@ def build_engine(cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, s
     engine = factory(cfg, policy, tokenizer, seed)
     if not isinstance(engine, RolloutEngine):
         raise TypeError(f"rollout engine {cfg.engine!r} does not implement RolloutEngine")
-    if cfg.max_turns > 1:  # rollouts that call tools: the engine generates each turn
-        from cohort.trainer import tool_rollouts
-
-        return tool_rollouts.build(engine, cfg, tokenizer)
     return engine

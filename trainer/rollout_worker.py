@@ -101,6 +101,7 @@ class _Weights:
 def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
     """A worker's whole life: join the job, serve orders until the learner says stop."""
     from cohort.trainer.models import build_policy
+    from cohort.trainer import tool_rollouts
     from cohort.trainer.rollout import build_engine
 
     if cfg.run.torch_threads:
@@ -108,7 +109,8 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
     links = wire.Links.join(init_method, rank, world_size)
     model, tokenizer = build_policy(cfg.model)
     model.eval()
-    engine = build_engine(cfg.rollout, model, tokenizer, cfg.run.seed + SEED_STRIDE * rank)
+    engine = tool_rollouts.wrap(build_engine(cfg.rollout, model, tokenizer, cfg.run.seed + SEED_STRIDE * rank),
+                                cfg.rollout, tokenizer)  # multi-turn with tools when rollout.max_turns > 1
     engine.report_logprobs = True  # the behaviour policy's log-probs, from the sampling itself (no extra forward)
     weights = _Weights(links, next(model.parameters()).dtype)
     orders: queue.Queue = queue.Queue()

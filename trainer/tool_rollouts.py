@@ -223,8 +223,11 @@ def metrics(batch: RolloutBatch) -> dict[str, float]:
     return out | {f"tools/errors/{k}": v / calls for k, v in sorted(kinds.items())}
 
 
-def build(engine: Any, cfg: RolloutSection, tokenizer: Any) -> ToolRollouts:
-    """``engine`` wrapped for tools; asks every configured server what it offers (a missing one fails here)."""
+def wrap(engine: Any, cfg: RolloutSection, tokenizer: Any) -> Any:
+    """``engine`` itself (``rollout.max_turns == 1``), or wrapped for tools: then every configured server is
+    asked what it offers (a missing one fails here)."""
+    if cfg.max_turns == 1:
+        return engine
     missing = [s.serve for s in cfg.tools if not s.endpoints]
     if missing:
         raise ValueError(f"tool servers without endpoints ({', '.join(map(str, missing))}): `cohort train` and "

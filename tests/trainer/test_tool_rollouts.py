@@ -54,6 +54,10 @@ def sandbox_server():
         yield proc
 
 
+def engine_for(rollout, model, tok, seed=0):
+    return tool_rollouts.wrap(build_engine(rollout, model, tok, seed), rollout, tok)
+
+
 def cfg_for(endpoint: str, *extra: str):
     return load_config(None, [
         f'rollout.tools=[{{endpoints: ["{endpoint}"]}}]', "rollout.max_turns=3", "rollout.tool_format=fenced",
@@ -63,7 +67,7 @@ def cfg_for(endpoint: str, *extra: str):
 def test_the_model_calls_the_tool_reads_the_result_and_answers(taught, sandbox_server):
     model, tok = taught
     cfg = cfg_for(sandbox_server.endpoint)
-    engine = build_engine(cfg.rollout, model, tok, seed=0)
+    engine = engine_for(cfg.rollout, model, tok, seed=0)
     assert isinstance(engine, tool_rollouts.ToolRollouts)
     batch = engine.generate([tok("Q:")["input_ids"]], 2)
     assert batch.texts == [CALL + ANSWER] * 2  # what the verifiers score: the model's turns, not the tool's output
@@ -82,15 +86,16 @@ def test_the_model_calls_the_tool_reads_the_result_and_answers(taught, sandbox_s
 
 
 def test_the_turn_limit_stops_calls(taught, sandbox_server):
+    """With one turn allowed, the call the model writes is never run: the turn stays as generated (the model
+    goes on past its call), the row is marked turn-limited, and no tool token is in the transcript."""
     model, tok = taught
-    engine = build_engine(cfg_for(sandbox_server.endpoint, "rollout.max_turns=2").rollout, model, tok, seed=0)
-    one = build_engine(cfg_for(sandbox_server.endpoint).rollout, model, tok, seed=0)
-    assert one.generate([tok("Q:")["input_ids"]], 1).tools.calls.tolist() == [1]
-    # two turns allowed and the model's second turn is its answer: no limit hit
-    assert engine.generate([tok("Q:")["input_ids"]], 1).tools.turn_limited.tolist() == [False]
-    # the engine alone (one turn): the call is never run; the wrapper with max_turns=2 would have run it
-    plain = TransformersEngine(cfg_for(sandbox_server.endpoint).rollout, model, tok, 0)
-    assert plain.generate([tok("Q:")["input_ids"]], 1).texts[0].startswith(CALL)
+    rollout = cfg_for(sandbox_server.endpoint).rollout
+    client = engine_for(rollout, model, tok).client  # a handshaken client of the same server
+    limited = tool_rollouts.ToolRollouts(TransformersEngine(rollout, model, tok, 0), client, tok,
+                                         rollout.model_copy(update={"max_turns": 1}))
+    batch = limited.generate([tok("Q:")["input_ids"]], 1)
+    assert batch.tools.turn_limited.tolist() == [True] and batch.tools.calls.tolist() == [0]
+    assert not batch.tools.tool_mask.any() and batch.texts[0].startswith(CALL) and batch.texts[0] != CALL
 
 
 def test_tool_tokens_get_zero_gradient_and_zero_kl(taught, sandbox_server):
@@ -99,7 +104,7 @@ def test_tool_tokens_get_zero_gradient_and_zero_kl(taught, sandbox_server):
     before and after them; the KL the loss sums covers the generated tokens only."""
     model, tok = taught
     cfg = cfg_for(sandbox_server.endpoint, "grpo.beta=0.1")
-    batch = build_engine(cfg.rollout, model, tok, seed=0).generate([tok("Q:")["input_ids"]], 2)
+    batch = engine_for(cfg.rollout, model, tok, seed=0).generate([tok("Q:")["input_ids"]], 2)
     t = batch.completion_ids.shape[1]
     logprobs, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, t)  # (B, T), with grad
     logprobs.retain_grad()
@@ -124,7 +129,7 @@ def test_a_sandbox_down_mid_rollout_masks_the_rollout_and_the_run_goes_on(taught
 
     model, tok = taught
     with ServiceProcess(["sandbox"]) as server:
-        engine = build_engine(cfg_for(server.endpoint).rollout, model, tok, seed=0)
+        engine = engine_for(cfg_for(server.endpoint).rollout, model, tok, seed=0)
         server.kill()  # after the handshake: the first turn is generated, its call finds no sandbox
         batch = engine.generate([tok("Q:")["input_ids"]], 2)
         assert batch.tools.failed.tolist() == [True, True]
@@ -134,7 +139,7 @@ def test_a_sandbox_down_mid_rollout_masks_the_rollout_and_the_run_goes_on(taught
         assert masked.valid.tolist() == [[False, False]]
         assert masked.statuses == [["tool_unavailable"] * 2] and masked.masked_by == [["tools/tool_unavailable"] * 2]
         server.start()  # back (a new port): a fresh engine's rollouts call it again
-        engine = build_engine(cfg_for(server.endpoint).rollout, model, tok, seed=0)
+        engine = engine_for(cfg_for(server.endpoint).rollout, model, tok, seed=0)
         assert engine.generate([tok("Q:")["input_ids"]], 1).tools.failed.tolist() == [False]
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-TIMING_PREFIXES = ("time/", "throughput/", "verify/idle", "verify/latency")
+TIMING_PREFIXES = ("time/", "throughput/", "verify/idle", "verify/latency", "tools/wait")
 
 
 def deterministic(record: dict[str, Any]) -> dict[str, Any]:

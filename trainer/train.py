@@ -238,6 +238,7 @@ def round_metrics(batch: RolloutBatch, scores: Scores, adv, n_rows: int) -> dict
         "reward/mean": float(scores.rewards[valid].mean()) if n_valid else float("nan"),
         "reward/std": float(scores.rewards[valid].std()) if n_valid > 1 else 0.0,
         "verify/unusable_frac": 1.0 - n_valid / valid.numel(),
+        "verify/latency_s": scores.latency_s,  # submit -> scores ready (the slowest chunk of the round)
         "group/zero_std_frac": float((~adv.informative_groups & (valid.sum(1) >= 2)).float().mean()),
         "group/informative_frac": float(adv.informative_groups.float().mean()),
         "rollout/len_mean": float(lengths.mean()),

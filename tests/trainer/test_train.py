@@ -42,7 +42,8 @@ def test_short_run_writes_metrics_tensorboard_curve_and_model(tmp_path, arith):
     records = train(cfg, {"arith": [arith.endpoint]})
     assert [r["step"] for r in records] == [1, 2, 3]
     for key in ("reward/mean", "reward/arith", "reward/arith/correct", "verify/unusable_frac", "group/zero_std_frac",
-                "rollout/len_mean", "rollout/truncated_frac", "throughput/tokens_per_s", "verify/idle_frac"):
+                "rollout/len_mean", "rollout/truncated_frac", "throughput/tokens_per_s", "verify/idle_frac",
+                "verify/latency_s"):
         assert key in records[0], key
     assert records[0]["verify/unusable_frac"] == 0.0
     assert any("policy/kl" in r for r in records)

@@ -167,6 +167,12 @@ def test_training_with_tools_in_the_loop(taught, sandbox_server, tmp_path, stale
             f"rollout.max_staleness={staleness}", "grpo.prompts_per_step=2", "grpo.num_generations=2",
             "run.max_steps=2", "run.torch_threads=1", "run.progress=false", f"run.output_dir={tmp_path / 'run'}"])
         records = train(cfg, {"arith": [arith.endpoint]})
+        if staleness == 0:  # `cohort eval` of the same setup reports the tool columns
+            from cohort.trainer.evaluate import evaluate
+
+            summary = evaluate(cfg, {"arith": [arith.endpoint]}, samples=2, k=1).summary()["all"]
+            assert summary["tool_calls_per_rollout"] == 1.0 and summary["tool_error_rate"] == 0.0
+            assert summary["pass@1"] == 1.0 and summary["statuses"] == {"ok": 8}
     assert [r["step"] for r in records] == [1, 2]
     for r in records:
         assert r["tools/calls_per_rollout"] == 1.0 and r["tools/failed_frac"] == 0.0

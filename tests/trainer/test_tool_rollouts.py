@@ -9,43 +9,32 @@ answers ``A42``.
 
 from __future__ import annotations
 
-import string
+import importlib.util
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from cohort.rpc.launch import ServiceProcess
-from cohort.tools.base import CallResult
-from cohort.tools.calls import render
 from cohort.trainer import tool_rollouts
-from cohort.trainer.config import TinyModel, load_config
+from cohort.trainer.config import load_config
 from cohort.trainer.engines.hf import TransformersEngine
 from cohort.trainer.forward import token_logprobs
 from cohort.trainer.loss import LossConfig, LossInputs, k3_kl, normaliser, policy_loss
-from cohort.trainer.models import char_tokenizer, tiny_llama
 from cohort.trainer.rollout import build_engine
 
-CALL = "```python\nprint(6*7)\n```"
-RESULT = render(CallResult(True, "42\n"), "fenced")
-ANSWER = "A42"
+_TAUGHT = importlib.util.spec_from_file_location("cohort_tests_taught", Path(__file__).parents[1] / "tools" / "taught.py")
+taught_module = importlib.util.module_from_spec(_TAUGHT)
+sys.modules[_TAUGHT.name] = taught_module
+_TAUGHT.loader.exec_module(taught_module)
+CALL, RESULT, ANSWER = taught_module.CALL, taught_module.RESULT, taught_module.ANSWER
 
 
 @pytest.fixture(scope="module")
 def taught():
     """A tiny Llama that has learned: Q: -> CALL, then (after the tool's RESULT) ANSWER, EOS."""
-    tok = char_tokenizer("0123456789+-*= " + string.ascii_letters + "`()\n:.,")
-    model = tiny_llama(TinyModel(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                 max_position_embeddings=128), tok)
-    ids = torch.tensor([tok("Q:")["input_ids"] + tok(CALL + RESULT + ANSWER)["input_ids"] + [tok.eos_token_id]])
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    torch.manual_seed(0)
-    for _ in range(300):
-        loss = model(input_ids=ids, labels=ids).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert loss.item() < 0.05, loss.item()
-    return model.eval(), tok
+    return taught_module.taught_model()
 
 
 @pytest.fixture(scope="module")

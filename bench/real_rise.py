@@ -18,6 +18,8 @@ from the files left in ``--out``:
     .venv/bin/python bench/real_rise.py                        # examples/smollm2-add.yaml, 30 steps, seeds 0 1
     .venv/bin/python bench/real_rise.py --steps 20 --samples 4 --seeds 0
     .venv/bin/python bench/real_rise.py --reuse                # skip the evaluations and training already done in --out
+    .venv/bin/python bench/real_rise.py --config examples/smollm2-tools.yaml --test examples/data/mul-tools/test.jsonl \
+        --source-name mul-test --steps 20 --samples 4 --limit 32 --batch-prompts 8 --without-tools   # with the tool
 
 Prints the before/after table; exit 0 also when there is no rise (it is a measurement, not a test).
 """

@@ -150,12 +150,13 @@ def run(model_name: str = "tiny", rounds: int = 3, warmup: int = 1, threads: int
     class PlainEngine(TransformersEngine):
         """The engine with the transformers module's decode loop for every model."""
 
-        def _decode(self, prompt_ids, prompt_mask, num_generations):
+        def _decode(self, prompt_ids, prompt_mask, num_generations, max_new):
             was_training = self.policy.training
             self.policy.eval()
             try:
                 g = num_generations
-                return self._decode_generic(prompt_ids.repeat_interleave(g, 0), prompt_mask.repeat_interleave(g, 0))
+                return self._decode_generic(prompt_ids.repeat_interleave(g, 0), prompt_mask.repeat_interleave(g, 0),
+                                            max_new)
             finally:
                 self.policy.train(was_training)
 

@@ -50,6 +50,7 @@ MASKED_STATUS = "tool_unavailable"
 @dataclass
 class _Row:
     prompt: list[int]
+    session: str  # the grpo.tool.v1 session_id of all the row's calls
     tokens: list[int] = field(default_factory=list)  # the transcript: generated turns and tool results
     by_tool: list[bool] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -102,7 +103,7 @@ class ToolRollouts:
                  max_new_tokens: int | None = None) -> RolloutBatch:
         budget = max_new_tokens or self.cfg.max_completion_length
         g = num_generations
-        rows = [_Row(list(prompts[i // g])) for i in range(len(prompts) * g)]
+        rows = [_Row(list(prompts[i // g]), str(next(self._sessions))) for i in range(len(prompts) * g)]
         first = out = self.engine.generate(prompts, g, budget)
         live = list(range(len(rows)))
         while live:
@@ -155,7 +156,7 @@ class ToolRollouts:
 
     def _run_calls(self, rows: list[_Row], pending: list[tuple[int, Found]], budget: int) -> None:
         """One batch of calls for every row that made one; their results into the transcripts."""
-        batch = [dataclasses.replace(f.call, session_id=f"{next(self._sessions)}") for _, f in pending if f.call]
+        batch = [dataclasses.replace(f.call, session_id=rows[i].session) for i, f in pending if f.call]
         start = time.perf_counter()
         results = iter(self.client.execute(batch) if batch else [])
         share = (time.perf_counter() - start) / len(pending)

@@ -36,7 +36,7 @@ fi
 ctx="$(mktemp -d /var/tmp/cohort-context.XXXXXX)"
 trap 'rm -rf "$ctx"' EXIT
 tar -C "$repo" --exclude=__pycache__ --exclude='*.pyc' --exclude='*.egg-info' -c \
-  pyproject.toml __init__.py protogen.py proto cli rpc conformance integrations verifiers sandbox trainer \
+  pyproject.toml __init__.py protogen.py proto cli rpc conformance integrations verifiers sandbox tools trainer \
   deploy/Containerfile deploy/locks deploy/healthcheck.py deploy/wheels/README.md | tar -C "$ctx" -x
 # pyproject's `readme`; the package metadata needs the file, not the whole README history.
 if [[ -f "$repo/README.md" ]]; then cp "$repo/README.md" "$ctx/"; else echo "# cohort-rl" >"$ctx/README.md"; fi

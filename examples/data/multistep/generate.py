@@ -1,0 +1,106 @@
+"""Write train.jsonl and test.jsonl of this folder: word problems of 2 to 4 arithmetic steps, few-shot chat rows.
+
+    python examples/data/multistep/generate.py        # deterministic (seed 0): the committed files
+
+Each problem follows one quantity through a story ("Mia has 7 shells. She finds 5 more. Then she has
+twice as many as before. She gives 3 to a friend. How many shells does Mia have now?"): a start value
+and 2, 3 or 4 operations (add, take away, double or triple), every intermediate value between 1 and
+60, every number added or taken away at most 9. The row's ``answer`` is the final value;
+``solutions.jsonl`` holds each row's worked chain of ``a op b = c`` steps (``{"id", "solution"}``: "7 + 5 = 12. 12 * 2 = 24. 24 - 3 = 21. The answer is 21."),
+which the ``steps`` verifier scores right at every step (tests/verifiers/test_multistep_data.py).
+Each row is a chat: a system message, one worked example of 3 steps (always the same), then the
+question. The question holds no expression to echo; ``math`` grades "The answer is N".
+
+300 training rows and 96 held-out rows (a third each of 2, 3 and 4 steps); no question is in both
+splits, and none equals the worked example. ``id`` names the split, the index and the step count
+(``ms-test/5/op3``), so per-difficulty figures can be read off an evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SYSTEM = ("You are a helpful assistant. Solve the problem step by step: write each step as a calculation "
+          "such as 4 + 3 = 7, then end with \"The answer is\" and the number.")
+EXAMPLE = ("Tom has 4 apples. He buys 3 more. Then he has twice as many as before. He eats 5. "
+           "How many apples does Tom have now?",
+           "4 + 3 = 7. 7 * 2 = 14. 14 - 5 = 9. The answer is 9.")
+PEOPLE = [("Mia", "she"), ("Omar", "he"), ("Lena", "she"), ("Ravi", "he"), ("Sara", "she"), ("Ben", "he"),
+          ("Ana", "she"), ("Kofi", "he"), ("Yuki", "she"), ("Leo", "he")]
+ITEMS = ["shells", "marbles", "stickers", "books", "coins", "cards", "pencils", "stamps", "eggs", "beads"]
+ADD = ["{P} buys {k} more.", "{P} finds {k} more.", "A friend gives {o} {k} more.", "{P} gets {k} more."]
+SUB = ["{P} gives {k} to a friend.", "{P} loses {k}.", "{P} sells {k}.", "{P} uses {k}."]
+MUL = {2: "Then {p} has twice as many as before.", 3: "Then {p} has three times as many as before."}
+MAX_VALUE = 60
+
+
+def problem(rng: random.Random, n_ops: int) -> tuple[str, str, int]:
+    """(question, worked solution, answer) with ``n_ops`` operations."""
+    name, p = rng.choice(PEOPLE)
+    item = rng.choice(ITEMS)
+    o = "her" if p == "she" else "him"
+    v = rng.randint(2, 12)
+    text, steps = [f"{name} has {v} {item}."], []
+    last = None
+    for _ in range(n_ops):
+        kinds = [k for k in ("add", "sub", "mul") if k != last or k != "mul"]  # never two products in a row
+        kind = rng.choice(kinds)
+        if kind == "mul" and v * 2 > MAX_VALUE or kind == "sub" and v < 3:
+            kind = "add" if v < 3 else "sub"
+        if kind == "add":
+            k = rng.randint(1, min(9, MAX_VALUE - v))
+            text.append(rng.choice(ADD).format(P=p.capitalize(), o=o, k=k))
+            steps.append(f"{v} + {k} = {v + k}.")
+            v += k
+        elif kind == "sub":
+            k = rng.randint(1, min(9, v - 1))
+            text.append(rng.choice(SUB).format(P=p.capitalize(), k=k))
+            steps.append(f"{v} - {k} = {v - k}.")
+            v -= k
+        else:
+            f = 3 if v * 3 <= MAX_VALUE and rng.random() < 0.3 else 2
+            text.append(MUL[f].format(p=p))
+            steps.append(f"{v} * {f} = {v * f}.")
+            v *= f
+        last = kind
+    text.append(f"How many {item} does {name} have now?")
+    return " ".join(text), " ".join(steps) + f" The answer is {v}.", v
+
+
+def row(split: str, i: int, n_ops: int, question: str, solution: str, answer: int) -> dict:
+    turns = [("system", SYSTEM), ("user", EXAMPLE[0]), ("assistant", EXAMPLE[1]), ("user", question)]
+    return {"id": f"ms-{split}/{i}/op{n_ops}", "answer": str(answer),
+            "messages": [{"role": r, "content": c} for r, c in turns]}
+
+
+def main(out: Path = HERE) -> None:
+    rng = random.Random(0)
+    seen = {EXAMPLE[0]}
+    sizes = {"test": 32, "train": 100}  # per step count
+    solutions = []
+    for split in ("test", "train"):
+        rows = []
+        for n_ops in (2, 3, 4):
+            made = 0
+            while made < sizes[split]:
+                q, sol, ans = problem(rng, n_ops)
+                if q in seen:
+                    continue
+                seen.add(q)
+                rows.append((n_ops, q, sol, ans))
+                made += 1
+        rng.shuffle(rows)
+        with open(out / f"{split}.jsonl", "w") as f:
+            for i, (n_ops, q, sol, ans) in enumerate(rows):
+                r = row(split, i, n_ops, q, sol, ans)
+                f.write(json.dumps(r) + "\n")
+                solutions.append({"id": r["id"], "solution": sol})
+    with open(out / "solutions.jsonl", "w") as f:
+        f.writelines(json.dumps(s) + "\n" for s in solutions)
+
+
+if __name__ == "__main__":
+    main()

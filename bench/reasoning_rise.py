@@ -1,17 +1,24 @@
-"""Held-out rise on multi-step word problems: outcome-only vs outcome + process supervision, two training seeds.
+"""Held-out rise on reasoning tasks: multi-step word problems (outcome vs outcome + process) and code, two seeds.
 
-    .venv/bin/python bench/reasoning_rise.py                                   # both arms, seeds 0 1, 20 steps
+    .venv/bin/python bench/reasoning_rise.py                                   # multistep: both arms, seeds 0 1, 20 steps
     .venv/bin/python bench/reasoning_rise.py --arms outcome --seeds 0          # one run
+    .venv/bin/python bench/reasoning_rise.py --task code --out runs/code-rise  # the code task
     .venv/bin/python bench/reasoning_rise.py --report                          # the table from what --out holds
 
-The task is ``examples/smollm2-multistep.yaml`` (``examples/data/multistep/``: word problems of 2 to 4
-steps, graded by ``math`` on "The answer is N"). Arm ``outcome`` trains with that config; arm
+``--task multistep`` is ``examples/smollm2-multistep.yaml`` (``examples/data/multistep/``: word problems of
+2 to 4 steps, graded by ``math`` on "The answer is N"). Arm ``outcome`` trains with that config; arm
 ``process`` adds the ``steps`` verifier as ``kind: process`` (per-token credit for each right ``a op b
 = c`` step, on top of the same outcome advantages). Everything else is equal: model, prompts, group
 size, learning rate, steps, training seed. Each trained model and the base model are evaluated by
 ``cohort eval`` with the config's own grader (``math`` only, so both arms are graded alike) on the
-held-out rows, and on the first ``--gsm8k`` rows of GSM8K's test split put in the same chat format
+held-out rows, and on the first ``--bench-rows`` rows of GSM8K's test split put in the same chat format
 (the real benchmark; a 135M model passes few of them).
+
+``--task code`` is ``examples/smollm2-code.yaml`` (``examples/data/code-functions/``: small functions, the
+share of 4 hidden asserts passed in the sandbox as the reward; held-out functions never trained on).
+Pass@1 counts a rollout that passes every hidden assert; the table also gives the share of hidden
+asserts passed. Its real benchmark is HumanEval (the first ``--bench-rows`` problems, one completion
+each at the config's temperature, 256 new tokens; prompts as the package gives them).
 
 **Resumable**: every piece (an evaluation, a training run) is skipped when its output is complete in
 ``--out``; a training run killed half way resumes from its last checkpoint (``run.save_every``).
@@ -39,14 +46,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 COHORT = [sys.executable, "-m", "cohort.cli"]
-CONFIG = "examples/smollm2-multistep.yaml"
-TEST = "examples/data/multistep/test.jsonl"
-TRAIN = "examples/data/multistep/train.jsonl"
 GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "test.jsonl"
-ARMS = {
-    "outcome": [],
-    "process": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, kind: process}]",
-                f"data.sources=[{{path: {TRAIN}, name: multistep, verifiers: [math, steps]}}]"],
+TASKS = {
+    "multistep": {
+        "config": "examples/smollm2-multistep.yaml", "test": "examples/data/multistep/test.jsonl",
+        "arms": {
+            "outcome": [],
+            "process": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, kind: process}]",
+                        "data.sources=[{path: examples/data/multistep/train.jsonl, name: multistep, "
+                        "verifiers: [math, steps]}]"],
+        },
+        "bench": "gsm8k", "bench_rows": 64,
+    },
+    "code": {
+        "config": "examples/smollm2-code.yaml", "test": "examples/data/code-functions/test.jsonl",
+        "arms": {"outcome": []},
+        "bench": "humaneval", "bench_rows": 164,
+    },
 }
 
 
@@ -82,17 +98,35 @@ def gsm8k_rows(limit: int, out: Path) -> Path:
     return path
 
 
-def evaluate(args, model: Path | None, sources: list[tuple[str, str]], out: Path) -> None:
-    """``cohort eval --json`` of ``model`` (None: the base) on ``sources`` into ``out``, unless already there."""
-    if out.exists() and out.stat().st_size:
-        return
-    cmd = [*COHORT, "eval", "-c", CONFIG, "-n", str(args.samples), "--batch-prompts", "16", "--json",
-           "data.sources=" + json.dumps([{"path": p, "name": n} for p, n in sources]), "run.seed=0"]
-    if model is not None:
-        cmd += ["--model", str(model)]
-    tmp = out.with_suffix(".partial")
-    run(cmd, tmp)
-    tmp.rename(out)
+def evaluations(args) -> dict[str, tuple[list[str], list[str]]]:
+    """File stem -> (data.sources JSON overrides, extra eval arguments) of the evaluations of one model."""
+    task = TASKS[args.task]
+    held = [{"path": task["test"], "name": f"{args.task}-test"}]
+    if not args.bench_rows:
+        return {"": ([json.dumps(held)], [])}
+    if task["bench"] == "gsm8k":  # same settings as the held-out rows: one evaluation
+        if not GSM8K.exists():
+            sys.exit(f"error: {GSM8K}: no such file (--bench-rows 0 leaves GSM8K out)")
+        rows = {"path": str(gsm8k_rows(args.bench_rows, args.out)), "name": "gsm8k-test"}
+        return {"": ([json.dumps([*held, rows])], [])}
+    humaneval = [{"humaneval": True, "name": "humaneval", "limit": args.bench_rows}]  # its own prompts and budget
+    return {"": ([json.dumps(held)], []),
+            "-humaneval": ([json.dumps(humaneval)], ["-n", "1", "rollout.max_completion_length=256"])}
+
+
+def evaluate(args, model: Path | None, stem: Path) -> None:
+    """``cohort eval --json`` of ``model`` (None: the base) into ``<stem><kind>.jsonl``, unless already there."""
+    for kind, (sources, extra) in evaluations(args).items():
+        out = stem.with_name(stem.name + kind + ".jsonl")
+        if out.exists() and out.stat().st_size:
+            continue
+        cmd = [*COHORT, "eval", "-c", TASKS[args.task]["config"], "-n", str(args.samples), "--batch-prompts", "16",
+               "--json", "data.sources=" + sources[0], "run.seed=0", *extra]
+        if model is not None:
+            cmd += ["--model", str(model)]
+        tmp = out.with_suffix(".partial")
+        run(cmd, tmp)
+        tmp.rename(out)
 
 
 def train(args, arm: str, seed: int, folder: Path) -> dict:
@@ -102,28 +136,41 @@ def train(args, arm: str, seed: int, folder: Path) -> dict:
         return json.loads(timing.read_text())
     folder.mkdir(parents=True, exist_ok=True)
     earlier = json.loads(timing.read_text()) if timing.exists() else {"wall_s": 0.0, "cpu_s": 0.0}
-    wall, cpu = run([*COHORT, "train", "-c", CONFIG, f"run.output_dir={folder}", f"run.max_steps={args.steps}",
+    task = TASKS[args.task]
+    wall, cpu = run([*COHORT, "train", "-c", task["config"], f"run.output_dir={folder}", f"run.max_steps={args.steps}",
                      f"run.seed={seed}", "run.resume=true", "run.save_every=5", "run.progress=false", "run.plot=false",
-                     *ARMS[arm]], folder / "train.log")
+                     *task["arms"][arm]], folder / "train.log")
     spent = {"wall_s": earlier["wall_s"] + wall, "cpu_s": earlier["cpu_s"] + cpu}
     timing.write_text(json.dumps(spent))
     return spent
 
 
-def rows_of(path: Path) -> list[dict]:
-    return [r for line in path.read_text().splitlines() if line.strip() and "id" in (r := json.loads(line))]
+def rows_of(stem: Path) -> list[dict]:
+    """The rollouts of every evaluation of one model (``<stem>.jsonl``, ``<stem>-humaneval.jsonl``)."""
+    out = []
+    for path in sorted(stem.parent.glob(stem.name + "*.jsonl")):
+        out += [r for line in path.read_text().splitlines() if line.strip() and "id" in (r := json.loads(line))]
+    return out
 
 
 def group_of(row_id: str) -> str:
-    """'ms-test/5/op3' -> 'op3'; 'gsm8k-test/7' -> 'gsm8k'."""
-    return "gsm8k" if row_id.startswith("gsm8k") else row_id.rsplit("/", 1)[-1]
+    """'ms-test/5/op3' -> 'op3'; 'cf-test/2/new-kind' -> 'new-kind'; 'gsm8k-test/7' -> 'gsm8k'; HumanEval/3 -> 'humaneval'."""
+    if row_id.startswith("gsm8k"):
+        return "gsm8k"
+    if row_id.startswith("HumanEval"):
+        return "humaneval"
+    return row_id.rsplit("/", 1)[-1]
 
 
-def per_row(rollouts: list[dict]) -> dict[str, float]:
-    by_row: dict[str, list[bool]] = defaultdict(list)
+BENCHES = ("gsm8k", "humaneval")
+
+
+def per_row(rollouts: list[dict], key: str = "passed") -> dict[str, float]:
+    """Row id -> mean of ``key`` (passed: pass rate; reward) over its usable rollouts."""
+    by_row: dict[str, list[float]] = defaultdict(list)
     for r in rollouts:
         if r["status"] == "ok":
-            by_row[r["id"]].append(bool(r["passed"]))
+            by_row[r["id"]].append(float(r[key]))
     return {k: sum(v) / len(v) for k, v in by_row.items() if v}
 
 
@@ -133,59 +180,68 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan)
 
 
-def curve(folder: Path) -> list[float | None]:
+def curve(folder: Path, name: str) -> list[float | None]:
     path = folder / "metrics.jsonl"
     if not path.exists():
         return []
-    return [r.get("reward/math") for r in map(json.loads, path.read_text().splitlines()) if "step" in r]
+    return [r.get(f"reward/{name}") for r in map(json.loads, path.read_text().splitlines()) if "step" in r]
 
 
 def report(args, out: Path) -> None:
-    base_file = out / "base.jsonl"
-    if not base_file.exists():
-        sys.exit(f"error: {base_file}: no base evaluation yet (run without --report)")
-    base = per_row(rows_of(base_file))
-    groups = sorted({group_of(k) for k in base})
-    print(f"\nheld-out: {TEST} ({args.samples} samples per row) and {args.gsm8k} GSM8K test rows; "
-          f"{args.steps} GRPO steps of {CONFIG}")
+    task = TASKS[args.task]
+    base_rollouts = rows_of(out / "base")
+    if not base_rollouts:
+        sys.exit(f"error: {out}/base.jsonl: no base evaluation yet (run without --report)")
+    base = per_row(base_rollouts)
+    groups = sorted({group_of(k) for k in base}, key=lambda g: (g in BENCHES, g))
+    print(f"\nheld-out: {task['test']} ({args.samples} samples per row), benchmark rows: {args.bench_rows}; "
+          f"{args.steps} GRPO steps of {task['config']}; pass@1 +- standard error over rows")
     head = " ".join(f"{g:>14}" for g in groups)
-    print(f"{'model':18} {'held-out pass@1':>16} {'paired rise':>16} {head} {'train wall s':>12} {'train CPU s':>11}")
+    tests = "hidden asserts" if args.task == "code" else ""
+    print(f"{'model':14} {'held-out pass@1':>16} {'paired rise':>16} {tests:>14} {head} {'steps':>5} "
+          f"{'train wall s':>12} {'train CPU s':>11}")
 
-    def line(name: str, rates: dict[str, float], rise: str, timing: dict | None) -> None:
+    def line(name: str, rollouts: list[dict], rise: str, timing: dict | None, steps: str) -> None:
+        rates = per_row(rollouts)
         cells = []
         for g in groups:
             m, se = mean_se([v for k, v in rates.items() if group_of(k) == g])
             cells.append(f"{m:.3f}+-{se:.3f}".rjust(14))
-        held = [v for k, v in rates.items() if group_of(k) != "gsm8k"]
-        m, se = mean_se(held)
+        m, se = mean_se([v for k, v in rates.items() if group_of(k) not in BENCHES])
+        share = ""
+        if args.task == "code":  # the reward is the share of hidden asserts passed
+            sm, sse = mean_se([v for k, v in per_row(rollouts, "reward").items() if group_of(k) not in BENCHES])
+            share = f"{sm:.3f}+-{sse:.3f}"
         t = f"{timing['wall_s']:12.0f} {timing['cpu_s']:11.0f}" if timing else f"{'':12} {'':11}"
-        print(f"{name:18} {f'{m:.3f}+-{se:.3f}':>16} {rise:>16} {' '.join(cells)} {t}")
+        print(f"{name:14} {f'{m:.3f}+-{se:.3f}':>16} {rise:>16} {share:>14} {' '.join(cells)} {steps:>5} {t}")
 
-    line("base", base, "", None)
+    line("base", base_rollouts, "", None, "0")
     curves: dict[str, dict[int, list]] = defaultdict(dict)
+    reward_name = "math" if args.task == "multistep" else "code"
     for arm in args.arms:
         for seed in args.seeds:
             folder = out / arm / f"seed{seed}"
-            curves[arm][seed] = curve(folder / "train")
-            result = folder / "trained.jsonl"
-            if not result.exists():
-                print(f"{arm + ' s' + str(seed):18} (not run yet)")
+            curves[arm][seed] = curve(folder / "train", reward_name)
+            rollouts = rows_of(folder / "trained")
+            if not rollouts or not (folder / "train" / "timing.json").exists():
+                print(f"{arm + ' s' + str(seed):14} (not run yet)")
                 continue
-            rates = per_row(rows_of(result))
-            diffs = [rates[k] - base[k] for k in base if k in rates and group_of(k) != "gsm8k"]
+            rates = per_row(rollouts)
+            diffs = [rates[k] - base[k] for k in base if k in rates and group_of(k) not in BENCHES]
             m, se = mean_se(diffs)
-            line(f"{arm} s{seed}", rates, f"{m:+.3f}+-{se:.3f}", json.loads((folder / "train" / "timing.json").read_text()))
+            line(f"{arm} s{seed}", rollouts, f"{m:+.3f}+-{se:.3f}",
+                 json.loads((folder / "train" / "timing.json").read_text()), str(len(curves[arm][seed])))
     (out / "curves.json").write_text(json.dumps(curves))
-    print("\nreward/math per window of 5 steps (mean over the window), per arm and seed:")
+    print(f"\ntraining reward/{reward_name} per window of 5 steps (mean over the window), per arm and seed:")
     for arm, by_seed in curves.items():
         for seed, c in by_seed.items():
             windows = [statistics.fmean(v for v in c[i:i + 5] if v is not None) for i in range(0, len(c), 5)
                        if any(v is not None for v in c[i:i + 5])]
             print(f"  {arm:8} s{seed}: " + " ".join(f"{w:.3f}" for w in windows))
-    plot(curves, out / "reasoning_rise.png")
+    plot(curves, out / "reasoning_rise.png", reward_name)
 
 
-def plot(curves: dict[str, dict[int, list]], path: Path) -> None:
+def plot(curves: dict[str, dict[int, list]], path: Path, reward_name: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -199,7 +255,7 @@ def plot(curves: dict[str, dict[int, list]], path: Path) -> None:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right")
-    axes[0][0].set_ylabel("training reward/math (final answer right)")
+    axes[0][0].set_ylabel(f"training reward/{reward_name}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -208,28 +264,31 @@ def plot(curves: dict[str, dict[int, list]], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    ap.add_argument("--task", choices=list(TASKS), default="multistep")
+    ap.add_argument("--arms", nargs="+", default=None, help="default: every arm of the task (multistep: outcome process)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="training seeds (run.seed)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--samples", type=int, default=4, help="completions per held-out row")
-    ap.add_argument("--gsm8k", type=int, default=64, help="GSM8K test rows also evaluated (0: none)")
-    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reasoning-rise")
+    ap.add_argument("--bench-rows", type=int, default=None,
+                    help="rows of the real benchmark also evaluated (GSM8K test: 64; HumanEval: 164; 0: none)")
+    ap.add_argument("--out", type=Path, default=None, help="default: runs/<task>-rise")
     ap.add_argument("--report", action="store_true", help="only print the table of what --out holds")
     args = ap.parse_args()
+    task = TASKS[args.task]
+    args.arms = args.arms or list(task["arms"])
+    if unknown := [a for a in args.arms if a not in task["arms"]]:
+        ap.error(f"--arms: {', '.join(unknown)}: not an arm of {args.task} (its arms: {', '.join(task['arms'])})")
+    args.bench_rows = task["bench_rows"] if args.bench_rows is None else args.bench_rows
+    args.out = (args.out or ROOT / "runs" / f"{args.task}-rise").resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.report:
         return report(args, args.out)
-    sources = [(TEST, "multistep-test")]
-    if args.gsm8k:
-        if not GSM8K.exists():
-            sys.exit(f"error: {GSM8K}: no such file (--gsm8k 0 leaves GSM8K out)")
-        sources.append((str(gsm8k_rows(args.gsm8k, args.out)), "gsm8k-test"))
-    evaluate(args, None, sources, args.out / "base.jsonl")
+    evaluate(args, None, args.out / "base")
     for seed in args.seeds:
         for arm in args.arms:
             folder = args.out / arm / f"seed{seed}"
             train(args, arm, seed, folder / "train")
-            evaluate(args, folder / "train" / "final", sources, folder / "trained.jsonl")
+            evaluate(args, folder / "train" / "final", folder / "trained")
             report(args, args.out)
 
 

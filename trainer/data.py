@@ -40,30 +40,57 @@ def arithmetic_task(task: ArithmeticTask) -> list[Task]:
     return rows
 
 
-# (name, signature, description, reference implementation, input generator); k and m are drawn per row
-_CodeTemplate = tuple[str, str, str, Callable[..., Any], Callable[[random.Random], tuple]]
+# (name, signature, description, reference implementation, input generator, branch of an input or None);
+# k and m are drawn per row. The hidden asserts cover every branch the drawn inputs reach (a multiple of k
+# and a non-multiple, below / inside / above a clamp), so ``return False`` never passes them all.
+_CodeTemplate = tuple[str, str, str, Callable[..., Any], Callable[[random.Random], tuple], Callable[..., Any] | None]
 CODE_TEMPLATES: list[_CodeTemplate] = [
-    ("add_{k}", "x", "returns x plus {k}", lambda k, m, x: x + k, lambda r: (r.randint(-50, 50),)),
-    ("affine_{k}_{m}", "x", "returns {k} times x plus {m}", lambda k, m, x: k * x + m, lambda r: (r.randint(-20, 20),)),
+    ("add_{k}", "x", "returns x plus {k}", lambda k, m, x: x + k, lambda r: (r.randint(-50, 50),), None),
+    ("affine_{k}_{m}", "x", "returns {k} times x plus {m}", lambda k, m, x: k * x + m, lambda r: (r.randint(-20, 20),),
+     None),
     ("is_multiple_of_{k}", "n", "returns True when the integer n is a multiple of {k}, else False",
-     lambda k, m, n: n % k == 0, lambda r: (r.randint(0, 60),)),
+     lambda k, m, n: n % k == 0, lambda r: (r.randint(0, 60),), lambda k, m, n: n % k == 0),
     ("sum_of_evens", "xs", "returns the sum of the even numbers in the list of integers xs",
-     lambda k, m, xs: sum(x for x in xs if x % 2 == 0), lambda r: ([r.randint(-9, 30) for _ in range(r.randint(0, 6))],)),
+     lambda k, m, xs: sum(x for x in xs if x % 2 == 0), lambda r: ([r.randint(-9, 30) for _ in range(r.randint(0, 6))],),
+     None),
     ("spread", "xs", "returns the largest minus the smallest number of the non-empty list xs",
-     lambda k, m, xs: max(xs) - min(xs), lambda r: ([r.randint(-30, 30) for _ in range(r.randint(1, 6))],)),
+     lambda k, m, xs: max(xs) - min(xs), lambda r: ([r.randint(-30, 30) for _ in range(r.randint(1, 6))],), None),
     ("count_over_{k}", "xs", "returns how many numbers in the list xs are greater than {k}",
-     lambda k, m, xs: sum(x > k for x in xs), lambda r: ([r.randint(0, 12) for _ in range(r.randint(0, 7))],)),
+     lambda k, m, xs: sum(x > k for x in xs), lambda r: ([r.randint(0, 12) for _ in range(r.randint(0, 7))],), None),
     ("clamp_{k}_{m}", "x", "returns x limited to the range from {k} to {m} inclusive",
-     lambda k, m, x: min(max(x, k), m), lambda r: (r.randint(-20, 40),)),
+     lambda k, m, x: min(max(x, k), m), lambda r: (r.randint(-20, 40),), lambda k, m, x: (x > k) - (x < m)),
     ("reverse_words", "s", "returns the words of the string s in reverse order, joined by single spaces",
      lambda k, m, s: " ".join(s.split()[::-1]),
-     lambda r: (" ".join(r.choice(["red", "cat", "sun", "map", "owl", "ink"]) for _ in range(r.randint(1, 4))),)),
+     lambda r: (" ".join(r.choice(["red", "cat", "sun", "map", "owl", "ink"]) for _ in range(r.randint(1, 4))),), None),
     ("repeat_{k}", "s", "returns the string s repeated {k} times",
-     lambda k, m, s: s * k, lambda r: ("".join(r.choice("abcxyz") for _ in range(r.randint(0, 3))),)),
+     lambda k, m, s: s * k, lambda r: ("".join(r.choice("abcxyz") for _ in range(r.randint(0, 3))),), None),
     ("fizz_{k}", "n", "returns the string 'Fizz' when n is divisible by {k}, otherwise str(n)",
-     lambda k, m, n: "Fizz" if n % k == 0 else str(n), lambda r: (r.randint(1, 40),)),
+     lambda k, m, n: "Fizz" if n % k == 0 else str(n), lambda r: (r.randint(1, 40),), lambda k, m, n: n % k == 0),
 ]
 CODE_TESTS_PER_TASK = 4
+
+
+def code_function(rng: random.Random, template: _CodeTemplate, k: int | None = None) -> tuple[str, str, tuple[str, ...]]:
+    """One function of ``template`` (its constant k drawn in 2..9 unless given): (name, request, hidden asserts).
+    The asserts' inputs are distinct where the template has enough of them, and cover every branch that a
+    pool of drawn inputs reaches (one case per branch first, then the pool's order)."""
+    name, arg, desc, impl, inputs, branch = template
+    k = rng.randint(2, 9) if k is None else k
+    m = k + rng.randint(1, 20) if "clamp" in name else rng.randint(-9, 9)
+    fn = name.format(k=k, m=m).replace("-", "neg")
+    pool: list[tuple] = []
+    for _ in range(8 * CODE_TESTS_PER_TASK):
+        case = inputs(rng)
+        if case not in pool:
+            pool.append(case)
+    cases: list[tuple] = []
+    if branch is not None:
+        for case in pool:
+            if branch(k, m, *case) not in {branch(k, m, *c) for c in cases}:
+                cases.append(case)
+    cases += [c for c in pool if c not in cases][: CODE_TESTS_PER_TASK - len(cases)]
+    asserts = tuple(f"assert {fn}({', '.join(map(repr, c))}) == {impl(k, m, *c)!r}" for c in cases[:CODE_TESTS_PER_TASK])
+    return fn, f"Write a Python function `{fn}({arg})` that {desc.format(k=k, m=m)}.", asserts
 
 
 def code_functions_task(task: CodeFunctionsTask) -> list[Task]:
@@ -71,20 +98,8 @@ def code_functions_task(task: CodeFunctionsTask) -> list[Task]:
     rng = random.Random(task.seed)
     rows = []
     for i in range(task.num_prompts):
-        name, arg, desc, impl, inputs = CODE_TEMPLATES[rng.randrange(len(CODE_TEMPLATES))]
-        k = rng.randint(2, 9)
-        m = k + rng.randint(1, 20) if "clamp" in name else rng.randint(-9, 9)
-        fn = name.format(k=k, m=m).replace("-", "neg")
-        cases: list[tuple] = []
-        for _ in range(8 * CODE_TESTS_PER_TASK):  # distinct inputs where the template has enough of them
-            case = inputs(rng)
-            if case not in cases:
-                cases.append(case)
-            if len(cases) == CODE_TESTS_PER_TASK:
-                break
-        asserts = tuple(f"assert {fn}({', '.join(map(repr, c))}) == {impl(k, m, *c)!r}" for c in cases)
-        prompt = (f"Write a Python function `{fn}({arg})` that {desc.format(k=k, m=m)}. "
-                  "Reply with only the code in a ```python block.")
+        _, request, asserts = code_function(rng, CODE_TEMPLATES[rng.randrange(len(CODE_TEMPLATES))])
+        prompt = f"{request} Reply with only the code in a ```python block."
         rows.append(Task(f"code_functions/{i}", prompt, Reference(code_tests=CodeTests("asserts", asserts=asserts)),
                          source="code_functions"))
     return rows

@@ -316,3 +316,19 @@ def test_source_weights_are_all_or_none_and_positive(tmp_path):
     one = Task.with_answer("x", "1")
     with pytest.raises(ValueError, match="would list"):
         mix_sources([[one] * 1000, [one]], [1.0, 1e6])
+
+
+def test_generated_code_asserts_reach_both_branches_of_a_predicate():
+    """``return False`` (or ``str(n)`` for fizz) must not pass every hidden assert of a row."""
+    rows = code_functions_task(CodeFunctionsTask(num_prompts=400, seed=0))
+    checked = 0
+    for t in rows:
+        asserts = t.reference.code_tests.asserts
+        outputs = {a.split(" == ", 1)[1] for a in asserts}
+        if asserts[0].startswith("assert is_multiple_of_"):
+            assert outputs == {"True", "False"}, asserts
+            checked += 1
+        elif asserts[0].startswith("assert fizz_"):
+            assert "'Fizz'" in outputs and len(outputs) >= 2, asserts
+            checked += 1
+    assert checked >= 40

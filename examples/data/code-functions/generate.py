@@ -4,7 +4,8 @@
 
 The functions are those of the generated ``code_functions`` task (``cohort.trainer.data.CODE_TEMPLATES``:
 ``add_7``, ``is_multiple_of_4``, ``sum_of_evens``, ``reverse_words``, ...), each graded by 4 hidden asserts in
-the sandbox (the ``code`` verifier). Each row is a chat: a system message, one worked example (a function
+the sandbox (the ``code`` verifier), which reach every branch of the function (a multiple and a
+non-multiple for ``is_multiple_of_4``, below, inside and above for ``clamp``). Each row is a chat: a system message, one worked example (a function
 that is none of the templates), then the request. The held-out rows are functions never trained on, in
 two kinds, marked in their ``id``:
 
@@ -24,7 +25,7 @@ import json
 import random
 from pathlib import Path
 
-from cohort.trainer.data import CODE_TEMPLATES, CODE_TESTS_PER_TASK
+from cohort.trainer.data import CODE_TEMPLATES, code_function
 
 HERE = Path(__file__).resolve().parent
 SYSTEM = "You are a helpful assistant. Reply with only the code in a ```python block."
@@ -36,26 +37,14 @@ NEW_KINDS = {"clamp_{k}_{m}", "count_over_{k}"}
 HELD_K = (3, 7)
 
 
-def function(rng: random.Random, template, ks: tuple[int, ...]) -> tuple[str, str, list[str]]:
+def function(rng: random.Random, template, ks: tuple[int, ...]) -> tuple[str, str, tuple[str, ...]]:
     """(function name, request, hidden asserts) of one draw of ``template`` with a constant k from ``ks``."""
-    name, arg, desc, impl, inputs = template
-    k = rng.choice(ks)
-    m = k + rng.randint(1, 20) if "clamp" in name else rng.randint(-9, 9)
-    fn = name.format(k=k, m=m).replace("-", "neg")
-    cases: list[tuple] = []
-    for _ in range(8 * CODE_TESTS_PER_TASK):  # distinct inputs where the template has enough of them
-        case = inputs(rng)
-        if case not in cases:
-            cases.append(case)
-        if len(cases) == CODE_TESTS_PER_TASK:
-            break
-    asserts = [f"assert {fn}({', '.join(map(repr, c))}) == {impl(k, m, *c)!r}" for c in cases]
-    return fn, f"Write a Python function `{fn}({arg})` that {desc.format(k=k, m=m)}.", asserts
+    return code_function(rng, template, rng.choice(ks))
 
 
-def row(row_id: str, request: str, asserts: list[str]) -> dict:
+def row(row_id: str, request: str, asserts: tuple[str, ...]) -> dict:
     turns = [("system", SYSTEM), ("user", EXAMPLE[0]), ("assistant", EXAMPLE[1]), ("user", request)]
-    return {"id": row_id, "messages": [{"role": r, "content": c} for r, c in turns], "code_tests": {"asserts": asserts}}
+    return {"id": row_id, "messages": [{"role": r, "content": c} for r, c in turns], "code_tests": {"asserts": list(asserts)}}
 
 
 def main(out: Path = HERE) -> None:

@@ -130,9 +130,10 @@ def evaluate(args, model: Path | None, stem: Path) -> None:
 
 
 def train(args, arm: str, seed: int, folder: Path) -> dict:
-    """One training run (resumed from its checkpoint when one is there); its wall and CPU seconds."""
+    """Train to ``--steps`` (resumed from the last checkpoint when one is there: a longer ``--steps`` trains
+    on); its wall and CPU seconds over every invocation. A run trained further loses its old evaluations."""
     timing = folder / "timing.json"
-    if (folder / "final").exists() and timing.exists():
+    if (folder / "final").exists() and timing.exists() and len(curve(folder, "")) >= args.steps:
         return json.loads(timing.read_text())
     folder.mkdir(parents=True, exist_ok=True)
     earlier = json.loads(timing.read_text()) if timing.exists() else {"wall_s": 0.0, "cpu_s": 0.0}
@@ -142,6 +143,8 @@ def train(args, arm: str, seed: int, folder: Path) -> dict:
                      *task["arms"][arm]], folder / "train.log")
     spent = {"wall_s": earlier["wall_s"] + wall, "cpu_s": earlier["cpu_s"] + cpu}
     timing.write_text(json.dumps(spent))
+    for old in folder.parent.glob("trained*.jsonl"):
+        old.unlink()  # evaluations of the model before this training
     return spent
 
 

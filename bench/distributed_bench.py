@@ -59,7 +59,7 @@ def measure(args) -> dict[str, float]:
     ids = torch.randint(4, 19, (rows, tp + t), generator=g)
     mask = torch.ones(rows, t, dtype=torch.bool)
     adv = torch.randn(rows, generator=g)[:, None].expand(rows, t)  # (B, T)
-    mine = comm.row_slice(rows)
+    mine = torch.tensor(comm.shard(list(range(rows))))  # this rank's rows (whole groups of 4)
     batch = UpdateBatch(ids[mine], torch.ones_like(ids[mine]), mask[mine], adv[mine], None, None)
     prompts = [ids[i, :tp].tolist() for i in range(0, rows, 4)]
     prompts = comm.shard(prompts)

@@ -36,7 +36,8 @@ def config(args):
         f"model.tiny={{hidden_size: {args.hidden}, intermediate_size: {4 * args.hidden}, "
         f"num_hidden_layers: {args.layers}, num_attention_heads: {heads}}}",
         f"grpo.prompts_per_step={args.rows // 4}", "grpo.num_generations=4", "grpo.loss_type=dapo",
-        "optim.micro_batch_size=8", "rollout.max_completion_length=16", f"distributed.parallel={args.parallel}"])
+        "optim.micro_batch_size=8", "rollout.max_completion_length=16", f"distributed.parallel={args.parallel}",
+        "grpo.beta=0"])  # the batch has no reference log-probs (the default beta > 0 would need them)
 
 
 def measure(args) -> dict[str, float]:

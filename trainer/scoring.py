@@ -261,10 +261,10 @@ class MaskedShare:
     ``scoring.masked_window`` rounds. A mask removes a rollout's gradient, so a share that rises is either
     an outage or a policy that found how to earn masks; either way a person should look.
 
-    :meth:`observe` takes the round's :class:`MaskCounts` and returns its metrics (``verify/masked_frac/<verifier>/<status>``,
-    ``verify/masked_alarm``) and says (``say``) one line when a share rises past ``masked_alarm_frac`` (or to
-    double its first full window's share, once that is at least 1%), one when it falls back. Past
-    ``max_masked_frac`` over a full window it raises :class:`MaskedShareError`."""
+    :meth:`observe` takes the round's :class:`MaskCounts` and returns its metrics
+    (``verify/masked_frac/<verifier>/<status>``, ``verify/masked_alarm``) and says (``say``) one line when a
+    share rises past ``masked_alarm_frac`` (or to double its first full window's share, once that is at least
+    1%), one when it falls back. Past ``max_masked_frac`` over a full window it raises :class:`MaskedShareError`."""
 
     def __init__(self, cfg: ScoringSection) -> None:
         import collections

@@ -36,7 +36,8 @@ def config(args):
         f"model.tiny={{hidden_size: {args.hidden}, intermediate_size: {4 * args.hidden}, "
         f"num_hidden_layers: {args.layers}, num_attention_heads: {heads}}}",
         f"grpo.prompts_per_step={args.rows // 4}", "grpo.num_generations=4", "grpo.loss_type=dapo",
-        "optim.micro_batch_size=8", "rollout.max_completion_length=16", f"distributed.parallel={args.parallel}"])
+        "optim.micro_batch_size=8", "rollout.max_completion_length=16", f"distributed.parallel={args.parallel}",
+        "grpo.beta=0"])  # the batch has no reference log-probs (the default beta > 0 would need them)
 
 
 def measure(args) -> dict[str, float]:
@@ -59,7 +60,7 @@ def measure(args) -> dict[str, float]:
     ids = torch.randint(4, 19, (rows, tp + t), generator=g)
     mask = torch.ones(rows, t, dtype=torch.bool)
     adv = torch.randn(rows, generator=g)[:, None].expand(rows, t)  # (B, T)
-    mine = comm.row_slice(rows)
+    mine = torch.tensor(comm.shard(list(range(rows))))  # this rank's rows (whole groups of 4)
     batch = UpdateBatch(ids[mine], torch.ones_like(ids[mine]), mask[mine], adv[mine], None, None)
     prompts = [ids[i, :tp].tolist() for i in range(0, rows, 4)]
     prompts = comm.shard(prompts)

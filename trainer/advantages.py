@@ -14,6 +14,8 @@ Decisions (numbered, as the loss and the seeds state them):
 4. ``scale_rewards``: ``group`` divides by the group's std (GRPO); ``batch`` by the std of all
    valid rewards of the round (TRL's ``batch``, robust to near-constant groups); ``none`` keeps
    the centred rewards (Dr. GRPO: std scaling biases towards too-easy / too-hard prompts).
+   Under torch.distributed each rank holds whole groups, so only ``batch`` looks past them: its
+   mean and std come from counts and sums reduced over the ranks (``reduce``, two passes).
 
 Process supervision (DeepSeekMath 4.1.3), :func:`process_advantages`: output i of a group has steps
 j = 1..K_i with rewards r_i^j, the last of step j's tokens being end(i, j). Over all steps of the
@@ -30,6 +32,7 @@ a row enters the loss when its group carries either signal.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 import torch
@@ -37,6 +40,8 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 ScaleRewards = Literal["group", "batch", "none"]
+Reduce = Callable[[Tensor], Tensor]
+"""A sum over ranks (``Comm.sum``) of a rank's totals; None in one process."""
 
 
 class Advantages(NamedTuple):
@@ -46,12 +51,13 @@ class Advantages(NamedTuple):
 
 
 def normalised(values: Float[Tensor, "P N"], mask: Bool[Tensor, "P N"], scale_rewards: ScaleRewards = "group",
-               eps: float = 1e-4) -> tuple[Float[Tensor, "P N"], Bool[Tensor, "P"]]:
+               eps: float = 1e-4, reduce: Reduce | None = None) -> tuple[Float[Tensor, "P N"], Bool[Tensor, "P"]]:
     """The one normalisation of both forms: each row's masked entries centred on the row's mean and scaled
-    (``group``: by the row's unbiased std + eps; ``batch``: by the std of every masked entry; ``none``: not);
-    0 where not masked or where the row carries no signal. Rows are a group's rollouts (outcome) or all
-    steps of a group's valid rollouts (process). Also returns which rows carry signal: at least two
-    masked entries, not all equal (an exact test, not a variance threshold). Float64 inside."""
+    (``group``: by the row's unbiased std + eps; ``batch``: by the unbiased std of every masked entry of the
+    round, every rank's with ``reduce``; ``none``: not); 0 where not masked or where the row carries no
+    signal. Rows are a group's rollouts (outcome) or all steps of a group's valid rollouts (process). Also
+    returns which rows carry signal: at least two masked entries, not all equal (an exact test, not a
+    variance threshold). Float64 inside."""
     values = values.double()
     zeros = torch.zeros_like(values)
     n = mask.sum(dim=1, keepdim=True)  # (P, 1)
@@ -64,9 +70,7 @@ def normalised(values: Float[Tensor, "P N"], mask: Bool[Tensor, "P N"], scale_re
     if scale_rewards == "group":
         scaled = centred / (var.sqrt() + eps)
     elif scale_rewards == "batch":
-        every = values[mask]
-        batch_std = every.std() if every.numel() > 1 else torch.zeros((), dtype=values.dtype)
-        scaled = centred / (batch_std + eps)
+        scaled = centred / (batch_std(values[mask], reduce) + eps)
     elif scale_rewards == "none":
         scaled = centred
     else:
@@ -74,13 +78,23 @@ def normalised(values: Float[Tensor, "P N"], mask: Bool[Tensor, "P N"], scale_re
     return torch.where(mask & informative[:, None], scaled, zeros), informative
 
 
+def batch_std(every: Float[Tensor, "n"], reduce: Reduce | None = None) -> Tensor:
+    """The unbiased std of ``every`` (this rank's entries; with ``reduce``, of every rank's together),
+    0 for fewer than two: the global count and sum first, then the sum of squared deviations."""
+    reduce = reduce or (lambda x: x)
+    n, total = reduce(torch.stack([every.new_tensor(every.numel()), every.sum()]))  # (2,) global count, sum
+    squares = reduce((every - total / n.clamp(min=1)).pow(2).sum())
+    return (squares / (n - 1)).sqrt() if n > 1 else torch.zeros((), dtype=every.dtype)
+
+
 def group_advantages(
     rewards: Float[Tensor, "P G"],
     valid: Bool[Tensor, "P G"],
     scale_rewards: ScaleRewards = "group",
     eps: float = 1e-4,
+    reduce: Reduce | None = None,
 ) -> Advantages:
-    adv, informative = normalised(rewards, valid, scale_rewards, eps)  # (P, G), (P,)
+    adv, informative = normalised(rewards, valid, scale_rewards, eps, reduce)  # (P, G), (P,)
     included = valid & informative[:, None]  # (P, G)
     return Advantages(adv.float(), included, informative)
 
@@ -98,6 +112,7 @@ def process_advantages(
     completion_len: int,
     scale_rewards: ScaleRewards = "group",
     eps: float = 1e-4,
+    reduce: Reduce | None = None,
 ) -> ProcessAdvantages:
     """Per-token advantages from step rewards (see the module docstring).
 
@@ -106,7 +121,8 @@ def process_advantages(
     """
     p, g, s = step_rewards.shape
     steps = step_mask & valid[:, :, None]  # (P, G, S) invalid outputs contribute no steps
-    flat, informative = normalised(step_rewards.reshape(p, g * s), steps.reshape(p, g * s), scale_rewards, eps)
+    flat, informative = normalised(step_rewards.reshape(p, g * s), steps.reshape(p, g * s), scale_rewards, eps,
+                                   reduce)
     normalised_steps = flat.view(p, g, s)  # (P, G, S) 0 outside the steps and for groups without signal
     # each step's reward lands on its last token; a reverse cumulative sum gives every token the sum
     # over the steps that end at or after it

@@ -4,11 +4,14 @@ One :class:`Comm` per process carries everything the loop and the learner need t
 other ranks; :data:`SINGLE` (one process, no launcher) makes every collective the identity, so the
 single-process path runs the same code with no process group. Decisions, declared:
 
-1. **Rows are split by whole groups.** Every rank draws the same P prompts (same sampler, same
-   seed) and generates the G completions of its P/world of them (``shard``), so verifier calls scale
-   with the ranks. Rewards are then gathered (``all_gather``) and the advantages are computed on
-   the whole (P, G) tensor on every rank: group and batch statistics see all rollouts even when a
-   row split cuts a group (``local_advantages`` handles any contiguous row split).
+1. **One row space per rank.** Every rank draws the same P prompts (same sampler, same seed) and
+   generates the G completions of its P/world of them (``shard``), so verifier calls scale with the
+   ranks and a group never spans two ranks. Each rank scores, computes advantages and builds its
+   update batch on its own rows only; no rollout, text or reward crosses to another rank. What needs
+   the whole round is a reduction of sums and counts (:meth:`Comm.sum` for tensors,
+   :meth:`Comm.sum_floats` for named totals): the std of ``scale_rewards: batch``, the round's
+   metrics, the masked-share alarm and the fully-masked-round skip, so every rank takes the same
+   decisions.
 2. **Gradients are summed, never averaged.** Each rank's loss is its share of the *global* loss: the
    normaliser (rows or tokens) is summed over ranks before the micro-batches run
    (``trainer.loss.normaliser(..., reduce=comm.sum)``), so the per-rank token mean (the
@@ -17,8 +20,8 @@ single-process path runs the same code with no process group. Decisions, declare
 3. **Every rank runs the same number of micro-batches** (the max over ranks); the short ranks pad
    with zero-loss rows (``loss_mask`` all False: weight 0, gradient exactly 0), so the collectives
    in each backward (and in each FSDP2 forward) line up.
-4. **Metrics are global**: the learner sums its totals over ranks before dividing; the round's
-   metrics are computed from the gathered scores and rollouts.
+4. **Metrics are global**: the learner and the round's metrics sum their totals (sums, counts) over
+   the ranks before dividing; maxima take the max over ranks (``verify/latency_s``).
 5. **Generation while sharded** gathers the FSDP2 parameters once per generation call (``unshard``)
    and samples locally with no per-token collectives, then reshards: ranks finish their own rows
    independently (no synced decode loop waiting on the slowest rank). It needs the full weights to
@@ -38,7 +41,6 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
-from jaxtyping import Bool, Float
 from torch import Tensor
 
 Parallel = Literal["none", "ddp", "fsdp2"]
@@ -66,30 +68,32 @@ class Comm:
     def sum(self, x: Tensor) -> Tensor:
         return x
 
-    def max_int(self, n: int) -> int:
-        return n
+    def max(self, x: Tensor) -> Tensor:
+        return x
 
     def sum_int(self, n: int) -> int:
         return int(self.sum(torch.tensor([n], dtype=torch.int64)))
 
+    def max_int(self, n: int) -> int:
+        return int(self.max(torch.tensor([n], dtype=torch.int64)))
+
+    def max_float(self, x: float) -> float:
+        return float(self.max(torch.tensor([x], dtype=torch.float64)))
+
     def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
-        """Sum a dict of floats over ranks (one collective)."""
-        summed = self.sum(torch.tensor(list(values.values()), dtype=torch.float64))
-        return dict(zip(values, summed.tolist()))
+        """Sum a dict of floats over ranks (one collective). Keys may differ between ranks (a flag or a
+        status only some ranks saw): the result has every rank's keys, a key absent on a rank counting 0
+        there, in the same order on every rank. Summed in rank order, so every rank gets the same bits."""
+        out: dict[str, float] = {}
+        for part in self.all_gather(values):
+            for k, v in part.items():
+                out[k] = out.get(k, 0.0) + float(v)
+        return out
 
     def shard(self, items: list) -> list:
         """This rank's contiguous share of ``items`` (len(items) must divide by the world size)."""
         n = len(items) // self.world_size
         return items[self.rank * n : (self.rank + 1) * n]
-
-    def row_slice(self, n_rows: int) -> slice:
-        n = n_rows // self.world_size
-        return slice(self.rank * n, (self.rank + 1) * n)
-
-    def local_rows(self, rows: Tensor, n_rows: int) -> Tensor:
-        """Global row indices (of the round's ``n_rows``) -> this rank's, as indices into its shard."""
-        mine = self.row_slice(n_rows)
-        return rows[(rows >= mine.start) & (rows < mine.stop)] - mine.start
 
     def grad_sync(self, model: torch.nn.Module, enabled: bool) -> None:
         """Whether the next backward reduces gradients (off for all but a step's last micro-batch)."""
@@ -129,10 +133,10 @@ class TorchComm(Comm):
         dist.all_reduce(x, op=dist.ReduceOp.SUM)
         return x
 
-    def max_int(self, n: int) -> int:
-        x = torch.tensor([n], dtype=torch.int64)
+    def max(self, x: Tensor) -> Tensor:
+        x = x.clone()
         dist.all_reduce(x, op=dist.ReduceOp.MAX)
-        return int(x)
+        return x
 
     def barrier(self) -> None:
         dist.barrier()
@@ -330,30 +334,3 @@ def pad_rows(batch: Any, rows: int) -> Any:
         is_weights=pad(batch.is_weights),
         behaviour_logprobs=pad(batch.behaviour_logprobs),
     )
-
-
-def local_advantages(rewards: Float[Tensor, "b"], valid: Bool[Tensor, "b"], num_generations: int, comm: Comm,
-                     scale_rewards: str = "group", eps: float = 1e-4) -> tuple[Float[Tensor, "b"], Bool[Tensor, "b"]]:
-    """Advantages of this rank's rows when the B = P*G rows are split contiguously over the ranks,
-    even through the middle of a group: the rewards are gathered first, so every group's mean and
-    std see all G rollouts. Returns (advantages, included) for the local rows."""
-    from cohort.trainer.advantages import group_advantages
-
-    parts = comm.all_gather((rewards, valid))
-    all_rewards = torch.cat([r for r, _ in parts]).view(-1, num_generations)  # (P, G)
-    all_valid = torch.cat([v for _, v in parts]).view(-1, num_generations)  # (P, G)
-    adv = group_advantages(all_rewards, all_valid, scale_rewards, eps)
-    start = sum(len(r) for r, _ in parts[: comm.rank])
-    mine = slice(start, start + len(rewards))
-    return adv.advantages.flatten()[mine], adv.included.flatten()[mine]
-
-
-def gather_round(batch: Any, scores: Any, comm: Comm, pad_id: int) -> tuple[Any, Any]:
-    """This rank's (RolloutBatch, Scores) -> the whole round's, on every rank (rank order = row order)."""
-    if not comm.distributed:
-        return batch, scores
-    from cohort.trainer.rollout import concat_batches
-    from cohort.trainer.scoring import merge_scores
-
-    parts = comm.all_gather((batch, scores))
-    return concat_batches([b for b, _ in parts], pad_id), merge_scores([s for _, s in parts])

@@ -22,7 +22,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from cohort.trainer.advantages import Advantages, group_advantages, process_advantages, token_advantages
+from cohort.trainer.advantages import Advantages, Reduce, group_advantages, process_advantages, token_advantages
 
 if TYPE_CHECKING:
     from cohort.trainer.advantages import ScaleRewards
@@ -122,33 +122,35 @@ def step_tensors(steps: Sequence[Sequence[Any]], completion_ids: Int[Tensor, "B 
     return StepTensors(rewards.view(p, g, s), ends.view(p, g, s), mask.view(p, g, s))
 
 
-def step_metrics(tensors: StepTensors, valid: Bool[Tensor, "P G"]) -> dict[str, float]:
-    """``steps/per_rollout`` (mean over valid rollouts) and ``steps/rewarded_frac`` (share of their steps
-    with a positive reward)."""
+def step_metrics(tensors: StepTensors, valid: Bool[Tensor, "P G"], informative: Bool[Tensor, "P"],
+                 reduce: Reduce | None = None) -> dict[str, float]:
+    """``steps/per_rollout`` (mean over valid rollouts), ``steps/rewarded_frac`` (share of their steps with a
+    positive reward) and ``group/process_informative_frac``; over every rank's rows with ``reduce``."""
     mask = tensors.mask & valid[:, :, None]  # (P, G, S)
-    n_valid = max(int(valid.sum()), 1)
-    n_steps = int(mask.sum())
-    rewarded = int(((tensors.rewards > 0) & mask).sum())
-    return {"steps/per_rollout": n_steps / n_valid,
-            "steps/rewarded_frac": rewarded / n_steps if n_steps else float("nan")}
+    counts = torch.stack([valid.sum(), mask.sum(), ((tensors.rewards > 0) & mask).sum(), informative.sum(),
+                          torch.tensor(informative.numel())]).double()  # (5,)
+    n_valid, n_steps, rewarded, n_informative, n_groups = (reduce(counts) if reduce else counts).tolist()
+    return {"steps/per_rollout": n_steps / max(n_valid, 1),
+            "steps/rewarded_frac": rewarded / n_steps if n_steps else float("nan"),
+            "group/process_informative_frac": n_informative / n_groups}
 
 
 def round_advantages(batch: RolloutBatch, scores: Scores, scale_rewards: ScaleRewards = "group", eps: float = 1e-4,
-                     process_weight: float = 0.0, tokenizer: Any = None
+                     process_weight: float = 0.0, tokenizer: Any = None, reduce: Reduce | None = None
                      ) -> tuple[Advantages, Float[Tensor, "B T"], Bool[Tensor, "B"], dict[str, float]]:
     """A round's outcome advantages (P, G), per-token advantages (B, T), the rows with signal (B,) and the
     step metrics. ``scores.steps`` is set when a verifier has ``kind: process``; ``process_weight`` (its
     ``weight``) scales the process advantage. Without it the per-token advantages are the outcome ones
-    broadcast over T."""
-    adv = group_advantages(scores.rewards, scores.valid, scale_rewards, eps)
+    broadcast over T. Under torch.distributed, this rank's groups; ``reduce`` (a sum over ranks) makes
+    the batch std (``scale_rewards: batch``) and the step metrics the whole round's."""
+    adv = group_advantages(scores.rewards, scores.valid, scale_rewards, eps, reduce)
     p, t = scores.rewards.shape[0], batch.completion_ids.shape[1]
     process, stats = None, {}
     if scores.steps is not None:
         if tokenizer is None:
             raise ValueError("process supervision needs the tokenizer (character offsets -> tokens)")
         st = step_tensors(scores.steps, batch.completion_ids, batch.completion_mask, batch.texts, tokenizer, p)
-        process = process_advantages(st.rewards, st.ends, st.mask, scores.valid, t, scale_rewards, eps)
-        stats = step_metrics(st, scores.valid) | {
-            "group/process_informative_frac": float(process.informative_groups.float().mean())}
+        process = process_advantages(st.rewards, st.ends, st.mask, scores.valid, t, scale_rewards, eps, reduce)
+        stats = step_metrics(st, scores.valid, process.informative_groups, reduce)
     tokens = token_advantages(adv, process, scores.valid, t, process_weight)
     return adv, tokens.advantages.reshape(-1, t), tokens.included.flatten(), stats

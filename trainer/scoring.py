@@ -30,6 +30,7 @@ from torch import Tensor
 
 from cohort.rpc.loop import BackgroundLoop
 from cohort.trainer.config import ScoringSection
+from cohort.trainer.distributed import SINGLE, Comm
 from cohort.verifiers.records import RecordError, Task, check_routes, group_requests, route
 
 
@@ -235,15 +236,35 @@ def merge_scores(parts: list[Scores]) -> Scores:
                   frozenset().union(*(s.dropped for s in parts)))
 
 
+@dataclass(frozen=True)
+class MaskCounts:
+    """A round's rollouts, the usable ones, and the masked ones by ``verifier/status``: over every rank's
+    rows (:meth:`of` sums them), so the alarm and the skip of a fully masked round are the same on every rank."""
+
+    rollouts: int
+    valid: int
+    masked_by: dict[str, int]
+
+    @staticmethod
+    def of(scores: Scores, comm: Comm = SINGLE) -> MaskCounts:
+        import collections
+
+        local = collections.Counter(k for row in scores.masked_by for k in row if k)
+        total = comm.sum_floats({"rollouts": scores.valid.numel(), "valid": int(scores.valid.sum()),
+                                 **{f"masked_by/{k}": n for k, n in local.items()}})  # one collective
+        return MaskCounts(int(total.pop("rollouts")), int(total.pop("valid")),
+                          {k.removeprefix("masked_by/"): int(n) for k, n in total.items()})
+
+
 class MaskedShare:
     """The masked-share alarm: the share of rollouts each verifier masks with each status, over the last
     ``scoring.masked_window`` rounds. A mask removes a rollout's gradient, so a share that rises is either
     an outage or a policy that found how to earn masks; either way a person should look.
 
-    :meth:`observe` returns the round's metrics (``verify/masked_frac/<verifier>/<status>``,
-    ``verify/masked_alarm``) and says (``say``) one line when a share rises past ``masked_alarm_frac`` (or to
-    double its first full window's share, once that is at least 1%), one when it falls back. Past
-    ``max_masked_frac`` over a full window it raises :class:`MaskedShareError`."""
+    :meth:`observe` takes the round's :class:`MaskCounts` and returns its metrics
+    (``verify/masked_frac/<verifier>/<status>``, ``verify/masked_alarm``) and says (``say``) one line when a
+    share rises past ``masked_alarm_frac`` (or to double its first full window's share, once that is at least
+    1%), one when it falls back. Past ``max_masked_frac`` over a full window it raises :class:`MaskedShareError`."""
 
     def __init__(self, cfg: ScoringSection) -> None:
         import collections
@@ -253,11 +274,10 @@ class MaskedShare:
         self.baseline: dict[str, float] | None = None
         self.alarmed: set[str] = set()
 
-    def observe(self, scores: Scores, say) -> dict[str, float]:
+    def observe(self, counts: MaskCounts, say) -> dict[str, float]:
         import collections
 
-        counts = collections.Counter(k for row in scores.masked_by for k in row if k)
-        self.window.append((counts, scores.valid.numel()))
+        self.window.append((counts.masked_by, counts.rollouts))
         total = sum(n for _, n in self.window)
         masked = collections.Counter()
         for c, _ in self.window:

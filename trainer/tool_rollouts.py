@@ -41,6 +41,7 @@ from cohort.tools.base import CallResult
 from cohort.tools.calls import Found, choose_format, find_call, render
 from cohort.tools.client import ToolClient
 from cohort.trainer.config import RolloutSection, TrainConfig
+from cohort.trainer.distributed import SINGLE, Comm
 from cohort.trainer.rollout import RolloutBatch, ToolTrace
 from cohort.trainer.scoring import Scores
 
@@ -208,20 +209,24 @@ def mask_failures(scores: Scores, batch: RolloutBatch) -> Scores:
                                statuses=statuses, masked_by=masked_by)
 
 
-def metrics(batch: RolloutBatch) -> dict[str, float]:
-    """Tool calls and turns per rollout, errors by kind (per call), infrastructure failures, wait."""
+def metrics(batch: RolloutBatch, comm: Comm = SINGLE) -> dict[str, float]:
+    """Tool calls and turns per rollout, errors by kind (per call), infrastructure failures, wait: over every
+    rank's rollouts (``comm``: their counts summed in one collective)."""
     tr = batch.tools
-    if tr is None:
+    if tr is None:  # no tools (rollout.max_turns == 1): the same on every rank
         return {}
-    n, calls = len(batch), int(tr.calls.sum())
     kinds = Counter(k for row in tr.errors for k in row)
-    out = {"tools/calls_per_rollout": calls / n, "tools/turns_mean": float(tr.turns.float().mean()),
-           "tools/error_frac": sum(kinds.values()) / calls if calls else 0.0,
-           "tools/failed_frac": float(tr.failed.float().mean()),
-           "tools/turn_limited_frac": float(tr.turn_limited.float().mean()),
-           "tools/wait_s": float(tr.seconds.sum()),
-           "tools/result_tokens_mean": float(tr.tool_mask.sum()) / n}
-    return out | {f"tools/errors/{k}": v / calls for k, v in sorted(kinds.items())}
+    n = comm.sum_floats({"rollouts": len(batch), "calls": int(tr.calls.sum()), "turns": int(tr.turns.sum()),
+                         "failed": int(tr.failed.sum()), "turn_limited": int(tr.turn_limited.sum()),
+                         "wait_s": float(tr.seconds.sum()), "result_tokens": int(tr.tool_mask.sum()),
+                         **{f"errors/{k}": v for k, v in kinds.items()}})
+    rollouts, calls = n["rollouts"], n["calls"]
+    errors = {k.removeprefix("errors/"): v for k, v in n.items() if k.startswith("errors/")}
+    out = {"tools/calls_per_rollout": calls / rollouts, "tools/turns_mean": n["turns"] / rollouts,
+           "tools/error_frac": sum(errors.values()) / calls if calls else 0.0,
+           "tools/failed_frac": n["failed"] / rollouts, "tools/turn_limited_frac": n["turn_limited"] / rollouts,
+           "tools/wait_s": n["wait_s"], "tools/result_tokens_mean": n["result_tokens"] / rollouts}
+    return out | {f"tools/errors/{k}": v / calls for k, v in sorted(errors.items())}
 
 
 def wrap(engine: Any, cfg: RolloutSection, tokenizer: Any) -> Any:

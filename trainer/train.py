@@ -23,17 +23,18 @@ import torch
 from torch import Tensor
 
 from cohort.trainer import checkpoint, distributed, metrics, tool_rollouts
-from cohort.trainer.advantages import Advantages
+from cohort.trainer.advantages import Advantages, batch_std
 from cohort.trainer.collect import Round, Sources, collect_round, reference_logprobs
 from cohort.trainer.config import TrainConfig, dump_config
 from cohort.trainer.data import PromptSampler, encode_prompts, load_examples
+from cohort.trainer.distributed import SINGLE, Comm
 from cohort.trainer.learner import Learner
 from cohort.trainer.metrics import MetricsLog, StepTimer, plot_rewards
 from cohort.trainer.models import build_policy, frozen_reference
 from cohort.trainer.pipeline import Pipeline
 from cohort.trainer.process import round_advantages
 from cohort.trainer.rollout import RolloutBatch, build_engine
-from cohort.trainer.scoring import MaskedShare, Scorer, Scores, client_tls
+from cohort.trainer.scoring import MaskCounts, MaskedShare, Scorer, Scores, client_tls
 from cohort.verifiers.records import check_routes
 
 
@@ -112,26 +113,26 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
             #      exists; per-row log-probs while the verifiers work; flat groups resampled (DAPO).
             #      Pipelined: P scored groups at most rollout.max_staleness versions old from the workers
             rnd = engine.next_round(src, timer) if pipelined else collect_round(src, comm, timer)
-            everything, scores = distributed.gather_round(rnd.batch, rnd.scores, comm, src.pad_id)  # all B rows
-            scores = tool_rollouts.mask_failures(scores, everything)  # a tool's infrastructure failed: masked
-            alarm = masked_share.observe(scores, comm.say)  # the share each verifier masks, over a window
-            if masked.skip(scores, step, comm.say):  # a round nobody could score trains nothing: not a step
+            # from here on every row is one of this rank's b = P/world * G (whole groups); what needs the
+            # whole round is a sum of this rank's counts over the ranks (trainer.distributed, decision 1)
+            scores = tool_rollouts.mask_failures(rnd.scores, rnd.batch)  # a tool's infrastructure failed: masked
+            masks = MaskCounts.of(scores, comm)  # the round's rollouts: usable, masked by verifier/status
+            alarm = masked_share.observe(masks, comm.say)  # the share each verifier masks, over a window
+            if masked.skip(masks, step, comm.say):  # a round nobody could score trains nothing: not a step
                 continue
             step += 1
-            # 4. group advantages over valid rollouts of the whole round; groups without signal drop out
-            adv, token_adv, rows, step_stats = loss_rows(everything, scores, cfg, tokenizer)  # token_adv: (B, T)
-            mine = comm.local_rows(rows, cfg.batch_size)  # this rank's included rows
+            # 4. group advantages over valid rollouts; groups without signal drop out
+            adv, token_adv, rows, step_stats = loss_rows(rnd.batch, scores, cfg, tokenizer, comm)  # token_adv: (b, T)
             # 5. num_iterations optimizer steps on the included rows only; the engine follows the policy
             with timer("update"):
-                update = learner.update(rnd.update_batch(mine, token_adv[comm.row_slice(cfg.batch_size)]),
-                                        cfg.grpo.num_iterations)
+                update = learner.update(rnd.update_batch(rows, token_adv), cfg.grpo.num_iterations)
                 engine.sync_weights(distributed.unwrap(policy))
             # 6. log and checkpoint
-            record = (round_metrics(everything, scores, adv, len(rows)) | step_stats | update | rnd.is_metrics
+            record = (round_metrics(rnd.batch, scores, adv, len(rows), comm) | step_stats | update | rnd.is_metrics
                       | resample_metrics(rnd, cfg) | alarm | masked.metrics(scorer.outage_s())
-                      | tool_rollouts.metrics(everything)
+                      | tool_rollouts.metrics(rnd.batch, comm)
                       | (engine.metrics(timer) if pipelined else {})
-                      | timer.record(run_start, float(everything.completion_mask.sum())))
+                      | timer.record(run_start, comm.sum_int(int(rnd.batch.completion_mask.sum()))))
             log.log(step, record)
             records.append({"step": step, **record})
             done = step == cfg.run.max_steps or reached_target([*history, *records], cfg)
@@ -172,14 +173,15 @@ def already_finished(start: int, history: list[dict], cfg: TrainConfig) -> str |
     return None
 
 
-def loss_rows(batch: RolloutBatch, scores: Scores, cfg: TrainConfig,
-              tokenizer=None) -> tuple[Advantages, Tensor, Tensor, dict[str, float]]:
-    """Group advantages, per-token advantages (B, T) (outcome, plus process ones from step rewards), the
-    rows (B indices) that enter the loss: valid rollouts of groups with signal, and step metrics."""
+def loss_rows(batch: RolloutBatch, scores: Scores, cfg: TrainConfig, tokenizer=None,
+              comm: Comm = SINGLE) -> tuple[Advantages, Tensor, Tensor, dict[str, float]]:
+    """Group advantages, per-token advantages (b, T) (outcome, plus process ones from step rewards), the
+    rows (indices into this rank's b) that enter the loss: valid rollouts of groups with signal, and step
+    metrics. The batch std (``scale_rewards: batch``) and the step metrics are the whole round's."""
     g = cfg.grpo
     process_weight = next((v.weight for v in cfg.scoring.verifiers if v.kind == "process"), 0.0)
     adv, token_adv, included, step_stats = round_advantages(batch, scores, g.scale_rewards, g.adv_eps, process_weight,
-                                                            tokenizer)  # (B, T), (B,)
+                                                            tokenizer, comm.sum)  # (b, T), (b,)
     if cfg.grpo.mask_truncated_completions:
         included = included & ~batch.truncated
     return adv, token_adv, included.nonzero().squeeze(-1), step_stats
@@ -201,17 +203,16 @@ class MaskedRounds:
     def __init__(self, limit: int) -> None:
         self.limit, self.total, self.streak = limit, 0, 0
 
-    def skip(self, scores: Scores, step: int, say) -> bool:
-        import collections
-
-        if bool(scores.valid.any()):
+    def skip(self, counts: MaskCounts, step: int, say) -> bool:
+        """Whether to skip the round (``counts`` are every rank's, so every rank decides the same)."""
+        if counts.valid:
             if self.streak:
                 say(f"step {step + 1}: scored again after {self.streak} fully masked round(s)")
             self.streak = 0
             return False
         self.total += 1
         self.streak += 1
-        why = ", ".join(f"{k} x{n}" for k, n in collections.Counter(k for row in scores.masked_by for k in row).most_common(3))
+        why = ", ".join(f"{k} x{n}" for k, n in collections.Counter(counts.masked_by).most_common(3))
         if self.streak >= self.limit:
             raise RuntimeError(f"{self.streak} rounds in a row had every rollout masked ({why}); stopping "
                                f"(scoring.max_masked_rounds={self.limit})")
@@ -226,33 +227,42 @@ class MaskedRounds:
 
 
 def resample_metrics(rnd: Round, cfg: TrainConfig) -> dict[str, float]:
-    """Dynamic sampling's count of prompts drawn to replace groups without signal (when it is on)."""
+    """Dynamic sampling's count of prompts drawn to replace groups without signal (when it is on; one learner
+    process only, so this is the round's)."""
     return {"group/resampled_prompts": float(rnd.resampled)} if cfg.grpo.dynamic_sampling else {}
 
 
-def round_metrics(batch: RolloutBatch, scores: Scores, adv, n_rows: int) -> dict[str, float]:
-    valid = scores.valid
-    n_valid = int(valid.sum())
-    lengths = batch.completion_mask.sum(dim=1).float()  # (B,)
-    rec = {
-        "reward/mean": float(scores.rewards[valid].mean()) if n_valid else float("nan"),
-        "reward/std": float(scores.rewards[valid].std()) if n_valid > 1 else 0.0,
-        "verify/unusable_frac": 1.0 - n_valid / valid.numel(),
-        "verify/latency_s": scores.latency_s,  # submit -> scores ready (the slowest chunk of the round)
-        "group/zero_std_frac": float((~adv.informative_groups & (valid.sum(1) >= 2)).float().mean()),
-        "group/informative_frac": float(adv.informative_groups.float().mean()),
-        "rollout/len_mean": float(lengths.mean()),
-        "rollout/truncated_frac": float(batch.truncated.float().mean()),
-        "rollout/rows_in_loss": float(n_rows),
-    }
-    for name, values in scores.components.items():
-        ok = valid & ~values.isnan()
-        if ok.any():
-            rec[f"reward/{name}"] = float(values[ok].mean())
-    # flags the verifiers set (``verifier/flag``: a candidate-caused limit scored 0, a hack attempt, ...)
+def round_metrics(batch: RolloutBatch, scores: Scores, adv: Advantages, n_rows: int,
+                  comm: Comm = SINGLE) -> dict[str, float]:
+    """The round's metrics over every rank's rows: this rank's sums and counts summed over the ranks, then
+    divided; ``reward/std`` is the unbiased std of every valid reward; ``verify/latency_s`` the slowest rank's."""
+    valid = scores.valid  # (p, G)
     flags = collections.Counter(f for row in scores.flags for fs in row for f in set(fs))
-    rec |= {f"verify/flag/{k}": n / valid.numel() for k, n in sorted(flags.items())}
-    rec |= {f"verify/dropped/{name}": 1.0 for name in sorted(scores.dropped)}
+    n = comm.sum_floats({
+        "rollouts": valid.numel(), "valid": int(valid.sum()), "reward": float(scores.rewards[valid].sum()),
+        "groups": valid.shape[0], "informative": int(adv.informative_groups.sum()),
+        "zero_std": int((~adv.informative_groups & (valid.sum(1) >= 2)).sum()),
+        "tokens": int(batch.completion_mask.sum()), "truncated": int(batch.truncated.sum()), "rows_in_loss": n_rows,
+        **{f"component_sum/{k}": float(v[valid & ~v.isnan()].sum()) for k, v in scores.components.items()},
+        **{f"component_n/{k}": int((valid & ~v.isnan()).sum()) for k, v in scores.components.items()},
+        **{f"flag/{k}": c for k, c in flags.items()}, **{f"dropped/{k}": 1 for k in scores.dropped}})
+    rec = {
+        "reward/mean": n["reward"] / n["valid"] if n["valid"] else float("nan"),
+        "reward/std": float(batch_std(scores.rewards[valid], comm.sum)),
+        "verify/unusable_frac": 1.0 - n["valid"] / n["rollouts"],
+        "verify/latency_s": comm.max_float(scores.latency_s),  # submit -> scores ready (the slowest chunk)
+        "group/zero_std_frac": n["zero_std"] / n["groups"],
+        "group/informative_frac": n["informative"] / n["groups"],
+        "rollout/len_mean": n["tokens"] / n["rollouts"],
+        "rollout/truncated_frac": n["truncated"] / n["rollouts"],
+        "rollout/rows_in_loss": n["rows_in_loss"],
+    }
+    keys = lambda prefix: sorted(k.removeprefix(prefix) for k in n if k.startswith(prefix))  # noqa: E731
+    rec |= {f"reward/{k}": n[f"component_sum/{k}"] / n[f"component_n/{k}"] for k in keys("component_n/")
+            if n[f"component_n/{k}"]}
+    # flags the verifiers set (``verifier/flag``: a candidate-caused limit scored 0, a hack attempt, ...)
+    rec |= {f"verify/flag/{k}": n[f"flag/{k}"] / n["rollouts"] for k in keys("flag/")}
+    rec |= {f"verify/dropped/{k}": 1.0 for k in keys("dropped/")}
     return rec
 
 

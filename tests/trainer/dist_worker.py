@@ -19,8 +19,7 @@ from cohort.trainer import checkpoint
 from cohort.trainer.advantages import group_advantages
 from cohort.trainer.config import load_config
 from cohort.trainer.data import PromptSampler, arithmetic_task
-from cohort.trainer.distributed import (SINGLE, TorchComm, for_generation, full_state_dict, local_advantages, setup,
-                                 unwrap, wrap)
+from cohort.trainer.distributed import SINGLE, TorchComm, for_generation, full_state_dict, setup, unwrap, wrap
 from cohort.trainer.engines.hf import TransformersEngine
 from cohort.trainer.learner import Learner, UpdateBatch, batched_logprobs, make_scheduler
 from cohort.trainer.models import build_policy
@@ -95,7 +94,7 @@ def equivalence(comm, parallel: str) -> dict:
         cfg = config(f"distributed.parallel={parallel}")
         batch, included = global_batch(cfg)
         reference, ref_metrics = train_steps(cfg, SINGLE, take(batch, included.nonzero().squeeze(-1)), optim)
-        mine = torch.arange(8)[comm.row_slice(8)]
+        mine = torch.tensor(comm.shard(list(range(8))))
         local = take(batch, mine[included[mine]])
         weights, metrics = train_steps(cfg, comm, local, optim)
         if comm.is_main:
@@ -113,28 +112,110 @@ def equivalence(comm, parallel: str) -> dict:
     return out
 
 
-# --- advantages of groups split across ranks ----------------------------------------------------------
+# --- one row space per rank: whole groups, global statistics from summed counts ----------------------------
 
 
-def split_groups(comm) -> dict:
-    g = torch.Generator().manual_seed(1)
-    p, gsize = 3, 4  # B = 12 rows: rank 0 holds rows 0-5 (group 0 and half of group 1), rank 1 rows 6-11
-    rewards = torch.randint(0, 3, (p, gsize), generator=g).double() / 2
-    rewards[1] = torch.tensor([1.0, 0.0, 0.5, 0.0])
+def global_round():
+    """P = 4 groups of G = 4 (rank 0 holds groups 0-1, rank 1 groups 2-3), built so that the per-rank
+    statistics differ from the round's: rank 0's rewards spread little and rank 1's much, a flat group
+    and fewer masked rollouts on rank 0, a component, a flag, a mask status, tool errors and a dropped
+    verifier on one rank only, and unequal lengths."""
+    from cohort.trainer.rollout import RolloutBatch, ToolTrace
+    from cohort.trainer.scoring import Scores
+
+    p, gsize, t = 4, 4, 5
+    rewards = torch.tensor([[0.4, 0.5, 0.5, 0.6], [0.5, 0.5, 0.45, 0.5], [0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.2, 0.0]],
+                           dtype=torch.float64)
     valid = torch.ones(p, gsize, dtype=torch.bool)
-    valid[2, 1] = False
-    full = group_advantages(rewards, valid, "group")
-    mine = comm.row_slice(p * gsize)
-    adv, inc = local_advantages(rewards.flatten()[mine], valid.flatten()[mine], gsize, comm, "group")
-    diff = float((adv - full.advantages.flatten()[mine]).abs().max())
-    same_included = bool(torch.equal(inc, full.included.flatten()[mine]))
-    # what a per-rank computation would give for the split group 1 (each half alone)
-    half = rewards[1, :2] if comm.rank == 0 else rewards[1, 2:]
-    naive = group_advantages(half[None], torch.ones(1, 2, dtype=torch.bool), "group").advantages.flatten()
-    exact = full.advantages[1, :2] if comm.rank == 0 else full.advantages[1, 2:]
-    parts = comm.all_gather((diff, same_included, float((naive - exact).abs().max())))
-    return {"split/max_diff": max(d for d, _, _ in parts), "split/included_equal": all(s for _, s, _ in parts),
-            "split/per_rank_diff": max(n for _, _, n in parts)}
+    valid[1, 2] = valid[2, 3] = valid[3, 0] = False  # group 1 is then flat (zero std)
+    rewards = rewards.masked_fill(~valid, 0.0)
+    nan = float("nan")
+    code = torch.full((p, gsize), nan, dtype=torch.float64)
+    code[2:] = rewards[2:]
+    code[3, 0] = nan
+    masked_by = [["", "", "", ""], ["", "", "math/verifier_error", ""], ["", "", "", "code/sandbox_error"],
+                 ["code/sandbox_error", "", "", ""]]
+    flags = [[(), ("code/oom",), (), ()], [()] * 4, [(), (), ("code/hack",), ("code/hack",)], [()] * 4]
+    lengths = torch.tensor([5, 1, 2, 3, 4, 5, 5, 1, 1, 1, 2, 1, 3, 5, 4, 2])
+    completion_mask = (torch.arange(t)[None, :] < lengths[:, None]).long()  # (B, T)
+    g = torch.Generator().manual_seed(5)
+    tools = ToolTrace(torch.zeros(p * gsize, t, dtype=torch.bool), torch.zeros(p * gsize, dtype=torch.bool),
+                      torch.randint(0, 3, (p * gsize,), generator=g), torch.randint(1, 4, (p * gsize,), generator=g),
+                      torch.zeros(p * gsize, dtype=torch.bool), torch.rand(p * gsize, generator=g).double(),
+                      [("timeout",) if i == 13 else () for i in range(p * gsize)])
+    batch = RolloutBatch(torch.ones(p * gsize, 2, dtype=torch.long), torch.ones(p * gsize, 2, dtype=torch.long),
+                         torch.randint(4, 19, (p * gsize, t), generator=g) * completion_mask, completion_mask,
+                         lengths == t, [f"text {i}" for i in range(p * gsize)], tools=tools)
+    scores = Scores(rewards, valid, {"code": code}, 0.0, statuses=[["ok"] * gsize] * p, masked_by=masked_by,
+                    flags=flags)
+    return batch, scores, gsize
+
+
+def row_space(comm) -> dict:
+    """This rank's rows only, with ``comm``: the batch-scaled advantages, the rows in the loss, the round's
+    metrics, the masked counts and the tool metrics equal one process's on the whole round; the same
+    computation without the sums over ranks (this rank's statistics alone) does not."""
+    import dataclasses
+
+    from cohort.trainer import tool_rollouts
+    from cohort.trainer.advantages import process_advantages
+    from cohort.trainer.process import StepTensors, step_metrics
+    from cohort.trainer.scoring import MaskCounts
+    from cohort.trainer.train import loss_rows, round_metrics
+
+    cfg = config("grpo.scale_rewards=batch")
+    batch, scores, gsize = global_round()
+    groups = comm.shard(list(range(scores.rewards.shape[0])))
+    mine = [k * gsize + j for k in groups for j in range(gsize)]
+    local = dataclasses.replace(scores.select(groups), latency_s=1.0 + comm.rank,
+                                dropped=frozenset({"code"}) if comm.rank == 1 else frozenset())
+    whole = dataclasses.replace(scores, latency_s=float(comm.world_size), dropped=frozenset({"code"}))
+    local_batch = batch.select(mine)
+    out = {}
+
+    def measure(name: str, reduced) -> None:
+        adv, token_adv, rows, _ = loss_rows(local_batch, local, cfg, comm=reduced)
+        full_adv, full_token_adv, full_rows, _ = loss_rows(batch, whole, cfg)
+        rows_equal = torch.equal(torch.tensor(mine)[rows], full_rows[torch.isin(full_rows, torch.tensor(mine))])
+        metrics, expected = round_metrics(local_batch, local, adv, len(rows), reduced), round_metrics(
+            batch, whole, full_adv, len(full_rows))
+        metric_diff = max(abs(metrics[k] - expected[k]) for k in expected if k in metrics) \
+            if metrics.keys() == expected.keys() else float("inf")
+        tools, tools_expected = tool_rollouts.metrics(local_batch, reduced), tool_rollouts.metrics(batch)
+        tools_diff = max(abs(tools[k] - tools_expected[k]) for k in tools_expected) \
+            if tools.keys() == tools_expected.keys() else float("inf")
+        # process supervision: two steps per valid rollout, scaled by the std of every step of the round
+        steps_r = torch.stack([scores.rewards, 1 - scores.rewards], dim=2)  # (P, G, 2)
+        ends = torch.tensor([1, 3]).expand(*scores.rewards.shape, 2)
+        steps_m = torch.ones_like(steps_r, dtype=torch.bool)
+        proc = process_advantages(steps_r[groups], ends[groups], steps_m[groups], local.valid, 5, "batch",
+                                  reduce=reduced.sum)
+        proc_full = process_advantages(steps_r, ends, steps_m, scores.valid, 5, "batch")
+        stats = step_metrics(StepTensors(steps_r[groups], ends[groups], steps_m[groups]), local.valid,
+                             proc.informative_groups, reduced.sum)
+        stats_full = step_metrics(StepTensors(steps_r, ends, steps_m), scores.valid, proc_full.informative_groups)
+        parts = comm.all_gather({
+            "adv": float((token_adv - full_token_adv[mine]).abs().max()), "rows_equal": rows_equal,
+            "metrics": metric_diff, "tools": tools_diff,
+            "masks_equal": MaskCounts.of(local, reduced) == MaskCounts.of(whole),
+            "process": float((proc.advantages - proc_full.advantages[groups]).abs().max()),
+            "steps": max(abs(stats[k] - stats_full[k]) for k in stats_full)})
+        out[f"{name}/adv_max_diff"] = max(q["adv"] for q in parts)
+        out[f"{name}/rows_equal"] = all(q["rows_equal"] for q in parts)
+        out[f"{name}/metrics_max_diff"] = max(q["metrics"] for q in parts)
+        out[f"{name}/tools_max_diff"] = max(q["tools"] for q in parts)
+        out[f"{name}/masks_equal"] = all(q["masks_equal"] for q in parts)
+        out[f"{name}/process_max_diff"] = max(q["process"] for q in parts)
+        out[f"{name}/steps_max_diff"] = max(q["steps"] for q in parts)
+        out[f"{name}/reward_std_diff"] = abs(metrics["reward/std"] - expected["reward/std"])
+        out[f"{name}/reward_mean_diff"] = abs(metrics["reward/mean"] - expected["reward/mean"])
+        if comm.is_main:
+            out[f"{name}/metrics"] = metrics
+            out[f"{name}/expected"] = expected
+
+    measure("row_space", comm)
+    measure("per_rank", SINGLE)  # the negative control: this rank's statistics alone
+    return out
 
 
 # --- a small loop: sharded generation, DCP checkpoint, exact resume ------------------------------------
@@ -145,8 +226,8 @@ def reward_of(text: str) -> float:
 
 
 class MiniRun:
-    """The loop's distributed parts without verifiers: shard prompts, generate, gather rewards,
-    global advantages, update."""
+    """The loop's distributed parts without verifiers: shard prompts, generate, this rank's groups'
+    advantages, update."""
 
     def __init__(self, cfg, comm):
         self.cfg, self.comm = cfg, comm
@@ -166,12 +247,12 @@ class MiniRun:
             self.step += 1
             idx = self.comm.shard(self.sampler.next())
             batch = self.engine.generate([self.prompt_ids[i] for i in idx], gsize)
-            rewards = torch.tensor([reward_of(t) for t in batch.texts], dtype=torch.float64)
-            valid = torch.ones_like(rewards, dtype=torch.bool)
-            adv, included = local_advantages(rewards, valid, gsize, self.comm)
-            rows = included.nonzero().squeeze(-1)
+            rewards = torch.tensor([reward_of(t) for t in batch.texts], dtype=torch.float64).view(-1, gsize)  # (p, G)
+            adv = group_advantages(rewards, torch.ones_like(rewards, dtype=torch.bool), reduce=self.comm.sum)
+            rows = adv.included.flatten().nonzero().squeeze(-1)
             update = UpdateBatch(batch.input_ids[rows], batch.attention_mask[rows], batch.completion_mask[rows].bool(),
-                                 adv[rows][:, None].expand(-1, batch.completion_mask.shape[1]), None, None)
+                                 adv.advantages.flatten()[rows][:, None].expand(-1, batch.completion_mask.shape[1]),
+                                 None, None)
             records.append(self.learner.step(update))
             self.engine.sync_weights(unwrap(self.policy))
         return records
@@ -237,7 +318,7 @@ def main() -> None:
     comm = setup(parallel)
     result = {"world_size": comm.world_size}
     result |= equivalence(comm, parallel)
-    result |= split_groups(comm)
+    result |= row_space(comm)
     result |= generation_and_resume(comm, parallel, out_dir)
     if comm.is_main:
         (out_dir / f"result_{parallel}.json").write_text(json.dumps(result, indent=1))

@@ -74,10 +74,31 @@ def test_per_rank_token_mean_would_fail(launch):
 
 @pytest.mark.distributed
 @pytest.mark.slow
-def test_groups_split_across_ranks_get_whole_group_advantages(launch):
+def test_each_rank_on_its_own_rows_gets_the_rounds_statistics(launch):
+    """Each rank holds whole groups and computes on its own rows; with the sums over ranks, the batch-scaled
+    advantages (outcome and process), the rows in the loss, every round metric (reward/mean, reward/std,
+    fractions, components, flags, latency, dropped), the masked counts and the tool metrics equal one
+    process's on the whole round."""
     _, _, r = launch
-    assert r["split/max_diff"] == 0.0 and r["split/included_equal"], r
-    assert r["split/per_rank_diff"] > 0.1, r  # a per-rank computation would be wrong
+    assert r["row_space/adv_max_diff"] < 1e-6 and r["row_space/rows_equal"], r
+    assert r["row_space/process_max_diff"] < 1e-6 and r["row_space/steps_max_diff"] < 1e-12, r
+    assert r["row_space/metrics"].keys() == r["row_space/expected"].keys(), r
+    assert r["row_space/metrics_max_diff"] < 1e-12, r
+    assert r["row_space/reward_mean_diff"] < 1e-12 and r["row_space/reward_std_diff"] < 1e-12, r
+    assert r["row_space/masks_equal"] and r["row_space/tools_max_diff"] < 1e-12, r
+    assert r["row_space/metrics"]["verify/latency_s"] == 2.0 and "verify/dropped/code" in r["row_space/metrics"], r
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_per_rank_statistics_would_fail(launch):
+    """The negative control: the same ranks without the sums over ranks (each rank's std, mean, counts
+    alone) miss the whole round's values by far more than rounding, so the test above would catch it."""
+    _, _, r = launch
+    assert r["per_rank/adv_max_diff"] > 0.1 and r["per_rank/process_max_diff"] > 0.1, r
+    assert r["per_rank/reward_std_diff"] > 0.05 and r["per_rank/reward_mean_diff"] > 0.05, r
+    assert r["per_rank/metrics_max_diff"] > 0.05 and r["per_rank/tools_max_diff"] > 0.05, r
+    assert not r["per_rank/masks_equal"] and r["per_rank/steps_max_diff"] > 0.01, r
 
 
 @pytest.mark.distributed
@@ -183,7 +204,7 @@ def test_parallel_without_launcher_is_a_clear_error(monkeypatch):
 @pytest.mark.distributed
 @pytest.mark.slow
 def test_cohort_train_under_torchrun_resumes_exactly(tmp_path):
-    """The real loop (verifier services, sharded generation, gathered scores, DCP checkpoints) under
+    """The real loop (verifier services, sharded generation, each rank scoring its own rows, DCP checkpoints) under
     ``torchrun``: 3 steps straight, and 3 steps resumed from the step-1 checkpoint, end equal."""
     import shutil
 

@@ -20,7 +20,7 @@ import pytest
 
 from cohort.rpc.launch import ServiceProcess
 from cohort.trainer.config import load_config
-from cohort.trainer.scoring import MaskedShare, MaskedShareError, Scorer, Scores
+from cohort.trainer.scoring import MaskCounts, MaskedShare, MaskedShareError, Scorer, Scores
 from cohort.trainer.train import train
 from cohort.verifiers.records import Task
 
@@ -132,11 +132,11 @@ def test_rounds_with_every_rollout_masked_are_not_steps(tmp_path):
     assert not metrics.exists() or metrics.read_text().strip() == ""
 
 
-def _scores(masked: list[list[str]]) -> Scores:
+def _counts(masked: list[list[str]]) -> MaskCounts:
     import torch
 
     valid = torch.tensor([[not m for m in row] for row in masked])
-    return Scores(torch.zeros(valid.shape, dtype=torch.float64), valid, {}, 0.0, masked_by=masked)
+    return MaskCounts.of(Scores(torch.zeros(valid.shape, dtype=torch.float64), valid, {}, 0.0, masked_by=masked))
 
 
 def test_the_masked_share_alarm_warns_once_and_can_stop_the_run(tmp_path):
@@ -145,22 +145,22 @@ def test_the_masked_share_alarm_warns_once_and_can_stop_the_run(tmp_path):
     alarm, said = MaskedShare(cfg), []
     ok = [["", "", "", ""]] * 5  # 20 rollouts a round
     for _ in range(4):
-        assert alarm.observe(_scores(ok), said.append)["verify/masked_alarm"] == 0.0
+        assert alarm.observe(_counts(ok), said.append)["verify/masked_alarm"] == 0.0
     one = [["code/dependency_unavailable", "", "", ""]] + ok[1:]  # 1 of 20 masked: 5%, not past it
-    assert alarm.observe(_scores(one), said.append)["verify/masked_alarm"] == 0.0
+    assert alarm.observe(_counts(one), said.append)["verify/masked_alarm"] == 0.0
     two = [["code/dependency_unavailable"] * 2 + ["", ""]] + ok[1:]  # 3 of 80 over the window, then more
     rec = {}
     for _ in range(2):
-        rec = alarm.observe(_scores(two), said.append)
+        rec = alarm.observe(_counts(two), said.append)
     assert rec["verify/masked_alarm"] == 1.0 and rec["verify/masked_frac/code/dependency_unavailable"] > 0.05
     assert len([s for s in said if s.startswith("masked-share alarm: code/dependency_unavailable")]) == 1
     for _ in range(4):
-        alarm.observe(_scores(ok), said.append)
+        alarm.observe(_counts(ok), said.append)
     assert said[-1].startswith("masked share back to normal: code/dependency_unavailable")
     bad = [["math/verifier_error"] * 4] * 5
     with pytest.raises(MaskedShareError, match="above scoring.max_masked_frac=0.5"):
         for _ in range(4):
-            alarm.observe(_scores(bad), said.append)
+            alarm.observe(_counts(bad), said.append)
 
 
 def test_metrics_jsonl_writes_null_never_nan(tmp_path):

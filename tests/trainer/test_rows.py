@@ -332,3 +332,16 @@ def test_generated_code_asserts_reach_both_branches_of_a_predicate():
             assert "'Fizz'" in outputs and len(outputs) >= 2, asserts
             checked += 1
     assert checked >= 40
+
+
+@pytest.mark.parametrize("name, rows, verifier", [("smollm2-multistep", 300, "math"), ("smollm2-code", 256, "code")])
+def test_reasoning_example_configs_load_and_route_their_rows(name, rows, verifier):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_config(root / "examples" / f"{name}.yaml")
+    sources = [DataSource(**{**s.model_dump(exclude_unset=True), "path": str(root / s.path)}) for s in cfg.data.sources]
+    tasks = load_examples(DataSection(sources=sources))
+    assert len(tasks) == rows and all(t.messages is not None for t in tasks)
+    defaults = {v.name: (v.weight, v.options) for v in cfg.scoring.verifiers}
+    assert {tuple(r.name for r in route(t, defaults, None)) for t in tasks} == {(verifier,)}

@@ -197,13 +197,30 @@ def sweep(timeout_s: float = 2.0) -> list[Path]:
             if pid == me:
                 if d.name not in live:
                     mine.append(d)
-            elif not Path(f"/proc/{pid}").exists():
+            elif not _service_alive(pid):
                 theirs.append(d)
     mine.extend(d for d in leftover if d not in mine and d.name not in live)
     left = remove_all([SlotCgroup([d], d, "") for d in mine], timeout_s) if mine else []
-    # a dead owner's: one rmdir each, no kill and no wait (one still busy is tried again at the next sweep)
-    left += remove_all([SlotCgroup([d], d, "") for d in theirs], 0.0, kill=False) if theirs else []
+    # A dead owner's: nothing is killed; each dir is removed once it is empty, within DEAD_OWNER_WAIT_S (the
+    # kernel refuses the rmdir, EBUSY, while the last of its exiting processes is still being torn down,
+    # after it has left cgroup.procs); one still busy then is tried again at the next sweep.
+    left += remove_all([SlotCgroup([d], d, "") for d in theirs], DEAD_OWNER_WAIT_S, kill=False) if theirs else []
     return left
+
+
+DEAD_OWNER_WAIT_S = 2.0
+
+
+def _service_alive(pid: int) -> bool:
+    """Whether the process that owns ``cohort-sandbox-<pid>-*`` still runs: ``/proc/<pid>`` is there and is
+    a process, not a thread of another one (``/proc/<tid>`` of any thread is reachable too, so a dead
+    service's pid reused as a thread id would otherwise keep its cgroups forever)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    m = re.search(r"^Tgid:\s*(\d+)$", status, re.MULTILINE)
+    return m is None or int(m.group(1)) == pid
 
 
 @atexit.register

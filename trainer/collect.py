@@ -6,14 +6,14 @@ engine that reports its own sampling log-probs (vLLM) the old policy's log-probs
 importance-sampling weights (``trainer.is_correction``).
 
 1. **Per-row tensors travel with their rows.** The log-probs of a generation call are computed for
-   that call's rows and carried through every ``select`` and ``concat`` with them (:class:`Rows`),
+   that call's rows and carried through every ``select`` and ``concat`` with them (:class:`Round`),
    so after dynamic resampling a kept row keeps its own values and a fresh row brings its own; no
    tensor is indexed with row numbers of another batch. The IS weights and their metrics are a pure
    function of each row's (old, rollout) log-probs, computed once on the final rows.
 2. **Overlap.** A call's prompts are generated in ``rollout.generation_chunks`` chunks and each chunk
    goes to the verifiers as soon as it exists, so chunk k is scored while chunk k+1 is generated; the
    call's reference and old-policy forwards run while its last chunks are scored. The learner waits
-   on the verifiers only in :func:`_wait` (timed as ``verify_wait``).
+   on the verifiers only at the end of :func:`_generate` (timed as ``verify_wait``).
 3. **Dynamic sampling (DAPO)**, single process only (the config refuses it with ``parallel``): groups
    without signal are replaced by groups of freshly drawn prompts, at most ``max_resample_rounds``
    times; the round then has P groups again, the last draw's flat ones included if rounds ran out.
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -52,20 +52,32 @@ def _pad_right(x: Tensor | None, width: int) -> Tensor | None:
 
 
 @dataclass
-class Rows:
-    """Generated rows with their per-row log-probs (all (b, T), right-padded with 0 like the completions)."""
+class Round:
+    """This rank's rows of one step (b = P/world * G, prompt-major: whole groups), their scores (p, G), and
+    every tensor the update needs per row. The one row space of the loop: everything here is indexed by
+    this rank's b rows (or its p groups); :meth:`update_batch` takes the rows that enter the loss."""
 
     batch: RolloutBatch
-    ref_logprobs: Float[Tensor, "b T"] | None = None
-    old_logprobs: Float[Tensor, "b T"] | None = None
+    scores: Scores  # (p, G)
+    ref_logprobs: Float[Tensor, "b T"] | None = None  # beta > 0
+    old_logprobs: Float[Tensor, "b T"] | None = None  # engines that report log-probs; else the first pass's
+    is_weights: Float[Tensor, "b T"] | None = None  # the same engines, unless rollout.is_correction=none
+    behaviour_logprobs: Float[Tensor, "b T"] | None = None  # the asynchronous pipeline's (see UpdateBatch)
+    is_metrics: dict[str, float] = field(default_factory=dict)
+    resampled: int = 0  # prompts drawn to replace groups without signal
 
-    def select(self, rows: list[int]) -> Rows:
+    def select(self, groups: list[int]) -> Round:
+        """These groups (indices into p) with their rows and every per-row tensor (before the IS weights)."""
+        g = self.scores.rewards.shape[1]
+        rows = [k * g + j for k in groups for j in range(g)]
         idx = torch.tensor(rows, dtype=torch.long)
-        return Rows(self.batch.select(rows), *(None if x is None else x[idx] for x in (self.ref_logprobs,
-                                                                                      self.old_logprobs)))
+        take = lambda x: None if x is None else x[idx]  # noqa: E731
+        return Round(self.batch.select(rows), self.scores.select(groups), take(self.ref_logprobs),
+                     take(self.old_logprobs))
 
     @staticmethod
-    def concat(parts: list[Rows], pad_id: int) -> Rows:
+    def concat(parts: list[Round], pad_id: int) -> Round:
+        """Rounds of groups generated apart, as one (per-row tensors right-padded with 0 like the completions)."""
         batch = concat_batches([p.batch for p in parts], pad_id)
         t = batch.completion_ids.shape[1]
 
@@ -73,21 +85,7 @@ class Rows:
             values = [getattr(p, name) for p in parts]
             return None if any(v is None for v in values) else torch.cat([_pad_right(v, t) for v in values])
 
-        return Rows(batch, joined("ref_logprobs"), joined("old_logprobs"))
-
-
-@dataclass
-class Round:
-    """This rank's rows of one step (b = P/world * G), prompt-major, and everything per row."""
-
-    batch: RolloutBatch
-    scores: Scores  # (p, G)
-    ref_logprobs: Float[Tensor, "b T"] | None  # beta > 0
-    old_logprobs: Float[Tensor, "b T"] | None  # engines that report log-probs; else the first pass's
-    is_weights: Float[Tensor, "b T"] | None  # the same engines, unless rollout.is_correction=none
-    is_metrics: dict[str, float]
-    resampled: int  # prompts drawn to replace groups without signal
-    behaviour_logprobs: Float[Tensor, "b T"] | None = None  # the asynchronous pipeline's (see UpdateBatch)
+        return Round(batch, merge_scores([p.scores for p in parts]), joined("ref_logprobs"), joined("old_logprobs"))
 
     def update_batch(self, rows: Int[Tensor, "n"], advantages: Float[Tensor, "b T"]) -> UpdateBatch:
         """The rows ``rows`` (indices into this rank's b) as the learner's batch."""
@@ -130,30 +128,28 @@ def collect_round(src: Sources, comm: Comm, timer: StepTimer) -> Round:
     """Sample G completions for this rank's share of the next P prompts, score them, resample groups
     without signal (``grpo.dynamic_sampling``), and attach every per-row tensor (module docstring)."""
     cfg = src.cfg
-    rows, futures = _generate(src, comm.shard(src.sampler.next()), timer)
-    scores = _wait(futures, timer)
+    rnd = _generate(src, comm.shard(src.sampler.next()), timer)
     resampled = 0
     for _ in range(cfg.grpo.max_resample_rounds if cfg.grpo.dynamic_sampling else 0):
-        informative = group_advantages(scores.rewards, scores.valid, cfg.grpo.scale_rewards).informative_groups
+        informative = group_advantages(rnd.scores.rewards, rnd.scores.valid, cfg.grpo.scale_rewards).informative_groups
         keep = informative.nonzero().squeeze(-1).tolist()
         if len(keep) >= cfg.grpo.prompts_per_step:
             break
         idx = src.sampler.next(cfg.grpo.prompts_per_step - len(keep))
         resampled += len(idx)
-        extra, futures = _generate(src, idx, timer)
-        g = cfg.grpo.num_generations
-        kept = rows.select([k * g + j for k in keep for j in range(g)])
-        rows = Rows.concat([kept, extra], src.pad_id) if keep else extra
-        scores = merge_scores([scores.select(keep), _wait(futures, timer)])
-    is_weights, is_metrics = rollout_correction(rows.old_logprobs, rows.batch.rollout_logprobs,
-                                                rows.batch.loss_mask, cfg.rollout.is_correction,
-                                                cfg.rollout.is_cap)
-    return Round(rows.batch, scores, rows.ref_logprobs, rows.old_logprobs, is_weights, is_metrics, resampled)
+        extra = _generate(src, idx, timer)
+        rnd = Round.concat([rnd.select(keep), extra], src.pad_id) if keep else extra
+    rnd.is_weights, rnd.is_metrics = rollout_correction(rnd.old_logprobs, rnd.batch.rollout_logprobs,
+                                                        rnd.batch.loss_mask, cfg.rollout.is_correction,
+                                                        cfg.rollout.is_cap)
+    rnd.resampled = resampled
+    return rnd
 
 
-def _generate(src: Sources, idx: list[int], timer: StepTimer) -> tuple[Rows, list]:
+def _generate(src: Sources, idx: list[int], timer: StepTimer) -> Round:
     """Generate ``idx``'s groups chunk by chunk, submitting each for scoring at once; then, while the
-    verifiers work, the rows' reference and (engines that report log-probs) old-policy log-probs."""
+    verifiers work, the rows' reference and (engines that report log-probs) old-policy log-probs; then
+    the learner's only wait on the verifiers (timed as ``verify_wait``)."""
     g, chunks = src.cfg.grpo.num_generations, src.cfg.rollout.generation_chunks
     size = -(-len(idx) // chunks)
     parts, futures = [], []
@@ -168,10 +164,6 @@ def _generate(src: Sources, idx: list[int], timer: StepTimer) -> tuple[Rows, lis
     with timer("logprobs"):
         ref = None if src.ref_logprobs is None else src.ref_logprobs(input_ids, attention_mask, t)  # (b, T)
         old = None if batch.rollout_logprobs is None else src.policy_logprobs(input_ids, attention_mask, t)  # (b, T)
-    return Rows(batch, ref, old), futures
-
-
-def _wait(futures: list, timer: StepTimer) -> Scores:
-    """The learner's only wait on the verifiers."""
     with timer("verify_wait"):
-        return merge_scores([f.result() for f in futures])
+        scores = merge_scores([f.result() for f in futures])
+    return Round(batch, scores, ref, old)

@@ -368,10 +368,10 @@ class Pipeline:
             ref = None if src.ref_logprobs is None else src.ref_logprobs(ids, mask, t)
         resampled = max(0, seen - p_want) if dynamic else 0
         if cfg.rollout.is_correction == "none":  # naive off-policy PPO: the ratio against the behaviour policy
-            return Round(batch, scores, ref, behaviour, None, {}, resampled)
+            return Round(batch, scores, ref, old_logprobs=behaviour, resampled=resampled)
         # the decoupled objective: the learner's first pass is the proximal policy (pi_old of the ratio, and
         # the numerator of the importance weight it computes itself: UpdateBatch.behaviour_logprobs)
-        return Round(batch, scores, ref, None, None, {}, resampled, behaviour_logprobs=behaviour)
+        return Round(batch, scores, ref, behaviour_logprobs=behaviour, resampled=resampled)
 
     def metrics(self, timer: StepTimer) -> dict[str, float]:
         """Staleness of the round consumed, drops, buffer depth, and the idle fractions of both sides."""

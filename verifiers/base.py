@@ -65,9 +65,6 @@ class Rollout:
     completion: str
     truncated: bool = False
 
-    def __reduce__(self):  # pickled to the scoring processes: a constructor call is 2x cheaper than slot state
-        return Rollout, (self.index, self.completion, self.truncated)
-
 
 @dataclass(frozen=True)
 class IoCase:
@@ -144,10 +141,6 @@ class RolloutResult:
     flags: tuple[str, ...] = ()
     steps: tuple[StepReward, ...] = ()
     """Optional step rewards (only with status OK): ends strictly increasing within the completion."""
-
-    def __reduce__(self):  # pickled back from the scoring processes: see Rollout.__reduce__
-        return RolloutResult, (self.index, self.status, self.verdict, self.reward, self.components, self.detail,
-                               self.duration_s, self.flags, self.steps)
 
     @property
     def usable(self) -> bool:

@@ -25,6 +25,12 @@ cannot cause is masked: a rollout reached after the call's deadline is VERIFIER_
 that is not a number (or is over the bounds) is INVALID_REFERENCE. See ``docs/integrity-verifiers.md``.
 
 Reward (the outcome view of the same judgement): the mean of the step rewards (0 without steps).
+
+Options (strings, per verifier in the config or per row): ``grounded: "true"`` credits a step only when
+every number it computes with is in the question (the request's ``prompt``; its multiplier words count:
+``twice`` is 2) or is the result of an earlier step, so arithmetic that is right but unrelated to the
+problem (``1 + 2 = 3``) is a wrong step; ``answer_step: "false"`` leaves the final answer out of the
+steps when an outcome verifier already judges it. Both default to the behaviour above.
 Components: ``steps`` (how many), ``step_frac`` (share right) and, with a reference, ``answer``.
 
 >>> v = StepsVerifier()
@@ -226,8 +232,9 @@ def _left_sides(text: str, eq: int, floor: int) -> list[str]:
     return [run[m.start():] for m in _START_RE.finditer(run)]
 
 
-def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str | None]]:
-    """Candidate steps: (end offset, claimed result, computed value, decimals, why refused or None).
+def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str | None, tuple[Fraction, ...]]]:
+    """Candidate steps: (end offset, claimed result, computed value, decimals, why refused or None, the
+    expression's literals).
 
     ``computed`` is None for a division by zero and for a refused step (both are wrong steps).
     _TooMuch propagates (the completion as a whole is beyond the bounds).
@@ -249,7 +256,7 @@ def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str 
             lhs_options = _left_sides(text, eq, lo)
         except Refused as exc:
             lhs_options, refused = [], str(exc)
-        found, value = refused is not None, None
+        found, value, operands = refused is not None, None, ()
         for lhs in lhs_options:
             parsed += len(lhs)
             if parsed > MAX_PARSED_CHARS:
@@ -265,6 +272,7 @@ def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str 
                 found, value, refused = True, None, str(exc)
                 break
             found = operators > 0  # "x = 5", "18 = 18": not a step
+            operands = tuple(number(n) for n in _NUMBER_RE.findall(lhs))  # within the bounds: evaluate checked them
             break
         if not found:
             continue
@@ -275,7 +283,7 @@ def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str 
         if result.group(1):
             claimed = -claimed
         decimals = len(result.group(2).partition(".")[2])
-        out.append((result.end(), claimed, value, decimals, refused))
+        out.append((result.end(), claimed, value, decimals, refused, operands))
         if len(out) > MAX_STEPS:
             raise _TooMuch(f"more than {MAX_STEPS} steps")
     return out
@@ -312,7 +320,26 @@ def final_number(text: str) -> tuple[int, Fraction | None] | None:
     return last.end(), -value if negative else value
 
 
-def score_rollout(rollout: Rollout, gold: Fraction | None) -> RolloutResult:
+_NUMBER_WORDS = {"twice": 2, "double": 2, "doubles": 2, "half": 2, "halves": 2, "three times": 3, "triple": 3,
+                 "triples": 3, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+                 "nine": 9, "ten": 10}
+_WORDS_RE = re.compile(r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
+
+
+def question_numbers(prompt: str) -> frozenset[Fraction]:
+    """The numbers a grounded step may start from: the question's literals, and the multipliers its words
+    name (``twice`` 2, ``three times`` 3, ``five`` 5). Literals beyond the bounds are left out."""
+    found = {v for v in map(_literal, _NUMBER_RE.findall(prompt)) if v is not None}
+    return frozenset(found | {Fraction(_NUMBER_WORDS[w.lower()]) for w in _WORDS_RE.findall(prompt)})
+
+
+def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[Fraction] | None = None,
+                  answer_step: bool = True) -> RolloutResult:
+    """Score one completion. ``grounding`` (option ``grounded``): a step is right only when its result is
+    right *and* every number it computes with is one of these (the question's) or the result of an
+    earlier step of the completion, so ``1 + 2 = 3`` earns nothing in a problem about 4 and 9 pencils.
+    ``answer_step`` False (option ``answer_step: "false"``): no final-answer step; the answer is left to
+    the outcome verifier that judges it (its ``answer`` component is still reported)."""
     text = rollout.completion
     try:
         candidates = _steps_of(text)
@@ -321,15 +348,21 @@ def score_rollout(rollout: Rollout, gold: Fraction | None) -> RolloutResult:
         return RolloutResult.ok(rollout.index, 0.0, Verdict.INCORRECT, components, f"candidate limit: {exc}",
                                 flags=(CANDIDATE_LIMIT,), steps=[StepReward(len(text), 0.0)])
     final = final_number(text) if gold is not None else None
-    steps = [StepReward(end, float(_right(claimed, value, d))) for end, claimed, value, d, _ in candidates]
-    refusals = [why for *_, why in candidates if why is not None]
+    steps, known, ungrounded = [], set(grounding or ()), 0
+    for end, claimed, value, d, _, operands in candidates:
+        right = _right(claimed, value, d)
+        if grounding is not None and right and not known.issuperset(operands):
+            right, ungrounded = False, ungrounded + 1
+        steps.append(StepReward(end, float(right)))
+        known.add(claimed)
+    refusals = [why for _, _, _, _, why, _ in candidates if why is not None]
     components: dict[str, float] = {}
     if gold is not None:
         if final is not None and final[1] is None:
             refusals.append(f"a final answer of more than {MAX_DIGITS} digits")
         answer = float(final is not None and final[1] == gold)
         components["answer"] = answer
-        if final is not None:
+        if final is not None and answer_step:
             if steps and steps[-1].end == final[0]:
                 steps[-1] = StepReward(final[0], steps[-1].reward * answer)
             elif not steps or final[0] > steps[-1].end:
@@ -342,7 +375,7 @@ def score_rollout(rollout: Rollout, gold: Fraction | None) -> RolloutResult:
         verdict = Verdict.NO_ANSWER
     else:
         verdict = Verdict.CORRECT if right == n else Verdict.INCORRECT if right == 0 else Verdict.PARTIAL
-    detail = f"{int(right)}/{n} steps right"
+    detail = f"{int(right)}/{n} steps right" + (f" ({ungrounded} right but not from the question)" if ungrounded else "")
     if final is not None:
         detail += f"; final answer {final[1]}" if final[1] is not None else "; final answer beyond the bounds"
     if refusals:
@@ -361,7 +394,7 @@ def parse_reference(raw: str) -> Fraction:
 
 class StepsVerifier:
     name = "steps"
-    version = "1.1.0"  # issue 29: a step beyond the bounds is a wrong step, no longer VERIFIER_TIMEOUT
+    version = "1.2.0"  # options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
     description = "process rewards: each arithmetic step of a chain of thought (and the final answer) right or wrong"
     reference_kinds = ()  # an answer is optional (it adds the final step)
     max_concurrency = 1  # pure Python
@@ -375,10 +408,22 @@ class StepsVerifier:
                 gold = parse_reference(group.reference.answer)
             except (ValueError, Refused) as exc:
                 return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(exc)) for r in group.rollouts]
+        grounded, answer_step = _flag(group.options, "grounded", False), _flag(group.options, "answer_step", True)
+        grounding = question_numbers(group.prompt) if grounded else None
         out = []
         for r in group.rollouts:
             if ctx.expired():
                 out.append(RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_TIMEOUT, "call deadline passed"))
                 continue
-            out.append(score_rollout(r, gold))
+            out.append(score_rollout(r, gold, grounding, answer_step))
         return out
+
+
+def _flag(options, name: str, default: bool) -> bool:
+    """A boolean option: ``"true"`` or ``"false"`` (options are strings on the wire); anything else is refused."""
+    raw = options.get(name)
+    if raw is None:
+        return default
+    if raw.strip().lower() not in ("true", "false"):
+        raise InvalidRequest(f"steps option {name}={raw!r}: expected \"true\" or \"false\"")
+    return raw.strip().lower() == "true"

@@ -16,6 +16,7 @@ from cohort.verifiers.math import MathVerifier
 from cohort.verifiers.steps import StepsVerifier
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data" / "multistep"
+LEVELS = ("", "-addsub")  # the full level (add, take away, double, triple) and adding and taking away only
 
 
 def rows(name: str) -> list[dict]:
@@ -27,28 +28,38 @@ def test_the_committed_files_are_what_the_generator_writes(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.main(tmp_path)
-    for name in ("train.jsonl", "test.jsonl", "solutions.jsonl"):
-        assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), name
+    for level in LEVELS:
+        for name in (f"train{level}.jsonl", f"test{level}.jsonl", f"solutions{level}.jsonl"):
+            assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), name
 
 
-def test_held_out_questions_are_never_trained_on_and_every_step_count_is_there():
-    question = {r["id"]: r["messages"][-1]["content"] for r in rows("train.jsonl") + rows("test.jsonl")}
-    train = {q for k, q in question.items() if k.startswith("ms-train/")}
-    test = {q for k, q in question.items() if k.startswith("ms-test/")}
+@pytest.mark.parametrize("level", LEVELS)
+def test_held_out_questions_are_never_trained_on_and_every_step_count_is_there(level):
+    question = {r["id"]: r["messages"][-1]["content"] for r in rows(f"train{level}.jsonl") + rows(f"test{level}.jsonl")}
+    train = {q for k, q in question.items() if k.startswith(f"ms-train{level}/")}
+    test = {q for k, q in question.items() if k.startswith(f"ms-test{level}/")}
     assert len(train) == 300 and len(test) == 96 and not train & test
-    for split in ("ms-train/", "ms-test/"):
+    for split in (f"ms-train{level}/", f"ms-test{level}/"):
         ops = [k.rsplit("/op", 1)[1] for k in question if k.startswith(split)]
         assert sorted(set(ops)) == ["2", "3", "4"] and len({ops.count(n) for n in "234"}) == 1
 
 
-def test_every_worked_solution_is_right_at_every_step_and_a_wrong_step_is_found():
-    gold = {r["id"]: r["answer"] for r in rows("train.jsonl") + rows("test.jsonl")}
-    solutions = rows("solutions.jsonl")
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_worked_solution_is_right_at_every_step_and_a_wrong_step_is_found(level):
+    data = rows(f"train{level}.jsonl") + rows(f"test{level}.jsonl")
+    gold = {r["id"]: r["answer"] for r in data}
+    question = {r["id"]: r["messages"][-1]["content"] for r in data}
+    solutions = rows(f"solutions{level}.jsonl")
     assert {s["id"] for s in solutions} == set(gold)
     group = GroupRequest("steps", tuple(Rollout(i, s["solution"]) for i, s in enumerate(solutions)), Reference())
     for s, r in zip(solutions, StepsVerifier().verify_group(group, VerifyContext())):
         n_ops = int(s["id"].rsplit("/op", 1)[1])
         assert r.status is RolloutStatus.OK and [x.reward for x in r.steps] == [1.0] * n_ops, s
+    for s in solutions[:48]:  # grounded: every step of a worked solution computes with the question's numbers
+        grounded = GroupRequest("steps", (Rollout(0, s["solution"]),), Reference(), prompt=question[s["id"]],
+                                options={"grounded": "true"})
+        (r,) = StepsVerifier().verify_group(grounded, VerifyContext())
+        assert [x.reward for x in r.steps] == [1.0] * int(s["id"].rsplit("/op", 1)[1]), s
     text = solutions[0]["solution"]  # '4 + 9 = 13. 13 + 2 = 15. The answer is 15.'
     first = text.split(". ")[0]
     a, _, rest = first.partition(" = ")

@@ -274,3 +274,43 @@ def test_the_server_counts_candidate_limits(extra):
         assert [list(r.flags) for r in results] == [["candidate_limit"], [], ["candidate_limit"]]
         body = urllib.request.urlopen(f"http://127.0.0.1:{sp.metrics_port}/metrics", timeout=5).read().decode()
     assert 'cohort_verifier_candidate_limit_rollouts_total{verifier="steps"} 2.0' in body
+
+
+QUESTION = ("Kofi has 4 pencils. A friend gives him 8 more. Then he has twice as many as before. "
+            "How many pencils does Kofi have now?")
+
+
+def score_with(options: dict[str, str], *completions: str, gold: str = "24") -> list[RolloutResult]:
+    group = GroupRequest("steps", tuple(Rollout(i, c) for i, c in enumerate(completions)), Reference(answer=gold),
+                         prompt=QUESTION, options=options)
+    return StepsVerifier().verify_group(group, VerifyContext())
+
+
+def test_grounded_steps_credit_only_numbers_from_the_question_or_earlier_steps() -> None:
+    right = "4 + 8 = 12. 12 * 2 = 24. The answer is 24."
+    unrelated = "1 + 2 = 3. 3 + 4 = 7."  # right arithmetic, not this problem's
+    wrong_factor = "4 + 8 = 12. 12 * 3 = 36. The answer is 36."  # 3: not in the question ('twice' is 2)
+    plain = score_with({}, right, unrelated, wrong_factor)
+    grounded = score_with({"grounded": "true"}, right, unrelated, wrong_factor)
+    assert [s.reward for s in plain[1].steps] == [1.0, 0.0]  # without the option the unrelated step is right
+    assert [s.reward for s in grounded[0].steps] == [1.0, 1.0, 1.0]  # 12 is an earlier result, 2 is 'twice'
+    assert [s.reward for s in grounded[1].steps] == [0.0, 0.0]  # 1 is not in the question; 3 + 4 builds on that step
+    assert [s.reward for s in grounded[2].steps] == [1.0, 0.0, 0.0]
+    assert "not from the question" in grounded[1].detail
+    assert all(r.status is RolloutStatus.OK for r in grounded)
+
+
+def test_answer_step_false_leaves_the_final_answer_to_the_outcome_verifier() -> None:
+    text = "4 + 8 = 12. 12 * 2 = 24. The answer is 25."
+    (with_answer,) = score_with({"grounded": "true"}, text)
+    (without,) = score_with({"grounded": "true", "answer_step": "false"}, text)
+    assert [s.reward for s in with_answer.steps] == [1.0, 1.0, 0.0]
+    assert [s.reward for s in without.steps] == [1.0, 1.0] and without.reward == 1.0
+    assert without.components["answer"] == 0.0  # still reported
+
+
+def test_a_malformed_steps_option_is_refused() -> None:
+    from cohort.verifiers.base import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="grounded"):
+        score_with({"grounded": "yes"}, "4 + 8 = 12.")

@@ -37,8 +37,9 @@ MUL = {2: "Then {p} has twice as many as before.", 3: "Then {p} has three times 
 MAX_VALUE = 60
 
 
-def problem(rng: random.Random, n_ops: int) -> tuple[str, str, int]:
-    """(question, worked solution, answer) with ``n_ops`` operations."""
+def problem(rng: random.Random, n_ops: int, ops: tuple[str, ...] = ("add", "sub", "mul"), max_value: int = MAX_VALUE,
+            max_k: int = 9) -> tuple[str, str, int]:
+    """(question, worked solution, answer) with ``n_ops`` operations of the kinds ``ops``."""
     name, p = rng.choice(PEOPLE)
     item = rng.choice(ITEMS)
     o = "her" if p == "she" else "him"
@@ -46,22 +47,22 @@ def problem(rng: random.Random, n_ops: int) -> tuple[str, str, int]:
     text, steps = [f"{name} has {v} {item}."], []
     last = None
     for _ in range(n_ops):
-        kinds = [k for k in ("add", "sub", "mul") if k != last or k != "mul"]  # never two products in a row
+        kinds = [k for k in ops if k != last or k != "mul"]  # never two products in a row
         kind = rng.choice(kinds)
-        if kind == "mul" and v * 2 > MAX_VALUE or kind == "sub" and v < 3:
+        if kind == "mul" and v * 2 > max_value or kind == "sub" and v < 3 or kind == "add" and v >= max_value:
             kind = "add" if v < 3 else "sub"
         if kind == "add":
-            k = rng.randint(1, min(9, MAX_VALUE - v))
+            k = rng.randint(1, min(max_k, max_value - v))
             text.append(rng.choice(ADD).format(P=p.capitalize(), o=o, k=k))
             steps.append(f"{v} + {k} = {v + k}.")
             v += k
         elif kind == "sub":
-            k = rng.randint(1, min(9, v - 1))
+            k = rng.randint(1, min(max_k, v - 1))
             text.append(rng.choice(SUB).format(P=p.capitalize(), k=k))
             steps.append(f"{v} - {k} = {v - k}.")
             v -= k
         else:
-            f = 3 if v * 3 <= MAX_VALUE and rng.random() < 0.3 else 2
+            f = 3 if v * 3 <= max_value and rng.random() < 0.3 else 2
             text.append(MUL[f].format(p=p))
             steps.append(f"{v} * {f} = {v * f}.")
             v *= f
@@ -76,8 +77,22 @@ def row(split: str, i: int, n_ops: int, question: str, solution: str, answer: in
             "messages": [{"role": r, "content": c} for r, c in turns]}
 
 
+LEVELS = {
+    "": {"seed": 0, "ops": ("add", "sub", "mul"), "max_value": MAX_VALUE, "max_k": 9},
+    # the base model passes about 6% of these (48 rows, 4 samples): a level where groups carry signal
+    "addsub": {"seed": 1, "ops": ("add", "sub"), "max_value": 20, "max_k": 5},
+}
+"""Each level's files: ``train.jsonl`` / ``test.jsonl`` / ``solutions.jsonl`` for the full level, and
+``train-addsub.jsonl`` and so on for the easier one (adding and taking away only, values up to 20)."""
+
+
 def main(out: Path = HERE) -> None:
-    rng = random.Random(0)
+    for level, spec in LEVELS.items():
+        write_level(out, "-" + level if level else "", spec)
+
+
+def write_level(out: Path, suffix: str, spec: dict) -> None:
+    rng = random.Random(spec["seed"])
     seen = {EXAMPLE[0]}
     sizes = {"test": 32, "train": 100}  # per step count
     solutions = []
@@ -86,19 +101,19 @@ def main(out: Path = HERE) -> None:
         for n_ops in (2, 3, 4):
             made = 0
             while made < sizes[split]:
-                q, sol, ans = problem(rng, n_ops)
+                q, sol, ans = problem(rng, n_ops, spec["ops"], spec["max_value"], spec["max_k"])
                 if q in seen:
                     continue
                 seen.add(q)
                 rows.append((n_ops, q, sol, ans))
                 made += 1
         rng.shuffle(rows)
-        with open(out / f"{split}.jsonl", "w") as f:
+        with open(out / f"{split}{suffix}.jsonl", "w") as f:
             for i, (n_ops, q, sol, ans) in enumerate(rows):
-                r = row(split, i, n_ops, q, sol, ans)
+                r = row(split + suffix, i, n_ops, q, sol, ans)
                 f.write(json.dumps(r) + "\n")
                 solutions.append({"id": r["id"], "solution": sol})
-    with open(out / "solutions.jsonl", "w") as f:
+    with open(out / f"solutions{suffix}.jsonl", "w") as f:
         f.writelines(json.dumps(s) + "\n" for s in solutions)
 
 

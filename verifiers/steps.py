@@ -28,7 +28,7 @@ Reward (the outcome view of the same judgement): the mean of the step rewards (0
 
 Options (strings, per verifier in the config or per row): ``grounded: "true"`` credits a step only when
 every number it computes with is in the question (the request's ``prompt``; its multiplier words count:
-``twice`` is 2) or is the result of an earlier step, so arithmetic that is right but unrelated to the
+``twice`` is 2) or is the result of an earlier right step, so arithmetic that is right but unrelated to the
 problem (``1 + 2 = 3``) is a wrong step; ``answer_step: "false"`` leaves the final answer out of the
 steps when an outcome verifier already judges it. Both default to the behaviour above.
 Components: ``steps`` (how many), ``step_frac`` (share right) and, with a reference, ``answer``.
@@ -354,7 +354,8 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
         if grounding is not None and right and not known.issuperset(operands):
             right, ungrounded = False, ungrounded + 1
         steps.append(StepReward(end, float(right)))
-        known.add(claimed)
+        if right:  # a result the next steps may build on: a wrong or ungrounded one grounds nothing
+            known.add(claimed)
     refusals = [why for _, _, _, _, why, _ in candidates if why is not None]
     components: dict[str, float] = {}
     if gold is not None:

@@ -334,7 +334,8 @@ def test_generated_code_asserts_reach_both_branches_of_a_predicate():
     assert checked >= 40
 
 
-@pytest.mark.parametrize("name, rows, verifier", [("smollm2-multistep", 300, "math"), ("smollm2-code", 256, "code")])
+@pytest.mark.parametrize("name, rows, verifier", [("smollm2-multistep", 300, "math"), ("smollm2-multistep-addsub", 300, "math"),
+                                                  ("smollm2-code", 256, "code")])
 def test_reasoning_example_configs_load_and_route_their_rows(name, rows, verifier):
     from pathlib import Path
 

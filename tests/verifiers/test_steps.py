@@ -286,18 +286,37 @@ def score_with(options: dict[str, str], *completions: str, gold: str = "24") -> 
     return StepsVerifier().verify_group(group, VerifyContext())
 
 
-def test_grounded_steps_credit_only_numbers_from_the_question_or_earlier_steps() -> None:
+def test_grounded_steps_credit_only_numbers_from_the_question_or_earlier_right_steps() -> None:
     right = "4 + 8 = 12. 12 * 2 = 24. The answer is 24."
-    unrelated = "1 + 2 = 3. 3 + 4 = 7."  # right arithmetic, not this problem's
+    unrelated = "1 + 2 = 3. 3 + 4 = 7. So 24."  # right arithmetic, not this problem's (1 and 2 are not in it)
     wrong_factor = "4 + 8 = 12. 12 * 3 = 36. The answer is 36."  # 3: not in the question ('twice' is 2)
-    plain = score_with({}, right, unrelated, wrong_factor)
-    grounded = score_with({"grounded": "true"}, right, unrelated, wrong_factor)
-    assert [s.reward for s in plain[1].steps] == [1.0, 0.0]  # without the option the unrelated step is right
+    slip = "4 + 8 = 13. 13 * 2 = 26. The answer is 26."  # builds on a wrong result: nothing after it is grounded
+    plain = score_with({}, right, unrelated, wrong_factor, slip)
+    grounded = score_with({"grounded": "true"}, right, unrelated, wrong_factor, slip)
+    assert [s.reward for s in plain[1].steps] == [1.0, 1.0, 1.0]  # without the option: right, and the answer
+    assert [s.reward for s in plain[3].steps] == [0.0, 1.0, 0.0]
     assert [s.reward for s in grounded[0].steps] == [1.0, 1.0, 1.0]  # 12 is an earlier result, 2 is 'twice'
-    assert [s.reward for s in grounded[1].steps] == [0.0, 0.0]  # 1 is not in the question; 3 + 4 builds on that step
+    assert [s.reward for s in grounded[1].steps] == [0.0, 0.0, 1.0]  # 3 came from the ungrounded step
     assert [s.reward for s in grounded[2].steps] == [1.0, 0.0, 0.0]
-    assert "not from the question" in grounded[1].detail
+    assert [s.reward for s in grounded[3].steps] == [0.0, 0.0, 0.0]
+    assert "2 right but not from the question" in grounded[1].detail
     assert all(r.status is RolloutStatus.OK for r in grounded)
+
+
+def test_a_bad_steps_option_is_invalid_argument_over_grpc() -> None:
+    from cohort.rpc.launch import ServiceProcess
+
+    with ServiceProcess(["steps"], extra_args=["--metrics-port", "0"]) as sp, grpc.insecure_channel(sp.endpoint) as ch:
+        stub = pb_grpc.VerifierServiceStub(ch)
+        req = pb.VerifyGroupRequest(group_id="g", verifier="steps", prompt=QUESTION, options={"grounded": "yes"},
+                                    rollouts=[pb.Rollout(index=0, completion="4 + 8 = 12")])
+        with pytest.raises(grpc.RpcError) as err:
+            stub.BatchVerifyGroups(pb.BatchVerifyGroupsRequest(requests=[req]), timeout=30)
+        assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT and "grounded" in err.value.details()
+        ok = pb.VerifyGroupRequest(group_id="g", verifier="steps", prompt=QUESTION, options={"grounded": "true"},
+                                   rollouts=[pb.Rollout(index=0, completion="4 + 8 = 12"), pb.Rollout(index=1, completion="1 + 2 = 3")])
+        results = stub.BatchVerifyGroups(pb.BatchVerifyGroupsRequest(requests=[ok]), timeout=30).responses[0].results
+        assert [r.reward for r in results] == [1.0, 0.0]  # the option travels over the wire
 
 
 def test_answer_step_false_leaves_the_final_answer_to_the_outcome_verifier() -> None:

@@ -14,6 +14,11 @@ size, learning rate, steps, training seed. Each trained model and the base model
 held-out rows, and on the first ``--bench-rows`` rows of GSM8K's test split put in the same chat format
 (the real benchmark; a 135M model passes few of them).
 
+``--task addsub`` is ``examples/smollm2-multistep-addsub.yaml``: the same stories at an easier level (adding and
+taking away only, values up to 20), with a third arm ``grounded``: the ``steps`` process rewards with options
+``grounded`` (a step counts only when it computes with the question's numbers or earlier right results) and
+``answer_step: "false"`` (the final answer is left to ``math``).
+
 ``--task code`` is ``examples/smollm2-code.yaml`` (``examples/data/code-functions/``: small functions, the
 share of 4 hidden asserts passed in the sandbox as the reward; held-out functions never trained on).
 Pass@1 counts a rollout that passes every hidden assert; the table also gives the share of hidden

@@ -204,7 +204,10 @@ def sweep(timeout_s: float = 2.0) -> list[Path]:
     # A dead owner's: nothing is killed; each dir is removed once it is empty, within DEAD_OWNER_WAIT_S (the
     # kernel refuses the rmdir, EBUSY, while the last of its exiting processes is still being torn down,
     # after it has left cgroup.procs); one still busy then is tried again at the next sweep.
-    left += remove_all([SlotCgroup([d], d, "") for d in theirs], DEAD_OWNER_WAIT_S, kill=False) if theirs else []
+    dead = [SlotCgroup([d], d, "") for d in theirs]
+    waited = [cg for cg in dead if cg.empty()]  # still holding processes: nothing to wait for, tried next sweep
+    left += remove_all(waited, DEAD_OWNER_WAIT_S, kill=False) if waited else []
+    left += [d for cg in dead if cg not in waited for d in cg.dirs]
     return left
 
 
@@ -217,6 +220,8 @@ def _service_alive(pid: int) -> bool:
     service's pid reused as a thread id would otherwise keep its cgroups forever)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
+    except PermissionError:  # /proc mounted with hidepid: there, but not ours to read
+        return True
     except OSError:
         return False
     m = re.search(r"^Tgid:\s*(\d+)$", status, re.MULTILINE)

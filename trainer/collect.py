@@ -77,12 +77,14 @@ class Round:
 
     @staticmethod
     def concat(parts: list[Round], pad_id: int) -> Round:
-        """Rounds of groups generated apart, as one (per-row tensors right-padded with 0 like the completions)."""
-        batch = concat_batches([p.batch for p in parts], pad_id)
+        """Rounds of groups generated apart, as one (per-row tensors right-padded with 0 like the completions).
+        A part without groups adds no row but its scores' run facts (latency, verifiers dropped)."""
+        rows = [p for p in parts if p.batch.completion_ids.shape[0]] or parts[-1:]
+        batch = concat_batches([p.batch for p in rows], pad_id)
         t = batch.completion_ids.shape[1]
 
         def joined(name: str) -> Tensor | None:
-            values = [getattr(p, name) for p in parts]
+            values = [getattr(p, name) for p in rows]
             return None if any(v is None for v in values) else torch.cat([_pad_right(v, t) for v in values])
 
         return Round(batch, merge_scores([p.scores for p in parts]), joined("ref_logprobs"), joined("old_logprobs"))
@@ -138,7 +140,7 @@ def collect_round(src: Sources, comm: Comm, timer: StepTimer) -> Round:
         idx = src.sampler.next(cfg.grpo.prompts_per_step - len(keep))
         resampled += len(idx)
         extra = _generate(src, idx, timer)
-        rnd = Round.concat([rnd.select(keep), extra], src.pad_id) if keep else extra
+        rnd = Round.concat([rnd.select(keep), extra], src.pad_id)
     rnd.is_weights, rnd.is_metrics = rollout_correction(rnd.old_logprobs, rnd.batch.rollout_logprobs,
                                                         rnd.batch.loss_mask, cfg.rollout.is_correction,
                                                         cfg.rollout.is_cap)

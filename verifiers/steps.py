@@ -29,8 +29,10 @@ Reward (the outcome view of the same judgement): the mean of the step rewards (0
 Options (strings, per verifier in the config or per row): ``grounded: "true"`` credits a step only when
 every number it computes with is in the question (the request's ``prompt``; its multiplier words count:
 ``twice`` is 2) or is the result of an earlier right step, so arithmetic that is right but unrelated to the
-problem (``1 + 2 = 3``) is a wrong step; ``answer_step: "false"`` leaves the final answer out of the
-steps when an outcome verifier already judges it. Both default to the behaviour above.
+problem (``1 + 2 = 3``) is a wrong step, and a wrong or ungrounded result grounds nothing after it
+(the prompt must hold the question: an empty one is refused); ``answer_step: "false"`` leaves the final
+answer out of the steps when an outcome verifier already judges it (a completion without any step is
+then one wrong step). Both default to the behaviour above.
 Components: ``steps`` (how many), ``step_frac`` (share right) and, with a reference, ``answer``.
 
 >>> v = StepsVerifier()
@@ -56,6 +58,7 @@ from cohort.verifiers.base import (
     StepReward,
     Verdict,
     VerifyContext,
+    option,
 )
 
 MAX_DIGITS = 40  # digits of one literal
@@ -320,17 +323,22 @@ def final_number(text: str) -> tuple[int, Fraction | None] | None:
     return last.end(), -value if negative else value
 
 
-_NUMBER_WORDS = {"twice": 2, "double": 2, "doubles": 2, "half": 2, "halves": 2, "three times": 3, "triple": 3,
-                 "triples": 3, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-                 "nine": 9, "ten": 10}
-_WORDS_RE = re.compile(r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
+_NUMBER_WORDS = {"twice": (2,), "double": (2,), "doubles": (2,), "half": (2, Fraction(1, 2)),
+                 "halves": (2, Fraction(1, 2)), "three times": (3,), "triple": (3,), "triples": (3,), "one": (1,),
+                 "two": (2,), "three": (3,), "four": (4,), "five": (5,), "six": (6,), "seven": (7,), "eight": (8,),
+                 "nine": (9,), "ten": (10,), "dozen": (12,), "hundred": (100,), "percent": (100,), "%": (100,)}
+_WORDS_RE = re.compile(r"\b(" + "|".join(sorted((w for w in _NUMBER_WORDS if w.isalpha() or " " in w), key=len,
+                                                   reverse=True)) + r")\b|(%)", re.IGNORECASE)
 
 
 def question_numbers(prompt: str) -> frozenset[Fraction]:
-    """The numbers a grounded step may start from: the question's literals, and the multipliers its words
-    name (``twice`` 2, ``three times`` 3, ``five`` 5). Literals beyond the bounds are left out."""
+    """The numbers a grounded step may start from, as magnitudes: the question's literals, and the numbers
+    its words name (``twice`` 2, ``three times`` 3, ``half`` 2 or 0.5, ``dozen`` 12, ``%`` 100). Literals
+    beyond the bounds are left out. A word the table does not know (``quarter``) grounds nothing."""
     found = {v for v in map(_literal, _NUMBER_RE.findall(prompt)) if v is not None}
-    return frozenset(found | {Fraction(_NUMBER_WORDS[w.lower()]) for w in _WORDS_RE.findall(prompt)})
+    for word, sign in _WORDS_RE.findall(prompt):
+        found.update(Fraction(x) for x in _NUMBER_WORDS[(word or sign).lower()])
+    return frozenset(found)
 
 
 def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[Fraction] | None = None,
@@ -339,7 +347,8 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
     right *and* every number it computes with is one of these (the question's) or the result of an
     earlier step of the completion, so ``1 + 2 = 3`` earns nothing in a problem about 4 and 9 pencils.
     ``answer_step`` False (option ``answer_step: "false"``): no final-answer step; the answer is left to
-    the outcome verifier that judges it (its ``answer`` component is still reported)."""
+    the outcome verifier that judges it (its ``answer`` component is still reported), and a completion
+    without any step is one wrong step over the whole of it."""
     text = rollout.completion
     try:
         candidates = _steps_of(text)
@@ -354,8 +363,8 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
         if grounding is not None and right and not known.issuperset(operands):
             right, ungrounded = False, ungrounded + 1
         steps.append(StepReward(end, float(right)))
-        if right:  # a result the next steps may build on: a wrong or ungrounded one grounds nothing
-            known.add(claimed)
+        if right:  # a result the next steps may build on (its magnitude: operands are read without signs)
+            known.add(abs(claimed))
     refusals = [why for _, _, _, _, why, _ in candidates if why is not None]
     components: dict[str, float] = {}
     if gold is not None:
@@ -368,6 +377,8 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
                 steps[-1] = StepReward(final[0], steps[-1].reward * answer)
             elif not steps or final[0] > steps[-1].end:
                 steps.append(StepReward(final[0], answer))
+    if not answer_step and not steps:  # no step at all is no better than wrong ones (else writing none pays)
+        steps.append(StepReward(len(text), 0.0))
     n = len(steps)
     right = sum(s.reward for s in steps)
     components["steps"] = float(n)
@@ -409,7 +420,10 @@ class StepsVerifier:
                 gold = parse_reference(group.reference.answer)
             except (ValueError, Refused) as exc:
                 return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(exc)) for r in group.rollouts]
-        grounded, answer_step = _flag(group.options, "grounded", False), _flag(group.options, "answer_step", True)
+        grounded = option(group, "grounded", "false", ("true", "false")) == "true"
+        answer_step = option(group, "answer_step", "true", ("true", "false")) == "true"
+        if grounded and not group.prompt.strip():
+            raise InvalidRequest("steps option grounded=true needs the question: the request's prompt is empty")
         grounding = question_numbers(group.prompt) if grounded else None
         out = []
         for r in group.rollouts:
@@ -419,12 +433,3 @@ class StepsVerifier:
             out.append(score_rollout(r, gold, grounding, answer_step))
         return out
 
-
-def _flag(options, name: str, default: bool) -> bool:
-    """A boolean option: ``"true"`` or ``"false"`` (options are strings on the wire); anything else is refused."""
-    raw = options.get(name)
-    if raw is None:
-        return default
-    if raw.strip().lower() not in ("true", "false"):
-        raise InvalidRequest(f"steps option {name}={raw!r}: expected \"true\" or \"false\"")
-    return raw.strip().lower() == "true"

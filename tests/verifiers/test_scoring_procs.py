@@ -252,7 +252,7 @@ def test_conformance_kit_passes_with_scoring_processes():
 
 
 def test_domain_objects_cross_the_pipe_unchanged():
-    """Chunks travel pickled (``Rollout`` and ``RolloutResult`` pickle as constructor calls): every field survives."""
+    """The domain objects pickle with every field intact (a plugin's own process pool may pickle them)."""
     import pickle
 
     from cohort.verifiers.base import (CodeTests, GroupRequest, GroupResult, Reference, Rollout, RolloutResult, RolloutStatus,

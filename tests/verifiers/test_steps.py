@@ -333,3 +333,18 @@ def test_a_malformed_steps_option_is_refused() -> None:
 
     with pytest.raises(InvalidRequest, match="grounded"):
         score_with({"grounded": "yes"}, "4 + 8 = 12.")
+
+
+def test_grounding_reads_magnitudes_words_and_needs_the_question() -> None:
+    from cohort.verifiers.base import InvalidRequest
+    from cohort.verifiers.steps import question_numbers
+
+    assert {2, 3, 12, 100} <= question_numbers("She has twice as many, then three times, a dozen eggs and 5% off")
+    negative = "4 - 8 = -4. -4 - 8 = -12. -12 * 2 = -24."  # 12 is grounded only as the magnitude of -12
+    (r,) = score_with({"grounded": "true", "answer_step": "false"}, negative)
+    assert [s.reward for s in r.steps] == [1.0, 1.0, 1.0]
+    (none,) = score_with({"grounded": "true", "answer_step": "false"}, "I do not know.")
+    assert [(s.end, s.reward) for s in none.steps] == [(len("I do not know."), 0.0)]  # no step: one wrong step
+    group = GroupRequest("steps", (Rollout(0, "4 + 8 = 12"),), Reference(), prompt="  ", options={"grounded": "true"})
+    with pytest.raises(InvalidRequest, match="prompt is empty"):
+        StepsVerifier().verify_group(group, VerifyContext())

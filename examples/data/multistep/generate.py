@@ -5,7 +5,9 @@
 Each problem follows one quantity through a story ("Mia has 7 shells. She finds 5 more. Then she has
 twice as many as before. She gives 3 to a friend. How many shells does Mia have now?"): a start value
 and 2, 3 or 4 operations (add, take away, double or triple), every intermediate value between 1 and
-60, every number added or taken away at most 9. The row's ``answer`` is the final value;
+60, every number added or taken away at most 9. A second, easier level (``LEVELS["addsub"]``: adding and
+taking away only, values up to 20, at most 5 at a time) is written as ``train-addsub.jsonl``,
+``test-addsub.jsonl`` and ``solutions-addsub.jsonl``. The row's ``answer`` is the final value;
 ``solutions.jsonl`` holds each row's worked chain of ``a op b = c`` steps (``{"id", "solution"}``: "7 + 5 = 12. 12 * 2 = 24. 24 - 3 = 21. The answer is 21."),
 which the ``steps`` verifier scores right at every step (tests/verifiers/test_multistep_data.py).
 Each row is a chat: a system message, one worked example of 3 steps (always the same), then the

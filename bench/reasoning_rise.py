@@ -76,6 +76,11 @@ TASKS = {
                          "options: {grounded: 'true', answer_step: 'false'}}]",
                          "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
                          "verifiers: [math, steps]}]"],
+            # grounded with the answer step kept: a chain that stops early and guesses ends on a wrong step
+            "grounded-answer": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, "
+                                "kind: process, options: {grounded: 'true'}}]",
+                                "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
+                                "verifiers: [math, steps]}]"],
         },
         "bench": "gsm8k", "bench_rows": 64,
     },

@@ -25,6 +25,7 @@ cannot cause is masked: a rollout reached after the call's deadline is VERIFIER_
 that is not a number (or is over the bounds) is INVALID_REFERENCE. See ``docs/integrity-verifiers.md``.
 
 Reward (the outcome view of the same judgement): the mean of the step rewards (0 without steps).
+Components: ``steps`` (how many), ``step_frac`` (share right) and, with a reference, ``answer``.
 
 Options (strings, per verifier in the config or per row): ``grounded: "true"`` credits a step only when
 every number it computes with is in the question (the request's ``prompt``; its multiplier words count:
@@ -33,7 +34,6 @@ problem (``1 + 2 = 3``) is a wrong step, and a wrong or ungrounded result ground
 (the prompt must hold the question: an empty one is refused); ``answer_step: "false"`` leaves the final
 answer out of the steps when an outcome verifier already judges it (a completion without any step is
 then one wrong step). Both default to the behaviour above.
-Components: ``steps`` (how many), ``step_frac`` (share right) and, with a reference, ``answer``.
 
 >>> v = StepsVerifier()
 >>> g = GroupRequest("steps", (Rollout(0, "16 - 3 - 4 = 9 eggs, 9 * 2 = 18. #### 18"),
@@ -235,9 +235,9 @@ def _left_sides(text: str, eq: int, floor: int) -> list[str]:
     return [run[m.start():] for m in _START_RE.finditer(run)]
 
 
-def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str | None, tuple[Fraction, ...]]]:
+def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str | None, str]]:
     """Candidate steps: (end offset, claimed result, computed value, decimals, why refused or None, the
-    expression's literals).
+    expression computed: "" when refused).
 
     ``computed`` is None for a division by zero and for a refused step (both are wrong steps).
     _TooMuch propagates (the completion as a whole is beyond the bounds).
@@ -259,7 +259,7 @@ def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str 
             lhs_options = _left_sides(text, eq, lo)
         except Refused as exc:
             lhs_options, refused = [], str(exc)
-        found, value, operands = refused is not None, None, ()
+        found, value, expression = refused is not None, None, ""
         for lhs in lhs_options:
             parsed += len(lhs)
             if parsed > MAX_PARSED_CHARS:
@@ -275,7 +275,7 @@ def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str 
                 found, value, refused = True, None, str(exc)
                 break
             found = operators > 0  # "x = 5", "18 = 18": not a step
-            operands = tuple(number(n) for n in _NUMBER_RE.findall(lhs))  # within the bounds: evaluate checked them
+            expression = lhs
             break
         if not found:
             continue
@@ -286,7 +286,7 @@ def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str 
         if result.group(1):
             claimed = -claimed
         decimals = len(result.group(2).partition(".")[2])
-        out.append((result.end(), claimed, value, decimals, refused, operands))
+        out.append((result.end(), claimed, value, decimals, refused, expression))
         if len(out) > MAX_STEPS:
             raise _TooMuch(f"more than {MAX_STEPS} steps")
     return out
@@ -345,7 +345,7 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
                   answer_step: bool = True) -> RolloutResult:
     """Score one completion. ``grounding`` (option ``grounded``): a step is right only when its result is
     right *and* every number it computes with is one of these (the question's) or the result of an
-    earlier step of the completion, so ``1 + 2 = 3`` earns nothing in a problem about 4 and 9 pencils.
+    earlier right step of the completion, so ``1 + 2 = 3`` earns nothing in a problem about 4 and 9 pencils.
     ``answer_step`` False (option ``answer_step: "false"``): no final-answer step; the answer is left to
     the outcome verifier that judges it (its ``answer`` component is still reported), and a completion
     without any step is one wrong step over the whole of it."""
@@ -358,9 +358,9 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
                                 flags=(CANDIDATE_LIMIT,), steps=[StepReward(len(text), 0.0)])
     final = final_number(text) if gold is not None else None
     steps, known, ungrounded = [], set(grounding or ()), 0
-    for end, claimed, value, d, _, operands in candidates:
+    for end, claimed, value, d, _, expression in candidates:
         right = _right(claimed, value, d)
-        if grounding is not None and right and not known.issuperset(operands):
+        if grounding is not None and right and not known.issuperset(map(number, _NUMBER_RE.findall(expression))):
             right, ungrounded = False, ungrounded + 1
         steps.append(StepReward(end, float(right)))
         if right:  # a result the next steps may build on (its magnitude: operands are read without signs)

@@ -118,6 +118,12 @@ RAW = [  # whole responses that are pathological for extraction
     "\x00\x01\x02" * 5_000 + "\\boxed{5}",
     "∑∫√∞≠" * 4_000,
     "Final Answer: " * 5_000,
+    # each froze the whole server (a regex backtracking exponentially or polynomially holds the GIL to its
+    # end; a Python loop joining its output at every newline) before tests/verifiers/test_redos.py:
+    "The answer is " + "0" * 40 + " dollars!",
+    "The answer is \\text{A)}" + " " * 5_000 + "$$",
+    "Final answer: " + "\n" * 200_000,
+    "Final answer: " + " " * 150_000 + "so the answer is $\\boxed{5}$.",  # correct (checked below)
 ]
 
 CASES = [("5", REASONING + f"Therefore the answer is $\\boxed{{{b}}}$.") for b in BOXED] + [("5", r) for r in RAW]

@@ -20,7 +20,7 @@ import re
 VERDICT_WORDS = {"yes": 1.0, "no": 0.0, "correct": 1.0, "incorrect": 0.0, "pass": 1.0, "fail": 0.0,
                  "true": 1.0, "false": 0.0, "right": 1.0, "wrong": 0.0}
 _VERDICT_RE = re.compile(r"\b(" + "|".join(VERDICT_WORDS) + r")\b", re.IGNORECASE)
-_SCORE_RE = re.compile(r"\b(?:score|rating|grade)\s*[:=]?\s*\**\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+))?", re.IGNORECASE)
+_SCORE_RE = re.compile(r"\b(?:score|rating|grade)\s*(?:[:=]\s*)?(?:\*+\s*)?(-?\d+(?:\.\d+)?)(?:\s*/\s*(\d+))?", re.IGNORECASE)
 _BARE_SCORE_RE = re.compile(r"^\W*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+))?\W*$")
 _PAIR_RES = (re.compile(r"\[\[\s*([AB])\s*\]\]"), re.compile(r"\bresponse\s+([AB])\b", re.IGNORECASE),
              re.compile(r"^\W*([AB])\b"))

@@ -65,7 +65,7 @@ _MARKER = re.compile(
 )
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{|\\boxed\s+(?=[^\s{])")
 _CHAT_TAIL = re.compile(r"<\|im_(?:start|end)\|>.*$", re.S)
-_HOPE = re.compile(r"\.?\s*I hope it is correct\.?.*$", re.S | re.I)
+_HOPE = re.compile(r"(?<!\s)\.?\s*I hope it is correct\.?.*$", re.S | re.I)
 _CONCLUDE = re.compile(r"\b(therefore|thus|hence|so|finally|in conclusion|the result is)\b", re.I)
 _NUMBER = re.compile(r"(?<![A-Za-z\d])(?:[-+−]?\$?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\s*%?|[-+−]?\.\d+)(?![A-Za-z\d])")
 
@@ -129,6 +129,7 @@ def _first_sentence(text: str) -> str:
     text = _HOPE.sub("", text)
     out = []
     in_math = False
+    seen_text = False  # anything but blanks in `out` yet (kept as we go: joining `out` at each newline was quadratic)
     i = 0
     n = len(text)
     while i < n:
@@ -139,6 +140,7 @@ def _first_sentence(text: str) -> str:
             elif text[i + 1] in ")]":
                 in_math = False
             out.append(text[i : i + 2])
+            seen_text = True
             i += 2
             continue
         if c == "$":
@@ -146,11 +148,12 @@ def _first_sentence(text: str) -> str:
             if text.startswith("$$", i):
                 out.append("$")
                 i += 1
-        elif not in_math and c == "\n" and "".join(out).strip():
+        elif not in_math and c == "\n" and seen_text:
             break
         elif not in_math and c == "." and (i + 1 == n or text[i + 1].isspace()) and not (out and out[-1][-1:].isdigit() and i + 1 < n and text[i + 1 : i + 2].isdigit()):
             break
         out.append(c)
+        seen_text = seen_text or not c.isspace()
         i += 1
     return "".join(out).strip()
 
@@ -193,10 +196,10 @@ def answer_from_phrase(phrase: str, after_marker: bool = False) -> str:
     return _numbers_in(phrase)
 
 
-_EXPLANATION = re.compile(r"(?:\s*,\s*|\s+|\s*\(\s*)(?:because|since|which|where|as|given|due to|for|from|when|if|using|by|with|so|not|rather than|instead of)\b", re.I)
+_EXPLANATION = re.compile(r"(?<!\s)(?:\s*,\s*|\s+|\s*\(\s*)(?:because|since|which|where|as|given|due to|for|from|when|if|using|by|with|so|not|rather than|instead of)\b", re.I)
 
 
-_PAREN_WORDS = re.compile(r"\s+\([A-Za-z][A-Za-z\s,.'-]{2,}\)\s*$")
+_PAREN_WORDS = re.compile(r"(?<!\s)\s+\([A-Za-z][A-Za-z\s,.'-]{2,}\)\s*$")
 
 
 def _cut_explanation(phrase: str) -> str:
@@ -230,8 +233,13 @@ def _numbers_in(words: str) -> str:
 
 
 _WORDS = re.compile(r"[A-Za-z]{3,}")
-_CHOICE_LABEL = re.compile(r"^(?:\([A-E]\)|[A-E][.:)])\s*\$[^$]+\$\s*\.?\s*$|^\\text(?:bf)?\{\s*\(?[A-E]\)\s*\}\s*\$?[^$]+\$?\s*\.?\s*$")
-_PLAIN_MATH = re.compile(r"^(?:\d+(?:\.\d+)?|[-+*/^().,=\s]|(?:sqrt|pi|ln|sin|cos|tan)(?![A-Za-z])|[A-Za-z](?![A-Za-z]))+$")
+# The patterns run on model output in the server's threads, where a match holds the GIL to its end: each is
+# written so that a string can match in one way only (no two quantifiers competing for the same characters),
+# which keeps matching linear. `_PLAIN_MATH` once read numbers as `\d+(?:\.\d+)?` inside the `+`: a run of
+# 40 digits then had 2**40 ways to split and froze the whole server (tests/verifiers/test_redos.py).
+_CHOICE_LABEL = re.compile(r"^(?:\([A-E]\)|[A-E][.:)])\s*\$[^$]+\$(?:\s*\.)?\s*$"
+                           r"|^\\text(?:bf)?\{\s*\(?[A-E]\)\s*\}(?:\s*\$)?[^$]+(?:\$(?:\s*\.)?\s*)?$")
+_PLAIN_MATH = re.compile(r"^(?:[-+*/^().,=\s\d]|(?:sqrt|pi|ln|sin|cos|tan)(?![A-Za-z])|[A-Za-z](?![A-Za-z]))+$")
 
 
 _MATH_START = re.compile(r"[-+−\d.(\[{\\]|[A-Za-z](?:[\s=<>.,:)_^]|$)")

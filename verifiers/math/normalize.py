@@ -315,7 +315,8 @@ def split_quantity(s: str) -> Quantity:
 
 
 _UNIT_WORDS = r"[A-Za-z][A-Za-z.]*(?:\s+[A-Za-z][A-Za-z.]*){0,2}"
-_UNIT_TEXT = re.compile(r"^\s*(" + _UNIT_WORDS + r")\s*(?:(/)\s*(" + _UNIT_WORDS + r"))?\s*(?:\^\s*\{?\s*(-?\d)\s*\}?)?\s*$")
+_UNIT_TEXT = re.compile(r"^\s*(" + _UNIT_WORDS + r")(?:\s*(/)\s*(" + _UNIT_WORDS + r"))?"
+                        r"(?:\s*\^\s*(?:\{\s*)?(-?\d)(?:\s*\})?)?\s*$")  # blanks match one way only: linear
 _UNIT_PIECE = re.compile(
     r"(?:\\text\{((?:[^{}]|\{[^{}]*\})*)\}|\\frac\s*\{\s*\\text\{([^{}]*)\}\s*\}\s*\{\s*\\text\{([^{}]*)\}\s*\})\s*(?:\^\s*\{?\s*(-?\d)\s*\}?)?\s*$"
 )

@@ -17,7 +17,7 @@ from cohort.verifiers.math.syntax import (
 
 _MATRIX = re.compile(r"^\\begin\{([pbvBV]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}$", re.S)
 _UNIVERSE = re.compile(r"^(?:\\mathbb\s*\{?\s*R\s*\}?|\\R(?![a-zA-Z])|\(\s*-\s*\\infty\s*,\s*\\infty\s*\))\s*(?:\\setminus|\\backslash|-)\s*(.+)$", re.S)
-_SET_BUILDER = re.compile(r"^\\\{\s*([a-zA-Z])\s*(?:\\in\s*\\mathbb\s*\{?R\}?\s*)?(?:\\mid|\||:)\s*(.+?)\s*\\\}$")
+_SET_BUILDER = re.compile(r"^\\\{\s*([a-zA-Z])\s*(?:\\in\s*\\mathbb\s*\{?R\}?\s*)?(?:\\mid|\||:)(.+)\\\}$")  # body stripped by the caller (linear)
 
 
 def unordered(gold_items: list[str], answer_items: list[str], eq: ItemEqual, what: str) -> Outcome:
@@ -79,7 +79,8 @@ def _without_points(body: str) -> str | None:
 def set_builder(s: str) -> str:
     """'\\{x \\mid x > 2\\}' -> 'x > 2' (the condition of a set written in set-builder notation)."""
     m = _SET_BUILDER.match(s)
-    return m.group(2) if m and m.group(1) in m.group(2) else s
+    body = m.group(2).strip() if m else ""
+    return body if m and m.group(1) in body else s
 
 
 def set_membership(item: str) -> list[str]:

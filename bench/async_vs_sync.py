@@ -2,7 +2,7 @@
 
 Modes: ``sync`` is ``rollout.max_staleness=0`` (generate, score, update in one process); ``async`` is
 ``rollout.max_staleness=1 rollout.workers=1`` (one rollout worker process generates while the learner
-updates; groups at most one weight version old). Scenarios:
+updates; groups at most one weight version old; ``--staleness K`` for K). Scenarios:
 
 1. ``instant``: the embedded default's verifiers (``cohort serve math`` and ``cohort serve arith``, started
    by ``cohort train`` itself on loopback);
@@ -24,9 +24,12 @@ other jobs on the machine show there), idle fractions (sync: ``verify/idle_frac`
 stale, and the key ratio: the wall-clock at which async's reward, smoothed over 5 steps, first reaches the
 sync run's final reward, over the sync run's total wall-clock (also without either run's start-up). The
 smoothed reward curves are printed every ``--curve-every`` steps; everything goes to ``<out>/report.json``.
+With ``--seeds A B ...`` each mode runs once per seed and every figure is the mean over the seeds (the curve:
+the per-step mean reward, smoothed; the wall-clock: the per-step mean elapsed time), since one seed's
+reward on the embedded task moves by several hundredths from step to step.
 It is a report, not a test: exit 0 when every run succeeded, else 1 with a one-line error.
 
-    .venv/bin/python bench/async_vs_sync.py [--steps 60] [--seed 0] [--verifier-latency-s S] [--out DIR] [--quick]
+    .venv/bin/python bench/async_vs_sync.py [--steps 60] [--seed 0] [--verifier-latency-s S] [--staleness K] [--out DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -273,6 +276,27 @@ def _stop_group(proc: subprocess.Popen) -> None:
 # ---- the figures -------------------------------------------------------------------------------------
 
 
+def combine(runs: list[dict]) -> dict:
+    """Several seeds of one mode as one run: per-step mean rewards and elapsed times (the curve and the
+    wall-clock the comparison reads), means of the other figures, the largest staleness, the load range."""
+    if len(runs) == 1:
+        return runs[0]
+    out: dict = {"mode": runs[0]["mode"], "steps": runs[0]["steps"], "seeds": runs}
+    for key in runs[0]:
+        if key in out or key in ("rewards", "smoothed", "elapsed_s", "load_avg_1min"):
+            continue
+        values = [r.get(key) for r in runs]
+        out[key] = max((v for v in values if _finite(v)), default=None) if key == "staleness_max" else _mean(values)
+    out["rewards"] = [_mean(step) for step in zip(*(r["rewards"] for r in runs))]
+    out["smoothed"] = smoothed(out["rewards"])
+    out["elapsed_s"] = [statistics.fmean(step) for step in zip(*(r["elapsed_s"] for r in runs))]
+    out["wall_s"] = out["elapsed_s"][-1]
+    out["final_reward"] = _mean(out["rewards"][-WINDOW:])
+    out["final_rewards"] = [r["final_reward"] for r in runs]
+    out["load_avg_1min"] = [min(r["load_avg_1min"][0] for r in runs), max(r["load_avg_1min"][1] for r in runs)]
+    return out
+
+
 def _finite(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
@@ -365,6 +389,11 @@ def table(scenario: dict) -> list[str]:
             f"{_f(r.get('learner_idle_frac'), '.2f'):>13}{_f(r.get('generator_idle_frac'), '.2f'):>9}"
             f"{stale:>15}{_f(r.get('dropped_stale'), '.0f'):>8}"
             f"{'%.1f-%.1f' % tuple(r['load_avg_1min']):>11}")
+    for mode in MODES:
+        r = scenario["runs"][mode]
+        if "final_rewards" in r:
+            lines.append(f"  {mode} per seed: final reward " + ", ".join(_f(x, ".4f") for x in r["final_rewards"]) +
+                         "; wall s " + ", ".join(_f(x["wall_s"], ".1f") for x in r["seeds"]))
     c = scenario["comparison"]
     target = _f(c["target_reward"], ".4f")
     if c["async_reaches_at"] is None:
@@ -405,7 +434,7 @@ def bench(args: argparse.Namespace) -> dict:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]), "steps": args.steps, "seed": args.seed,
+        "command": " ".join([Path(sys.executable).name, *sys.argv]), "steps": args.steps, "seeds": args.seeds,
         "cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg(), "out": str(out),
         "modes": {m: {f"rollout.{k}": v for k, v in kv.items()} for m, kv in MODES.items()}, "scenarios": {},
     }
@@ -413,19 +442,22 @@ def bench(args: argparse.Namespace) -> dict:
     def run_scenario(name: str, endpoints: dict[str, str] | None, note: str) -> dict:
         scenario: dict = {"note": note, "runs": {}}
         for mode in MODES:
-            run_dir = out / name / mode
-            run_dir.mkdir(parents=True, exist_ok=True)
-            config = write_config(run_dir / "config.yaml", run_dir / "run", mode, args.steps, args.seed, endpoints)
-            print(f"[{name}/{mode}] cohort train --config {config}", flush=True)
-            load_before = os.getloadavg()[0]
-            seconds = run_trainer(f"{name}/{mode}", config, run_dir / "train.log", args.run_timeout)
-            load_after = os.getloadavg()[0]
-            metrics = run_dir / "run" / "metrics.jsonl"
-            records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-            if len(records) != args.steps:
-                raise BenchError(f"{name}/{mode}: {len(records)} steps in {metrics}, not {args.steps}")
-            scenario["runs"][mode] = summarise(mode, records, chunks, seconds) | {
-                "load_avg_1min": [round(load_before, 2), round(load_after, 2)]}
+            per_seed = []
+            for seed in args.seeds:
+                run_dir = out / name / mode / f"seed{seed}" if len(args.seeds) > 1 else out / name / mode
+                run_dir.mkdir(parents=True, exist_ok=True)
+                config = write_config(run_dir / "config.yaml", run_dir / "run", mode, args.steps, seed, endpoints)
+                print(f"[{name}/{mode}/seed {seed}] cohort train --config {config}", flush=True)
+                load_before = os.getloadavg()[0]
+                seconds = run_trainer(f"{name}/{mode}", config, run_dir / "train.log", args.run_timeout)
+                load_after = os.getloadavg()[0]
+                metrics = run_dir / "run" / "metrics.jsonl"
+                records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+                if len(records) != args.steps:
+                    raise BenchError(f"{name}/{mode}: {len(records)} steps in {metrics}, not {args.steps}")
+                per_seed.append(summarise(mode, records, chunks, seconds) | {
+                    "seed": seed, "load_avg_1min": [round(load_before, 2), round(load_after, 2)]})
+            scenario["runs"][mode] = combine(per_seed)
         scenario["comparison"] = compare(scenario["runs"]["sync"], scenario["runs"]["async"])
         return scenario
 
@@ -448,7 +480,7 @@ def bench(args: argparse.Namespace) -> dict:
 
 
 def print_report(report: dict, every: int) -> None:
-    print(f"\n{report['steps']} steps per run, seed {report['seed']}, {report['cpus']} CPUs "
+    print(f"\n{report['steps']} steps per run, seeds {report['seeds']} (figures: means over them), {report['cpus']} CPUs "
           f"(load average at start {report['load_avg_at_start'][0]:.2f}); runs under {report['out']}")
     print(f"generation: {report['generate_call_s']:.3f} s per generate call (instant sync run, steps 2..); "
           f"slow verifier latency {report['verifier_latency_s']:g} s ({report['verifier_latency_source']})")
@@ -468,6 +500,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a short smoke run (6 steps per run)")
     parser.add_argument("--steps", type=int, default=None, help="run.max_steps of every run (default 60; --quick 6)")
     parser.add_argument("--seed", type=int, default=0, help="run.seed of every run")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="several run.seed values: each mode runs once per seed, and the comparison reads the "
+                             "mean reward curve and the mean elapsed time per step over them (one seed's curve "
+                             "is noisy; default: --seed alone)")
     parser.add_argument("--verifier-latency-s", type=float, default=None,
                         help="seconds the slow verifiers sleep per group (default: the instant sync run's mean "
                              "generation time per generate call)")
@@ -476,13 +512,20 @@ def main() -> int:
     parser.add_argument("--curve-every", type=int, default=None, help="steps between printed curve points "
                         "(default 10; --quick 1)")
     parser.add_argument("--run-timeout", type=float, default=1800.0, help="seconds before a run is killed")
+    parser.add_argument("--staleness", type=int, default=1,
+                        help="rollout.max_staleness of the async runs (default 1): how many weight versions "
+                             "generation may run ahead, so how many steps' scoring calls can be in flight")
     args = parser.parse_args()
     args.steps = args.steps or (6 if args.quick else 60)
+    args.seeds = args.seeds or [args.seed]
     every = args.curve_every or (1 if args.quick else 10)
     if args.steps < 1 or every < 1:
         parser.error("--steps and --curve-every must be at least 1")
     if args.verifier_latency_s is not None and args.verifier_latency_s < 0:
         parser.error("--verifier-latency-s must be >= 0")
+    if args.staleness < 1:
+        parser.error("--staleness must be at least 1 (0 is the sync run)")
+    MODES["async"]["max_staleness"] = args.staleness
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: trainer and servers are stopped
     try:
         report = bench(args)

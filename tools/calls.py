@@ -25,8 +25,11 @@ from cohort.tools.client import Call
 
 Format = Literal["tool_call", "fenced"]
 
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_FENCED = re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
+_FENCED_OPEN = re.compile(r"```(?:python|py)[ \t]*\n")
+# A call's end is found with str.find from the first opener, not with a lazy `(.*?)closer` regex: the regex
+# tries every opener in turn and scans to the end of the text from each, quadratic in a text of many
+# openers and no closer (256 KB of "<tool_call>" took 26 s). The first opener with a closer after it is
+# the first opener, so the result is the same.
 
 
 @dataclass(frozen=True)
@@ -41,21 +44,26 @@ class Found:
 def find_call(text: str, fmt: Format) -> Found | None:
     """The first complete call in ``text``, or None."""
     if fmt == "fenced":
-        m = _FENCED.search(text)
-        return None if m is None else Found(m.end(), Call("python", json.dumps({"code": m.group(1)})))
-    m = _TOOL_CALL.search(text)
-    if m is None:
+        opener = _FENCED_OPEN.search(text)
+        close = -1 if opener is None else text.find("```", opener.end())
+        if close < 0:
+            return None
+        return Found(close + 3, Call("python", json.dumps({"code": text[opener.end() : close]})))
+    start = text.find("<tool_call>")
+    close = -1 if start < 0 else text.find("</tool_call>", start + len("<tool_call>"))
+    if close < 0:
         return None
+    end = close + len("</tool_call>")
     try:
-        body = json.loads(m.group(1))
+        body = json.loads(text[start + len("<tool_call>") : close])
     except json.JSONDecodeError as exc:
-        return Found(m.end(), None, f"the tool call is not valid JSON: {exc.msg}")
+        return Found(end, None, f"the tool call is not valid JSON: {exc.msg}")
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):
-        return Found(m.end(), None, 'a tool call is {"name": "<tool>", "arguments": {...}}')
+        return Found(end, None, 'a tool call is {"name": "<tool>", "arguments": {...}}')
     arguments = body.get("arguments", {})
     if isinstance(arguments, str):  # some templates write the arguments as a JSON string
-        return Found(m.end(), Call(body["name"], arguments))
-    return Found(m.end(), Call(body["name"], json.dumps(arguments)))
+        return Found(end, Call(body["name"], arguments))
+    return Found(end, Call(body["name"], json.dumps(arguments)))
 
 
 def render(result: CallResult, fmt: Format) -> str:

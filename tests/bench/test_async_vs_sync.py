@@ -1,6 +1,7 @@
 """A short run of ``bench/async_vs_sync.py --quick``: both scenarios (the embedded verifiers, and verifiers
 slowed by the bench), lock-step and asynchronous, finish every step, and the asynchronous runs keep the
-staleness bound and report the pipeline's metrics, so the bench of issue 27 keeps working."""
+staleness bound and report the pipeline's metrics, so the bench of issue 27 keeps working. Two seeds and
+staleness 2: the figures are the seeds' means, and the bound is the one asked for."""
 
 from __future__ import annotations
 
@@ -15,22 +16,26 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS = 3
 WALL_S = 300.0
 """Four short training runs (two with a rollout worker process to start) took 38 s on the 2-core machine
-beside a training bench; the limit, scaled by the machine's measured slowdown, leaves room for far worse."""
+beside a training bench (eight, with two seeds, take twice that); the limit, scaled by the machine's
+measured slowdown, leaves room for far worse."""
 
 
 @pytest.mark.slow
 def test_quick_async_vs_sync_bench(tmp_path, slowdown):
     factor = slowdown(0.5)
     cmd = [sys.executable, str(ROOT / "bench" / "async_vs_sync.py"), "--quick", "--steps", str(STEPS),
-           "--verifier-latency-s", "0.05", "--out", str(tmp_path), "--run-timeout", f"{WALL_S * factor:.0f}"]
+           "--verifier-latency-s", "0.05", "--seeds", "0", "1", "--staleness", "2", "--out", str(tmp_path), "--run-timeout", f"{WALL_S * factor:.0f}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=2 * WALL_S * factor)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
-    assert set(report["scenarios"]) == {"instant", "slow"}
+    assert set(report["scenarios"]) == {"instant", "slow"} and report["seeds"] == [0, 1]
     for name, scenario in report["scenarios"].items():
         sync, pipelined = scenario["runs"]["sync"], scenario["runs"]["async"]
         assert sync["steps"] == pipelined["steps"] == STEPS, name
-        assert pipelined["staleness_max"] is not None and pipelined["staleness_max"] <= 1, (name, pipelined)
+        assert pipelined["staleness_max"] is not None and pipelined["staleness_max"] <= 2, (name, pipelined)
+        for run in (sync, pipelined):  # the means are the seeds' means
+            assert [r["seed"] for r in run["seeds"]] == [0, 1] and len(run["final_rewards"]) == 2
+            assert run["wall_s"] == pytest.approx(sum(r["wall_s"] for r in run["seeds"]) / 2)
         assert 0.0 <= pipelined["learner_idle_frac"] <= 1.0 and 0.0 <= pipelined["generator_idle_frac"] <= 1.0
         assert scenario["verify_call_s"] > 0
     assert report["scenarios"]["slow"]["verify_call_s"] >= 0.05  # the slowed verifiers did sleep

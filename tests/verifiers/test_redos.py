@@ -182,3 +182,47 @@ def test_long_runs_of_one_character_anywhere_cost_what_a_harmless_text_costs(slo
             if took > 50 * harmless and took > 50 * harmless + 0.2 * slowdown():  # the load sampled only when needed
                 slow.append((repr(filler), place, round(took, 3)))
     assert not slow, f"slower than 50 x {harmless:.4f} s (a harmless text of the same length): {slow}"
+
+
+OTHER_FILLERS = [" ", "\n", "7", "<", "`", "```", "```python\n", "<tool_call>", "<think>", "<answer>", "score", "\\boxed{", "{\""]
+OTHER_PLACES = ["The answer is {F} 5.", "```python\n{F}\n```", "<think>{F}</think><answer>5</answer>", "Score: {F} 7"]
+OTHER_LONG = 64_000
+"""These parsers are cheaper per character than math extraction: a longer text shows a quadratic one."""
+
+
+def test_the_other_parsers_of_model_output_are_linear_too(slowdown):
+    """The same check for arith, format, code extraction, the judge's reply and tool calls (a lazy
+    ``<tool_call>(.*?)</tool_call>`` search took 26 s on 256 KB of openers without a closer)."""
+    from cohort.tools.calls import find_call
+    from cohort.verifiers import format as fmt
+    from cohort.verifiers.arith import first_int, last_int
+    from cohort.verifiers.code.extract import extract_code
+
+    rules = fmt.FormatRules()
+    parsers = {"arith": lambda t: (first_int(t), last_int(t)), "format": lambda t: fmt.check(t, rules),
+               "code": extract_code, "tool_call": lambda t: find_call(t, "tool_call"),
+               "fenced": lambda t: find_call(t, "fenced")}
+
+    def judge(text: str) -> None:
+        for parse_reply in (lambda t: parse.parse_score(t, 10), parse.parse_pair):
+            try:
+                parse_reply(text)
+            except parse.Unparseable:
+                pass
+
+    parsers["judge"] = judge
+
+    def timed(call, text: str) -> float:
+        t0 = time.perf_counter()
+        call(text)
+        return time.perf_counter() - t0
+
+    slow = []
+    for name, call in parsers.items():
+        harmless = min(timed(call, place.replace("{F}", "the cat sat on the mat. " * (OTHER_LONG // 24))) for place in OTHER_PLACES)
+        for filler in OTHER_FILLERS:
+            for place in OTHER_PLACES:
+                took = timed(call, place.replace("{F}", filler * (OTHER_LONG // len(filler))))
+                if took > 50 * harmless + 0.01 and took > 50 * harmless + 0.2 * slowdown():
+                    slow.append((name, repr(filler), place, round(took, 3), f"harmless {harmless:.4f}"))
+    assert not slow, slow

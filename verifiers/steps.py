@@ -73,7 +73,7 @@ NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _NUMBER_RE = re.compile(NUMBER)
 # Each optional part carries its own trailing blanks, so blanks match one way only (three `[ \t]*` in a row
 # once made a completion with 500 spaces after an `=` take minutes: tests/verifiers/test_redos.py).
-_RESULT_RE = re.compile(r"[ \t]*(?:[$€£][ \t]*)?(?:(-)[ \t]*)?(?:[$€£][ \t]*)?(" + NUMBER + ")")
+_RESULT_RE = re.compile(r"[ \t]*(?:[$€£][ \t]*)?(?:(-)[ \t]*)?[$€£]?(" + NUMBER + ")")
 _TOKEN_RE = re.compile(r"\s*(?:(" + NUMBER + r")|(\*\*|[-+*/×÷·^()]|[$€£]))")
 _EXPR_CHARS = frozenset("0123456789 \t.,+-*/×÷·^()$€£")
 _MUL = frozenset("*×·")

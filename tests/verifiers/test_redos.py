@@ -139,7 +139,7 @@ def test_the_fixed_patterns_match_what_they_matched_before():
     assert not extract._CHOICE_LABEL.match("(A) 5") and not extract._CHOICE_LABEL.match("\\text{A)} $$")
     assert structures.set_builder("\\{x \\mid  x > 2 \\}") == "x > 2"
     assert structures.set_builder("\\{x | y > 2\\}") == "\\{x | y > 2\\}"  # the variable is not in the body
-    m = steps._RESULT_RE.match("= - $ 1,234.5 and", 1)
+    m = steps._RESULT_RE.match("= - $1,234.5 and", 1)
     assert m and m.group(1) == "-" and m.group(2) == "1,234.5"
     m = steps._RESULT_RE.match("=  €12", 1)
     assert m and not m.group(1) and m.group(2) == "12"

@@ -3,7 +3,7 @@
 A verifier reads every completion with regexes in its server's threads, and Python's regex engine holds
 the GIL for the whole of one match: one pattern that backtracks exponentially freezes the whole server,
 health checks included, for as long as the match runs. The math verifier's plain-math pattern did: 9 s
-on the answer ``"0" * 26 + " dollars!"``, days on 40 digits (a ``cohort eval`` on GSM8K once hung on a
+on the answer ``"0" * 26 + " dollars!"``, over a day on 40 digits, doubling per digit (a ``cohort eval`` on GSM8K once hung on a
 math server that answered nothing, likely this). These tests keep the whole class out:
 
 - a static scan with regexploit of every regex literal in the source folders and of every compiled

@@ -68,8 +68,10 @@ def receive(group, src: int | None = None) -> tuple[int, Any]:
 
 
 def flat_parameters(model: torch.nn.Module) -> Tensor:
-    """Every parameter, in ``parameters()`` order, as one new 1-D tensor (a snapshot: the model may move on)."""
-    return torch.nn.utils.parameters_to_vector([p.detach() for p in model.parameters()]).clone()
+    """Every parameter, in ``parameters()`` order, as one new 1-D tensor (a snapshot: the model may move on).
+    ``parameters_to_vector`` concatenates, which always allocates: no copy of the copy is needed (a second one
+    cost 0.21 s a step for SmolLM2's 135 M parameters, on the learner's critical path)."""
+    return torch.nn.utils.parameters_to_vector([p.detach() for p in model.parameters()])
 
 
 def load_flat(model: torch.nn.Module, flat: Tensor) -> None:

@@ -205,3 +205,18 @@ def _child_with(pid: int, text: str) -> int:
         if int(stat[1]) == pid and text in cmdline:
             return int(entry.name)
     raise AssertionError(f"no child of {pid} runs {text!r}")
+
+
+def test_the_broadcast_weights_are_a_snapshot_the_update_does_not_change():
+    """The learner goes on updating while a version's broadcast is in flight: the flat tensor it sends must
+    be its own memory, for one parameter as for many (``parameters_to_vector`` concatenates, which copies)."""
+    from cohort.trainer import wire
+
+    for model in (torch.nn.Linear(3, 1, bias=False), torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))):
+        flat = wire.flat_parameters(model)
+        before = flat.clone()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(1.0)
+        assert torch.equal(flat, before)
+        assert all(flat.data_ptr() != p.data_ptr() for p in model.parameters())

@@ -72,7 +72,7 @@ MAX_PARSED_CHARS = 200_000  # characters tokenised per rollout, over all candida
 NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _NUMBER_RE = re.compile(NUMBER)
 # Each optional part carries its own trailing blanks, so blanks match one way only (three `[ \t]*` in a row
-# once made a completion with 500 spaces after an `=` take minutes: tests/verifiers/test_redos.py).
+# made the time cubic in the blanks after an `=`: minutes for 3,000 of them, extrapolated; tests/verifiers/test_redos.py).
 _RESULT_RE = re.compile(r"[ \t]*(?:[$€£][ \t]*)?(?:(-)[ \t]*)?[$€£]?(" + NUMBER + ")")
 _TOKEN_RE = re.compile(r"\s*(?:(" + NUMBER + r")|(\*\*|[-+*/×÷·^()]|[$€£]))")
 _EXPR_CHARS = frozenset("0123456789 \t.,+-*/×÷·^()$€£")

@@ -179,8 +179,10 @@ def test_long_runs_of_one_character_anywhere_cost_what_a_harmless_text_costs(slo
         for place in PLACES:
             text = place.replace("{F}", filler * (LONG // len(filler)))
             took = score(text)
-            if took > 50 * harmless and took > 50 * harmless + 0.2 * slowdown():  # the load sampled only when needed
-                slow.append((repr(filler), place, round(took, 3)))
+            if took > 50 * harmless:  # timed again (best of 3) before it counts: a busy machine may preempt one call
+                took = min(took, score(text), score(text))
+                if took > 50 * harmless + 0.2 * slowdown():  # the load sampled only when needed
+                    slow.append((repr(filler), place, round(took, 3)))
     assert not slow, f"slower than 50 x {harmless:.4f} s (a harmless text of the same length): {slow}"
 
 
@@ -222,7 +224,10 @@ def test_the_other_parsers_of_model_output_are_linear_too(slowdown):
         harmless = min(timed(call, place.replace("{F}", "the cat sat on the mat. " * (OTHER_LONG // 24))) for place in OTHER_PLACES)
         for filler in OTHER_FILLERS:
             for place in OTHER_PLACES:
-                took = timed(call, place.replace("{F}", filler * (OTHER_LONG // len(filler))))
-                if took > 50 * harmless + 0.01 and took > 50 * harmless + 0.2 * slowdown():
-                    slow.append((name, repr(filler), place, round(took, 3), f"harmless {harmless:.4f}"))
+                text = place.replace("{F}", filler * (OTHER_LONG // len(filler)))
+                took = timed(call, text)
+                if took > 50 * harmless + 0.01:  # timed again (best of 3) before it counts, as above
+                    took = min(took, timed(call, text), timed(call, text))
+                    if took > 50 * harmless + 0.01 and took > 50 * harmless + 0.2 * slowdown():
+                        slow.append((name, repr(filler), place, round(took, 3), f"harmless {harmless:.4f}"))
     assert not slow, slow

@@ -236,7 +236,7 @@ _WORDS = re.compile(r"[A-Za-z]{3,}")
 # The patterns run on model output in the server's threads, where a match holds the GIL to its end: each is
 # written so that a string can match in one way only (no two quantifiers competing for the same characters),
 # which keeps matching linear. `_PLAIN_MATH` once read numbers as `\d+(?:\.\d+)?` inside the `+`: a run of
-# 40 digits then had 2**40 ways to split and froze the whole server (tests/verifiers/test_redos.py).
+# 40 digits then had about 2**39 ways to split and froze the whole server (tests/verifiers/test_redos.py).
 _CHOICE_LABEL = re.compile(r"^(?:\([A-E]\)|[A-E][.:)])\s*\$[^$]+\$(?:\s*\.)?\s*$"
                            r"|^\\text(?:bf)?\{\s*\(?[A-E]\)\s*\}(?:\s*\$)?[^$]+(?:\$(?:\s*\.)?\s*)?$")
 _PLAIN_MATH = re.compile(r"^(?:[-+*/^().,=\s\d]|(?:sqrt|pi|ln|sin|cos|tan)(?![A-Za-z])|[A-Za-z](?![A-Za-z]))+$")

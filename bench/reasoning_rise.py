@@ -17,7 +17,9 @@ held-out rows, and on the first ``--bench-rows`` rows of GSM8K's test split put 
 ``--task addsub`` is ``examples/smollm2-multistep-addsub.yaml``: the same stories at an easier level (adding and
 taking away only, values up to 20), with a third arm ``grounded``: the ``steps`` process rewards with options
 ``grounded`` (a step counts only when it computes with the question's numbers or earlier right results) and
-``answer_step: "false"`` (the final answer is left to ``math``).
+``answer_step: "false"`` (the final answer is left to ``math``), and an arm ``trl``: the outcome arm's config
+trained by TRL 1.16's ``GRPOTrainer`` instead (``bench/reasoning_trl.py``, in ``.venv-peer``, created when missing as
+``scripts/ci-trl`` does; the same model, rows, verifiers, group size, learning rate and steps), evaluated alike.
 
 ``--task code`` is ``examples/smollm2-code.yaml`` (``examples/data/code-functions/``: small functions, the
 share of 4 hidden asserts passed in the sandbox as the reward; held-out functions never trained on).
@@ -72,15 +74,17 @@ TASKS = {
                         "verifiers: [math, steps]}]"],
             # per-step credit only for steps that compute with the question's numbers or earlier results, and
             # the final answer left to math (docs/reasoning.md: the plain process arm's length collapse)
+            # (16 rows a micro-batch: a process-supervised step puts all 32 in the loss, 12-14 GB at once otherwise)
             "grounded": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, kind: process, "
                          "options: {grounded: 'true', answer_step: 'false'}}]",
                          "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
-                         "verifiers: [math, steps]}]"],
+                         "verifiers: [math, steps]}]", "optim.micro_batch_size=16"],
             # grounded with the answer step kept: a chain that stops early and guesses ends on a wrong step
             "grounded-answer": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, "
                                 "kind: process, options: {grounded: 'true'}}]",
                                 "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
                                 "verifiers: [math, steps]}]"],
+            "trl": None,  # the outcome arm's config trained by TRL 1.16 (bench/reasoning_trl.py, in .venv-peer)
         },
         "bench": "gsm8k", "bench_rows": 64,
     },
@@ -92,17 +96,20 @@ TASKS = {
 }
 
 
-def run(cmd: list[str], log: Path) -> tuple[float, float]:
-    """Run one cohort command (stdout to ``log``): (wall s, CPU s of it and its reaped children)."""
+def run(cmd: list[str], log: Path, spent=None) -> tuple[float, float]:
+    """Run one cohort command (stdout to ``log``): (wall s, CPU s of it and its reaped children). On failure,
+    ``spent(wall, cpu)`` is called before exiting (a killed training run's seconds still count when resumed)."""
     before, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     print("$", " ".join(cmd[2:]), flush=True)
     with open(log, "w") as out:
         proc = subprocess.run(cmd, cwd=ROOT, stdout=out, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        sys.exit(f"error: {' '.join(cmd[2:4])} failed with exit code {proc.returncode}: {proc.stderr.strip()[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if proc.returncode != 0:
+        if spent is not None:
+            spent(time.perf_counter() - t, cpu)
+        sys.exit(f"error: {' '.join(cmd[2:4])} failed with exit code {proc.returncode}: {proc.stderr.strip()[-2000:]}")
     return time.perf_counter() - t, cpu
 
 
@@ -162,16 +169,29 @@ def train(args, arm: str, seed: int, folder: Path) -> dict:
     if (folder / "final").exists() and timing.exists() and len(curve(folder, "")) >= args.steps:
         return json.loads(timing.read_text())
     folder.mkdir(parents=True, exist_ok=True)
-    earlier = json.loads(timing.read_text()) if timing.exists() else {"wall_s": 0.0, "cpu_s": 0.0}
     task = TASKS[args.task]
-    wall, cpu = run([*COHORT, "train", "-c", task["config"], f"run.output_dir={folder}", f"run.max_steps={args.steps}",
-                     f"run.seed={seed}", "run.resume=true", "run.save_every=5", "run.progress=false", "run.plot=false",
-                     *task["arms"][arm]], folder / "train.log")
-    spent = {"wall_s": earlier["wall_s"] + wall, "cpu_s": earlier["cpu_s"] + cpu}
-    timing.write_text(json.dumps(spent))
+    resumes = task["arms"][arm] is not None  # a killed TRL run starts over: its seconds do not count
+    earlier = json.loads(timing.read_text()) if timing.exists() and resumes else {"wall_s": 0.0, "cpu_s": 0.0}
+    if not resumes:  # TRL on the same config (bench/reasoning_trl.py)
+        sys.path.insert(0, str(ROOT / "bench"))
+        from trainer_vs_trl_smollm2 import ensure_peer_venv  # noqa: E402
+
+        cmd = [str(ensure_peer_venv()), str(ROOT / "bench" / "reasoning_trl.py"), "-c", task["config"],
+               "--out", str(folder), "--seed", str(seed), "--steps", str(args.steps)]
+    else:
+        cmd = [*COHORT, "train", "-c", task["config"], f"run.output_dir={folder}", f"run.max_steps={args.steps}",
+               f"run.seed={seed}", "run.resume=true", "run.save_every=5", "run.progress=false", "run.plot=false",
+               *task["arms"][arm]]
+
+    def record(wall: float, cpu: float) -> dict:
+        total = {"wall_s": earlier["wall_s"] + wall, "cpu_s": earlier["cpu_s"] + cpu}
+        timing.write_text(json.dumps(total))
+        return total
+
+    total = record(*run(cmd, folder / "train.log", record))
     for old in folder.parent.glob("trained*.jsonl"):
         old.unlink()  # evaluations of the model before this training
-    return spent
+    return total
 
 
 def rows_of(stem: Path) -> list[dict]:
@@ -213,7 +233,8 @@ def curve(folder: Path, name: str) -> list[float | None]:
     path = folder / "metrics.jsonl"
     if not path.exists():
         return []
-    return [r.get(f"reward/{name}") for r in map(json.loads, path.read_text().splitlines()) if "step" in r]
+    rows = [r for r in map(json.loads, path.read_text().splitlines()) if "step" in r]
+    return [r.get(f"reward/{name}", r.get("reward")) for r in rows]  # TRL logs one "reward" (math's share here)
 
 
 def report(args, out: Path) -> None:
@@ -294,7 +315,8 @@ def plot(curves: dict[str, dict[int, list]], path: Path, reward_name: str) -> No
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--task", choices=list(TASKS), default="multistep")
-    ap.add_argument("--arms", nargs="+", default=None, help="default: every arm of the task (multistep: outcome process)")
+    ap.add_argument("--arms", nargs="+", default=None,
+                    help="default: every arm of the task but trl (multistep: outcome process)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="training seeds (run.seed)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--samples", type=int, default=4, help="completions per held-out row")
@@ -304,7 +326,7 @@ def main() -> None:
     ap.add_argument("--report", action="store_true", help="only print the table of what --out holds")
     args = ap.parse_args()
     task = TASKS[args.task]
-    args.arms = args.arms or list(task["arms"])
+    args.arms = args.arms or [a for a in task["arms"] if a != "trl"]
     if unknown := [a for a in args.arms if a not in task["arms"]]:
         ap.error(f"--arms: {', '.join(unknown)}: not an arm of {args.task} (its arms: {', '.join(task['arms'])})")
     args.bench_rows = task["bench_rows"] if args.bench_rows is None else args.bench_rows

@@ -10,8 +10,8 @@ taking away only, values up to 20, at most 5 at a time) is written as ``train-ad
 ``test-addsub.jsonl`` and ``solutions-addsub.jsonl``. The row's ``answer`` is the final value;
 ``solutions.jsonl`` holds each row's worked chain of ``a op b = c`` steps (``{"id", "solution"}``: "7 + 5 = 12. 12 * 2 = 24. 24 - 3 = 21. The answer is 21."),
 which the ``steps`` verifier scores right at every step (tests/verifiers/test_multistep_data.py).
-Each row is a chat: a system message, one worked example of 3 steps (always the same), then the
-question. The question holds no expression to echo; ``math`` grades "The answer is N".
+Each row is a chat: a system message, one worked example of 3 steps (the same for every row of a level, and
+using only that level's operations), then the question. The question holds no expression to echo; ``math`` grades "The answer is N".
 
 300 training rows and 96 held-out rows (a third each of 2, 3 and 4 steps); no question is in both
 splits, and none equals the worked example. ``id`` names the split, the index and the step count
@@ -30,6 +30,11 @@ SYSTEM = ("You are a helpful assistant. Solve the problem step by step: write ea
 EXAMPLE = ("Tom has 4 apples. He buys 3 more. Then he has twice as many as before. He eats 5. "
            "How many apples does Tom have now?",
            "4 + 3 = 7. 7 * 2 = 14. 14 - 5 = 9. The answer is 9.")
+EXAMPLE_ADDSUB = ("Tom has 4 apples. He buys 3 more. He eats 5. He finds 2 more. How many apples does Tom have now?",
+                  "4 + 3 = 7. 7 - 5 = 2. 2 + 2 = 4. The answer is 4.")
+"""The easier level's worked example: only the operations of that level. With ``EXAMPLE`` (whose product the
+base model copied into sums: "10 * 3 = 30. 30 - 1 = 29.") the base passed 4.2% of the level's held-out rows;
+with this one 8.9% (48 rows x 4 samples, 2026-12-03), inside the 5-30% where groups carry signal."""
 PEOPLE = [("Mia", "she"), ("Omar", "he"), ("Lena", "she"), ("Ravi", "he"), ("Sara", "she"), ("Ben", "he"),
           ("Ana", "she"), ("Kofi", "he"), ("Yuki", "she"), ("Leo", "he")]
 ITEMS = ["shells", "marbles", "stickers", "books", "coins", "cards", "pencils", "stamps", "eggs", "beads"]
@@ -73,16 +78,16 @@ def problem(rng: random.Random, n_ops: int, ops: tuple[str, ...] = ("add", "sub"
     return " ".join(text), " ".join(steps) + f" The answer is {v}.", v
 
 
-def row(split: str, i: int, n_ops: int, question: str, solution: str, answer: int) -> dict:
-    turns = [("system", SYSTEM), ("user", EXAMPLE[0]), ("assistant", EXAMPLE[1]), ("user", question)]
+def row(split: str, i: int, n_ops: int, question: str, solution: str, answer: int,
+        example: tuple[str, str] = EXAMPLE) -> dict:
+    turns = [("system", SYSTEM), ("user", example[0]), ("assistant", example[1]), ("user", question)]
     return {"id": f"ms-{split}/{i}/op{n_ops}", "answer": str(answer),
             "messages": [{"role": r, "content": c} for r, c in turns]}
 
 
 LEVELS = {
-    "": {"seed": 0, "ops": ("add", "sub", "mul"), "max_value": MAX_VALUE, "max_k": 9},
-    # the base model passes 4.2% of the held-out rows (96 rows, 4 samples each): some groups carry signal
-    "addsub": {"seed": 1, "ops": ("add", "sub"), "max_value": 20, "max_k": 5},
+    "": {"seed": 0, "ops": ("add", "sub", "mul"), "max_value": MAX_VALUE, "max_k": 9, "example": EXAMPLE},
+    "addsub": {"seed": 1, "ops": ("add", "sub"), "max_value": 20, "max_k": 5, "example": EXAMPLE_ADDSUB},
 }
 """Each level's files: ``train.jsonl`` / ``test.jsonl`` / ``solutions.jsonl`` for the full level, and
 ``train-addsub.jsonl`` and so on for the easier one (adding and taking away only, values up to 20)."""
@@ -95,7 +100,7 @@ def main(out: Path = HERE) -> None:
 
 def write_level(out: Path, suffix: str, spec: dict) -> None:
     rng = random.Random(spec["seed"])
-    seen = {EXAMPLE[0]}
+    seen = {spec["example"][0]}
     sizes = {"test": 32, "train": 100}  # per step count
     solutions = []
     for split in ("test", "train"):
@@ -112,7 +117,7 @@ def write_level(out: Path, suffix: str, spec: dict) -> None:
         rng.shuffle(rows)
         with open(out / f"{split}{suffix}.jsonl", "w") as f:
             for i, (n_ops, q, sol, ans) in enumerate(rows):
-                r = row(split + suffix, i, n_ops, q, sol, ans)
+                r = row(split + suffix, i, n_ops, q, sol, ans, spec["example"])
                 f.write(json.dumps(r) + "\n")
                 solutions.append({"id": r["id"], "solution": sol})
     with open(out / f"solutions{suffix}.jsonl", "w") as f:

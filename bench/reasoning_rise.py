@@ -74,11 +74,10 @@ TASKS = {
                         "verifiers: [math, steps]}]"],
             # per-step credit only for steps that compute with the question's numbers or earlier results, and
             # the final answer left to math (docs/reasoning.md: the plain process arm's length collapse)
-            # (16 rows a micro-batch: a process-supervised step puts all 32 in the loss, 12-14 GB at once otherwise)
             "grounded": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, kind: process, "
                          "options: {grounded: 'true', answer_step: 'false'}}]",
                          "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
-                         "verifiers: [math, steps]}]", "optim.micro_batch_size=16"],
+                         "verifiers: [math, steps]}]"],
             # grounded with the answer step kept: a chain that stops early and guesses ends on a wrong step
             "grounded-answer": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, "
                                 "kind: process, options: {grounded: 'true'}}]",
@@ -180,7 +179,8 @@ def train(args, arm: str, seed: int, folder: Path) -> dict:
                "--out", str(folder), "--seed", str(seed), "--steps", str(args.steps)]
     else:
         cmd = [*COHORT, "train", "-c", task["config"], f"run.output_dir={folder}", f"run.max_steps={args.steps}",
-               f"run.seed={seed}", "run.resume=true", "run.save_every=5", "run.progress=false", "run.plot=false",
+               f"run.seed={seed}", "run.resume=true", "run.save_every=5", "run.keep_checkpoints=1", "run.progress=false",
+               "run.plot=false",
                *task["arms"][arm]]
 
     def record(wall: float, cpu: float) -> dict:

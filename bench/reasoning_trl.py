@@ -21,9 +21,8 @@ What TRL gets from the Cohort config (``load_config``), value for value:
   weight decay, Adam betas and epsilon, gradient clipping, scheduler and warm-up; ``run.seed`` as TRL's seed;
   no gradient checkpointing (Cohort's default).
 
-Differences that remain (printed in ``trl.json``): TRL samples with ``transformers.generate`` (Cohort with its own
-KV-cached decoder), draws its prompts in its own order (``RepeatSampler`` seeded with the same seed), and takes an
-optimizer step even when no group has signal (Cohort skips the update; with ``beta: 0`` the gradient is zero but
+Differences that remain (written to ``trl.json``): TRL samples with ``transformers.generate`` (Cohort with its own
+KV-cached decoder), and takes an optimizer step even when no group has signal (Cohort skips the update; with ``beta: 0`` the gradient is zero but
 Adam's momentum still moves the weights).
 
 Writes ``OUT/final`` (``save_model``: weights and tokenizer, loadable by ``cohort eval --model``),
@@ -42,7 +41,8 @@ from pathlib import Path
 
 DIFFERENCES = [
     "TRL samples with transformers.generate, Cohort with its own KV-cached decoder",
-    "prompt order: TRL's RepeatSampler and Cohort's PromptSampler, both seeded with run.seed, draw differently",
+    "prompt order: Cohort's PromptSampler draws epoch 0 in the permutation of TRL's RepeatSampler with the same "
+    "seed (trainer/data.py); not checked here",
     "TRL takes an optimizer step when no group has signal (zero gradient, Adam momentum still applies); Cohort skips it",
 ]
 

@@ -72,9 +72,10 @@ def _step_folders(output_dir: str | Path) -> list[tuple[int, Path]]:
 
 
 def save(output_dir: str | Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-         shared: dict[str, Any], per_rank: dict[str, Any], comm: Comm = SINGLE) -> Path:
+         shared: dict[str, Any], per_rank: dict[str, Any], comm: Comm = SINGLE, keep: int = 0) -> Path:
     """Write step ``step``'s folder. ``shared`` is identical on all ranks (rank 0 writes it). A folder
-    already there (an interrupted save) is removed first, so no stale file mixes into the new one."""
+    already there (an interrupted save) is removed first, so no stale file mixes into the new one.
+    ``keep`` > 0: once this one is complete, only the newest ``keep`` complete folders are kept."""
     folder = Path(output_dir) / "checkpoints" / f"step_{step:06d}"
     if comm.is_main and folder.exists():
         shutil.rmtree(folder)
@@ -91,6 +92,10 @@ def save(output_dir: str | Path, step: int, model: torch.nn.Module, optimizer: t
     comm.barrier()
     if comm.is_main:
         (folder / "COMPLETE").touch()
+        if keep:
+            complete = [d for _, d in _step_folders(output_dir) if (d / "COMPLETE").exists()]
+            for old in complete[:-keep]:
+                shutil.rmtree(old)
     comm.barrier()
     return folder
 
@@ -129,11 +134,11 @@ def load(folder: str | Path, model: torch.nn.Module, optimizer: torch.optim.Opti
 
 
 def save_run(output_dir: str | Path, step: int, policy: torch.nn.Module, learner: Any, engine: Any, sampler: Any,
-             comm: Comm = SINGLE) -> Path:
+             comm: Comm = SINGLE, keep: int = 0) -> Path:
     """The training loop's checkpoint: policy, optimizer, scheduler, data position, RNGs, sampler state."""
     return save(output_dir, step, policy, learner.optimizer,
                 {"scheduler": learner.scheduler.state_dict(), "sampler_position": sampler.position},
-                {"engine": engine.state_dict()}, comm)
+                {"engine": engine.state_dict()}, comm, keep)
 
 
 def resume(run: Any, policy: torch.nn.Module, learner: Any, engine: Any, sampler: Any, comm: Comm = SINGLE) -> int:

@@ -137,7 +137,7 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
             records.append({"step": step, **record})
             done = step == cfg.run.max_steps or reached_target([*history, *records], cfg)
             if done or (cfg.run.save_every and step % cfg.run.save_every == 0):
-                checkpoint.save_run(out_dir, step, policy, learner, engine, sampler, comm)
+                checkpoint.save_run(out_dir, step, policy, learner, engine, sampler, comm, cfg.run.keep_checkpoints)
             if done:
                 break
     finally:

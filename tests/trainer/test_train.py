@@ -69,6 +69,16 @@ def test_resume_is_exact(tmp_path, arith):
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+def test_keep_checkpoints_deletes_all_but_the_newest_and_the_run_still_resumes(tmp_path, arith):
+    eps = {"arith": [arith.endpoint]}
+    keep = ("run.save_every=1", "run.keep_checkpoints=2")
+    train(small_config(tmp_path, arith.endpoint, "run.max_steps=4", *keep), eps)
+    assert sorted(d.name for d in (tmp_path / "checkpoints").iterdir()) == ["step_000003", "step_000004"]
+    resumed = train(small_config(tmp_path, arith.endpoint, "run.max_steps=5", *keep), eps)
+    assert [r["step"] for r in resumed] == [5]  # from step 4's checkpoint
+    assert sorted(d.name for d in (tmp_path / "checkpoints").iterdir()) == ["step_000004", "step_000005"]
+
+
 def checkpoint_weights(run, endpoint: str, step: str) -> dict[str, torch.Tensor]:
     """The policy weights saved in ``run``'s checkpoint ``step`` (loaded into a fresh tiny policy)."""
     cfg = small_config(run, endpoint)

@@ -33,8 +33,10 @@ EXAMPLE = ("Tom has 4 apples. He buys 3 more. Then he has twice as many as befor
 EXAMPLE_ADDSUB = ("Tom has 4 apples. He buys 3 more. He eats 5. He finds 2 more. How many apples does Tom have now?",
                   "4 + 3 = 7. 7 - 5 = 2. 2 + 2 = 4. The answer is 4.")
 """The easier level's worked example: only the operations of that level. With ``EXAMPLE`` (whose product the
-base model copied into sums: "10 * 3 = 30. 30 - 1 = 29.") the base passed 4.2% of the level's held-out rows;
-with this one 8.9% (48 rows x 4 samples, 2026-12-03), inside the 5-30% where groups carry signal."""
+base model copied into sums: "10 * 3 = 30. 30 - 1 = 29.") the base passed 4.2% of the level's 96 held-out rows
+(4 samples each); with this one 6.2% (2026-12-03, ``bench/reasoning_rise.py --task addsub``), inside the 5-30%
+where groups carry signal. A first probe on 48 other problems of the level gave 8.9% against 5.7-6.8% for two
+other wordings (a worked example that names each operation, two worked examples)."""
 PEOPLE = [("Mia", "she"), ("Omar", "he"), ("Lena", "she"), ("Ravi", "he"), ("Sara", "she"), ("Ben", "he"),
           ("Ana", "she"), ("Kofi", "he"), ("Yuki", "she"), ("Leo", "he")]
 ITEMS = ["shells", "marbles", "stickers", "books", "coins", "cards", "pencils", "stamps", "eggs", "beads"]

@@ -122,7 +122,9 @@ class MetricsLog:
         """On resume, drop records past the checkpoint (they will be produced again)."""
         if not self.path.exists():
             return
-        keep = [line for line in self.path.read_text().splitlines() if line and json.loads(line)["step"] <= start_step]
+        records = read(self.path)  # without a torn last line
+        lines = [line for line in self.path.read_text().splitlines() if line][:len(records)]
+        keep = [line for line, r in zip(lines, records) if r["step"] <= start_step]
         self.path.write_text("".join(line + "\n" for line in keep))
 
     def log(self, step: int, record: dict[str, float]) -> None:
@@ -148,7 +150,22 @@ class MetricsLog:
 
 
 def read(path: str | Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line]
+    """The records of a ``metrics.jsonl``. A last line cut short (the run was killed, or the disk filled, while
+    writing it; no newline after it) is left out: its step was not checkpointed and is produced again on resume.
+    Any other line that is not JSON is an error naming the file and the line."""
+    text = Path(path).read_text()
+    lines = text.split("\n")
+    records = []
+    for i, line in enumerate(lines, 1):
+        if not line:
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if i == len(lines):  # the torn last write
+                break
+            raise ValueError(f"{path}: line {i} is not JSON ({exc.msg})") from None
+    return records
 
 
 def jsonable(record: dict) -> dict:

@@ -4,6 +4,7 @@ rollouts a verifier could not judge (unreachable server, invalid reference)."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -77,6 +78,24 @@ def test_keep_checkpoints_deletes_all_but_the_newest_and_the_run_still_resumes(t
     resumed = train(small_config(tmp_path, arith.endpoint, "run.max_steps=5", *keep), eps)
     assert [r["step"] for r in resumed] == [5]  # from step 4's checkpoint
     assert sorted(d.name for d in (tmp_path / "checkpoints").iterdir()) == ["step_000004", "step_000005"]
+
+
+def test_a_torn_last_metrics_line_does_not_stop_the_resume(tmp_path, arith):
+    """A run killed (or out of disk) while writing a record leaves a line without its end: resume drops it."""
+    eps = {"arith": [arith.endpoint]}
+    train(small_config(tmp_path, arith.endpoint, "run.max_steps=4", "run.save_every=2"), eps)
+    # killed while writing step 4's record, so before step 4's checkpoint: the record is cut, no checkpoint
+    shutil.rmtree(tmp_path / "checkpoints" / "step_000004")
+    path = tmp_path / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("".join(line + "\n" for line in lines[:3]) + lines[3][:40])
+    assert [r["step"] for r in metrics.read(path)] == [1, 2, 3]
+    resumed = train(small_config(tmp_path, arith.endpoint, "run.max_steps=4", "run.save_every=2"), eps)
+    assert [r["step"] for r in resumed] == [3, 4]
+    assert [r["step"] for r in metrics.read(path)] == [1, 2, 3, 4]
+    path.write_text(lines[0] + "\n{not json\n" + lines[1] + "\n")  # damage that is not a torn last write
+    with pytest.raises(ValueError, match=r"metrics.jsonl: line 2 is not JSON"):
+        metrics.read(path)
 
 
 def checkpoint_weights(run, endpoint: str, step: str) -> dict[str, torch.Tensor]:

@@ -180,8 +180,7 @@ def train(args, arm: str, seed: int, folder: Path) -> dict:
     else:
         cmd = [*COHORT, "train", "-c", task["config"], f"run.output_dir={folder}", f"run.max_steps={args.steps}",
                f"run.seed={seed}", "run.resume=true", "run.save_every=5", "run.keep_checkpoints=1", "run.progress=false",
-               "run.plot=false",
-               *task["arms"][arm]]
+               "run.plot=false", *task["arms"][arm]]
 
     def record(wall: float, cpu: float) -> dict:
         total = {"wall_s": earlier["wall_s"] + wall, "cpu_s": earlier["cpu_s"] + cpu}
@@ -233,7 +232,9 @@ def curve(folder: Path, name: str) -> list[float | None]:
     path = folder / "metrics.jsonl"
     if not path.exists():
         return []
-    rows = [r for r in map(json.loads, path.read_text().splitlines()) if "step" in r]
+    from cohort.trainer.metrics import read  # noqa: E402  (the trainer's reader: a torn last line is left out)
+
+    rows = [r for r in read(path) if "step" in r]
     return [r.get(f"reward/{name}", r.get("reward")) for r in rows]  # TRL logs one "reward" (math's share here)
 
 

@@ -78,6 +78,12 @@ TASKS = {
                          "options: {grounded: 'true', answer_step: 'false'}}]",
                          "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
                          "verifiers: [math, steps]}]"],
+            # grounded, and each of the question's numbers no right step used is a wrong step at the end: pays for
+            # finishing the chain (the grounded arm learned one right step and a stop)
+            "complete": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, kind: process, "
+                         "options: {grounded: 'true', answer_step: 'false', complete: 'true'}}]",
+                         "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
+                         "verifiers: [math, steps]}]"],
             # grounded with the answer step kept: a chain that stops early and guesses ends on a wrong step
             "grounded-answer": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, "
                                 "kind: process, options: {grounded: 'true'}}]",

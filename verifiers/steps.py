@@ -25,7 +25,8 @@ cannot cause is masked: a rollout reached after the call's deadline is VERIFIER_
 that is not a number (or is over the bounds) is INVALID_REFERENCE. See ``docs/integrity-verifiers.md``.
 
 Reward (the outcome view of the same judgement): the mean of the step rewards (0 without steps).
-Components: ``steps`` (how many), ``step_frac`` (share right) and, with a reference, ``answer``.
+Components: ``steps`` (how many), ``step_frac`` (share right), with a reference ``answer``, and with option
+``complete`` ``unused`` (the question's numbers no right step used).
 
 Options (strings, per verifier in the config or per row): ``grounded: "true"`` credits a step only when
 every number it computes with is in the question (the request's ``prompt``; its multiplier words count:
@@ -33,7 +34,11 @@ every number it computes with is in the question (the request's ``prompt``; its 
 problem (``1 + 2 = 3``) is a wrong step, and a wrong or ungrounded result grounds nothing after it
 (the prompt must hold the question: an empty one is refused); ``answer_step: "false"`` leaves the final
 answer out of the steps when an outcome verifier already judges it (a completion without any step is
-then one wrong step). Both default to the behaviour above.
+then one wrong step); ``complete: "true"`` pays for finishing the chain: every distinct number written in
+the question (its literals, not its words) that no right step computes with is one more wrong step at the
+end of the completion, so one right step and a stop on a four-number problem earns 1/4, not 1 (a
+heuristic for problems that use all their numbers, as generated ones do; a GSM8K question with a number
+it does not need makes every chain pay for it). All default to the behaviour above.
 
 >>> v = StepsVerifier()
 >>> g = GroupRequest("steps", (Rollout(0, "16 - 3 - 4 = 9 eggs, 9 * 2 = 18. #### 18"),
@@ -337,20 +342,26 @@ def question_numbers(prompt: str) -> frozenset[Fraction]:
     """The numbers a grounded step may start from, as magnitudes: the question's literals, and the numbers
     its words name (``twice`` 2, ``three times`` 3, ``half`` 2 or 0.5, ``dozen`` 12, ``%`` 100). Literals
     beyond the bounds are left out. A word the table does not know (``quarter``) grounds nothing."""
-    found = {v for v in map(_literal, _NUMBER_RE.findall(prompt)) if v is not None}
+    found = set(question_literals(prompt))
     for word, sign in _WORDS_RE.findall(prompt):
         found.update(Fraction(x) for x in _NUMBER_WORDS[(word or sign).lower()])
     return frozenset(found)
 
 
+def question_literals(prompt: str) -> frozenset[Fraction]:
+    """The distinct numbers written as literals in the question (option ``complete``), magnitudes."""
+    return frozenset(v for v in map(_literal, _NUMBER_RE.findall(prompt)) if v is not None)
+
+
 def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[Fraction] | None = None,
-                  answer_step: bool = True) -> RolloutResult:
+                  answer_step: bool = True, required: frozenset[Fraction] | None = None) -> RolloutResult:
     """Score one completion. ``grounding`` (option ``grounded``): a step is right only when its result is
     right *and* every number it computes with is one of these (the question's) or the result of an
     earlier right step of the completion, so ``1 + 2 = 3`` earns nothing in a problem about 4 and 9 pencils.
     ``answer_step`` False (option ``answer_step: "false"``): no final-answer step; the answer is left to
     the outcome verifier that judges it (its ``answer`` component is still reported), and a completion
-    without any step is one wrong step over the whole of it."""
+    without any step is one wrong step over the whole of it. ``required`` (option ``complete``): each of these
+    numbers that no right step computes with is one more wrong step at the end of the completion."""
     text = rollout.completion
     try:
         candidates = _steps_of(text)
@@ -359,14 +370,16 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
         return RolloutResult.ok(rollout.index, 0.0, Verdict.INCORRECT, components, f"candidate limit: {exc}",
                                 flags=(CANDIDATE_LIMIT,), steps=[StepReward(len(text), 0.0)])
     final = final_number(text) if gold is not None else None
-    steps, known, ungrounded = [], set(grounding or ()), 0
+    steps, known, used, ungrounded = [], set(grounding or ()), set(), 0
     for end, claimed, value, d, _, expression in candidates:
         right = _right(claimed, value, d)
-        if grounding is not None and right and not known.issuperset(map(number, _NUMBER_RE.findall(expression))):
+        operands = {number(x) for x in _NUMBER_RE.findall(expression)}
+        if grounding is not None and right and not known.issuperset(operands):
             right, ungrounded = False, ungrounded + 1
         steps.append(StepReward(end, float(right)))
         if right:  # a result the next steps may build on (its magnitude: operands are read without signs)
             known.add(abs(claimed))
+            used |= operands
     refusals = [why for _, _, _, _, why, _ in candidates if why is not None]
     components: dict[str, float] = {}
     if gold is not None:
@@ -381,15 +394,21 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
                 steps.append(StepReward(final[0], answer))
     if not answer_step and not steps:  # no step at all is no better than wrong ones (else writing none pays)
         steps.append(StepReward(len(text), 0.0))
+    unused = sorted(required - used) if required is not None else []
+    steps.extend(StepReward(len(text), 0.0) for _ in unused)  # the chain stopped before using them
     n = len(steps)
     right = sum(s.reward for s in steps)
     components["steps"] = float(n)
     components["step_frac"] = right / n if n else 0.0
+    if required is not None:
+        components["unused"] = float(len(unused))
     if n == 0:
         verdict = Verdict.NO_ANSWER
     else:
         verdict = Verdict.CORRECT if right == n else Verdict.INCORRECT if right == 0 else Verdict.PARTIAL
     detail = f"{int(right)}/{n} steps right" + (f" ({ungrounded} right but not from the question)" if ungrounded else "")
+    if unused:
+        detail += f"; {len(unused)} of the question's numbers never used ({', '.join(map(str, unused[:5]))})"
     if final is not None:
         detail += f"; final answer {final[1]}" if final[1] is not None else "; final answer beyond the bounds"
     if refusals:
@@ -408,7 +427,7 @@ def parse_reference(raw: str) -> Fraction:
 
 class StepsVerifier:
     name = "steps"
-    version = "1.2.0"  # options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
+    version = "1.3.0"  # option complete; 1.2.0: options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
     description = "process rewards: each arithmetic step of a chain of thought (and the final answer) right or wrong"
     reference_kinds = ()  # an answer is optional (it adds the final step)
     max_concurrency = 1  # pure Python
@@ -424,14 +443,17 @@ class StepsVerifier:
                 return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(exc)) for r in group.rollouts]
         grounded = option(group, "grounded", "false", ("true", "false")) == "true"
         answer_step = option(group, "answer_step", "true", ("true", "false")) == "true"
-        if grounded and not group.prompt.strip():
-            raise InvalidRequest("steps option grounded=true needs the question: the request's prompt is empty")
+        complete = option(group, "complete", "false", ("true", "false")) == "true"
+        for name, on in (("grounded", grounded), ("complete", complete)):
+            if on and not group.prompt.strip():
+                raise InvalidRequest(f"steps option {name}=true needs the question: the request's prompt is empty")
         grounding = question_numbers(group.prompt) if grounded else None
+        required = question_literals(group.prompt) if complete else None
         out = []
         for r in group.rollouts:
             if ctx.expired():
                 out.append(RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_TIMEOUT, "call deadline passed"))
                 continue
-            out.append(score_rollout(r, gold, grounding, answer_step))
+            out.append(score_rollout(r, gold, grounding, answer_step, required))
         return out
 

@@ -348,3 +348,34 @@ def test_grounding_reads_magnitudes_words_and_needs_the_question() -> None:
     group = GroupRequest("steps", (Rollout(0, "4 + 8 = 12"),), Reference(), prompt="  ", options={"grounded": "true"})
     with pytest.raises(InvalidRequest, match="prompt is empty"):
         StepsVerifier().verify_group(group, VerifyContext())
+
+
+def test_complete_makes_each_question_number_left_unused_a_wrong_step_at_the_end() -> None:
+    question = "Omar has 4 shells. He uses 1. He sells 2. He gets 1 more. How many shells does Omar have now?"
+    whole = "4 - 1 = 3. 3 - 2 = 1. 1 + 1 = 2. The answer is 2."
+    shortcut = "Omar now has 4 - 1 = 3."  # one right step and a stop: 2 is never used
+    in_one = "4 - 1 - 2 + 1 = 2. The answer is 2."  # one step that uses every number
+    wrong_use = "4 - 1 = 3. 3 - 2 = 2."  # 2 only in a wrong step: not used
+    opts = {"grounded": "true", "answer_step": "false", "complete": "true"}
+    group = GroupRequest("steps", tuple(Rollout(i, c) for i, c in enumerate((whole, shortcut, in_one, wrong_use))),
+                         Reference(answer="2"), prompt=question, options=opts)
+    r = StepsVerifier().verify_group(group, VerifyContext())
+    assert [s.reward for s in r[0].steps] == [1.0, 1.0, 1.0] and r[0].components["unused"] == 0.0
+    assert [(s.end, s.reward) for s in r[1].steps] == [(len(shortcut) - 1, 1.0), (len(shortcut), 0.0)]
+    assert r[1].reward == 0.5 and r[1].components["unused"] == 1.0 and "never used (2)" in r[1].detail
+    assert [s.reward for s in r[2].steps] == [1.0] and r[2].reward == 1.0
+    assert [s.reward for s in r[3].steps] == [1.0, 0.0, 0.0] and r[3].components["unused"] == 1.0
+    plain = StepsVerifier().verify_group(GroupRequest("steps", (Rollout(0, shortcut),), Reference(answer="2"),
+                                                      prompt=question, options={"grounded": "true", "answer_step": "false"}),
+                                         VerifyContext())
+    assert plain[0].reward == 1.0 and "unused" not in plain[0].components  # the option is what charges for stopping
+
+
+def test_complete_needs_the_question_and_a_true_or_false() -> None:
+    from cohort.verifiers.base import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="complete"):
+        score_with({"complete": "yes"}, "4 + 8 = 12.")
+    group = GroupRequest("steps", (Rollout(0, "4 + 8 = 12"),), Reference(), prompt=" ", options={"complete": "true"})
+    with pytest.raises(InvalidRequest, match="complete=true needs the question"):
+        StepsVerifier().verify_group(group, VerifyContext())

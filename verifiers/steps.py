@@ -34,11 +34,12 @@ every number it computes with is in the question (the request's ``prompt``; its 
 problem (``1 + 2 = 3``) is a wrong step, and a wrong or ungrounded result grounds nothing after it
 (the prompt must hold the question: an empty one is refused); ``answer_step: "false"`` leaves the final
 answer out of the steps when an outcome verifier already judges it (a completion without any step is
-then one wrong step); ``complete: "true"`` pays for finishing the chain: every distinct number written in
-the question (its literals, not its words) that no right step computes with is one more wrong step at the
-end of the completion, so one right step and a stop on a four-number problem earns 1/4, not 1 (a
-heuristic for problems that use all their numbers, as generated ones do; a GSM8K question with a number
-it does not need makes every chain pay for it). All default to the behaviour above.
+then one wrong step); ``complete: "true"`` pays for finishing the chain: a last step ends with the
+completion and scores the share of the distinct numbers written in the question (its literals, not its
+words) that some right step computes with, so one right step and a stop on a problem of 4, 1 and 2 scores
+(1 + 2/3) / 2, not 1 (when the completion ends on a step, that step and this one are one step and score the
+product). A heuristic for problems that use all their numbers, as generated ones do: a GSM8K question with
+a number it does not need makes every chain pay for it. All default to the behaviour above.
 
 >>> v = StepsVerifier()
 >>> g = GroupRequest("steps", (Rollout(0, "16 - 3 - 4 = 9 eggs, 9 * 2 = 18. #### 18"),
@@ -360,8 +361,8 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
     earlier right step of the completion, so ``1 + 2 = 3`` earns nothing in a problem about 4 and 9 pencils.
     ``answer_step`` False (option ``answer_step: "false"``): no final-answer step; the answer is left to
     the outcome verifier that judges it (its ``answer`` component is still reported), and a completion
-    without any step is one wrong step over the whole of it. ``required`` (option ``complete``): each of these
-    numbers that no right step computes with is one more wrong step at the end of the completion."""
+    without any step is one wrong step over the whole of it. ``required`` (option ``complete``): a last step
+    at the end of the completion scores the share of these numbers that right steps compute with."""
     text = rollout.completion
     try:
         candidates = _steps_of(text)
@@ -394,8 +395,13 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
                 steps.append(StepReward(final[0], answer))
     if not answer_step and not steps:  # no step at all is no better than wrong ones (else writing none pays)
         steps.append(StepReward(len(text), 0.0))
-    unused = sorted(required - used) if required is not None else []
-    steps.extend(StepReward(len(text), 0.0) for _ in unused)  # the chain stopped before using them
+    unused = sorted(required - used) if required else []
+    if required:  # a last step, "the chain is finished": the share of the question's numbers used
+        coverage = 1.0 - len(unused) / len(required)
+        if steps and steps[-1].end == len(text):  # the text ends on a step: one step, both must hold
+            steps[-1] = StepReward(len(text), steps[-1].reward * coverage)
+        else:
+            steps.append(StepReward(len(text), coverage))
     n = len(steps)
     right = sum(s.reward for s in steps)
     components["steps"] = float(n)

@@ -59,7 +59,7 @@ def test_every_worked_solution_is_right_at_every_step_and_a_wrong_step_is_found(
         grounded = GroupRequest("steps", (Rollout(0, s["solution"]),), Reference(), prompt=question[s["id"]],
                                 options={"grounded": "true", "complete": "true"})
         (r,) = StepsVerifier().verify_group(grounded, VerifyContext())
-        assert [x.reward for x in r.steps] == [1.0] * int(s["id"].rsplit("/op", 1)[1]), s
+        assert [x.reward for x in r.steps] == [1.0] * (int(s["id"].rsplit("/op", 1)[1]) + 1), s  # + the chain's end
     text = solutions[0]["solution"]  # '4 + 9 = 13. 13 + 2 = 15. The answer is 15.'
     first = text.split(". ")[0]
     a, _, rest = first.partition(" = ")

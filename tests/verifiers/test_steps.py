@@ -350,25 +350,53 @@ def test_grounding_reads_magnitudes_words_and_needs_the_question() -> None:
         StepsVerifier().verify_group(group, VerifyContext())
 
 
-def test_complete_makes_each_question_number_left_unused_a_wrong_step_at_the_end() -> None:
+def test_complete_adds_a_last_step_scoring_the_share_of_the_question_numbers_used() -> None:
     question = "Omar has 4 shells. He uses 1. He sells 2. He gets 1 more. How many shells does Omar have now?"
     whole = "4 - 1 = 3. 3 - 2 = 1. 1 + 1 = 2. The answer is 2."
     shortcut = "Omar now has 4 - 1 = 3."  # one right step and a stop: 2 is never used
     in_one = "4 - 1 - 2 + 1 = 2. The answer is 2."  # one step that uses every number
     wrong_use = "4 - 1 = 3. 3 - 2 = 2."  # 2 only in a wrong step: not used
+    ends_on_step = "4 + 8 = 12"  # none of 1, 2 used, and the text ends on the step: one step scoring the product
+    nothing = "I think it is 2."
     opts = {"grounded": "true", "answer_step": "false", "complete": "true"}
-    group = GroupRequest("steps", tuple(Rollout(i, c) for i, c in enumerate((whole, shortcut, in_one, wrong_use))),
-                         Reference(answer="2"), prompt=question, options=opts)
+    texts = (whole, shortcut, in_one, wrong_use, ends_on_step, nothing)
+    group = GroupRequest("steps", tuple(Rollout(i, c) for i, c in enumerate(texts)), Reference(answer="2"),
+                         prompt=question, options=opts)
     r = StepsVerifier().verify_group(group, VerifyContext())
-    assert [s.reward for s in r[0].steps] == [1.0, 1.0, 1.0] and r[0].components["unused"] == 0.0
-    assert [(s.end, s.reward) for s in r[1].steps] == [(len(shortcut) - 1, 1.0), (len(shortcut), 0.0)]
-    assert r[1].reward == 0.5 and r[1].components["unused"] == 1.0 and "never used (2)" in r[1].detail
-    assert [s.reward for s in r[2].steps] == [1.0] and r[2].reward == 1.0
-    assert [s.reward for s in r[3].steps] == [1.0, 0.0, 0.0] and r[3].components["unused"] == 1.0
+    assert [(s.end, s.reward) for s in r[0].steps] == [(9, 1.0), (20, 1.0), (31, 1.0), (len(whole), 1.0)]
+    assert r[0].components["unused"] == 0.0
+    assert [(s.end, s.reward) for s in r[1].steps] == [(len(shortcut) - 1, 1.0), (len(shortcut), pytest.approx(2 / 3))]
+    assert r[1].reward == pytest.approx((1 + 2 / 3) / 2) and r[1].reward < r[0].reward
+    assert r[1].components["unused"] == 1.0 and "never used (2)" in r[1].detail
+    assert [s.reward for s in r[2].steps] == [1.0, 1.0]
+    assert [s.reward for s in r[3].steps] == [1.0, 0.0, pytest.approx(2 / 3)]
+    assert [(s.end, s.reward) for s in r[4].steps] == [(len(ends_on_step), 0.0)]  # 8 and 12 are not the question's
+    assert [(s.end, s.reward) for s in r[5].steps] == [(len(nothing), 0.0)]
+    for result, text in zip(r, texts):  # the contract's step ends: strictly increasing, within the text
+        assert result.status is RolloutStatus.OK and step_problem(result.steps, text) is None, text
     plain = StepsVerifier().verify_group(GroupRequest("steps", (Rollout(0, shortcut),), Reference(answer="2"),
                                                       prompt=question, options={"grounded": "true", "answer_step": "false"}),
                                          VerifyContext())
     assert plain[0].reward == 1.0 and "unused" not in plain[0].components  # the option is what charges for stopping
+
+
+def test_every_option_gives_well_formed_steps_on_random_text() -> None:
+    """Whatever the policy writes, the steps keep the contract (ends strictly increasing, within the text): a
+    malformed one is masked as VERIFIER_ERROR, and a policy that found such a text would escape its gradient."""
+    import itertools
+    import random
+
+    rng = random.Random(0)
+    pieces = ["4", "1", "2", "12", "3", " + ", " - ", " * ", " = ", ". ", "The answer is ", "-", "(", ")", "$", "#### ",
+              ",", "0", "=", " "]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 14))) for _ in range(600)]
+    for grounded, answer_step, complete in itertools.product(("true", "false"), repeat=3):
+        opts = {"grounded": grounded, "answer_step": answer_step, "complete": complete}
+        group = GroupRequest("steps", tuple(Rollout(i, t) for i, t in enumerate(texts)), Reference(answer="2"),
+                             prompt="Omar has 4 shells. He uses 1. He sells 2. He gets 1 more.", options=opts)
+        for result, text in zip(StepsVerifier().verify_group(group, VerifyContext()), texts):
+            assert result.status is RolloutStatus.OK, (opts, text)
+            assert step_problem(result.steps, text) is None, (opts, text, result.steps)
 
 
 def test_complete_needs_the_question_and_a_true_or_false() -> None:

@@ -454,9 +454,15 @@ class TrainConfig(_Section):
             if self.distributed.parallel != "none":
                 raise ValueError("rollout.max_staleness > 0 (the asynchronous pipeline) has one learner process; "
                                  "distributed.parallel must be none (DDP/FSDP2 learners run lock-step)")
-            if self.rollout.engine != "transformers":
-                raise ValueError(f"rollout.max_staleness > 0 supports rollout.engine=transformers only (not yet "
+            if self.rollout.engine not in ("transformers", "vllm"):
+                raise ValueError(f"rollout.max_staleness > 0 supports rollout.engine transformers or vllm (not "
                                  f"{self.rollout.engine!r})")
+            if self.rollout.sync_every != 1:
+                raise ValueError("rollout.sync_every must be 1 with rollout.max_staleness > 0: a worker loads every "
+                                 "version it is sent (max_staleness bounds how far behind it may be)")
+            if self.rollout.engine == "vllm" and self.rollout.vllm.sync_method not in ("auto", "reload_from_folder"):
+                raise ValueError("rollout.vllm.sync_method must be auto or reload_from_folder with rollout.max_staleness "
+                                 "> 0: a rollout worker runs vLLM's engine core in a process of its own")
         return self
 
     @property

@@ -46,6 +46,7 @@ import multiprocessing as mp
 import os
 import queue
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -144,7 +145,10 @@ class Pipeline:
 
         ctx = mp.get_context("spawn")  # never fork: this process has gRPC threads
         data = self.cfg.model_dump()
-        self._procs = [ctx.Process(target=spawned, args=(data, r, world, self._init), daemon=True,
+        # a vLLM worker starts vLLM's engine core as its own child, which a daemonic process may not have; it is
+        # reaped by close() all the same, with its process group (the engine core does not notice its parent die)
+        daemon = self.cfg.rollout.engine != "vllm"
+        self._procs = [ctx.Process(target=spawned, args=(data, r, world, self._init), daemon=daemon,
                                    name=f"cohort-rollout-{r}") for r in range(1, world)]
         for p in self._procs:
             p.start()
@@ -208,6 +212,10 @@ class Pipeline:
             if p.is_alive():
                 p.kill()
                 p.join(timeout=5)
+            try:  # what the worker started and left behind (a killed vLLM worker's engine core): its own group
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if self._rendezvous:
             shutil.rmtree(self._rendezvous, ignore_errors=True)
 

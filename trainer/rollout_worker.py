@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -106,11 +107,26 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
 
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
-    links = wire.Links.join(init_method, rank, world_size)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # terminated (torchrun): still close
+    if cfg.rollout.engine == "vllm":
+        # vLLM in this process would take this job's torch.distributed world as its own (and wait for the learner
+        # to form its model-parallel groups): its engine core runs in a process of its own, started by spawn
+        # (this process holds gloo's connections and threads), and weights reach it through vLLM's own loader
+        cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(
+            update={"vllm": cfg.rollout.vllm.model_copy(update={"separate_process": True})})})
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     model, tokenizer = build_policy(cfg.model)
     model.eval()
     engine = tool_rollouts.wrap(build_engine(cfg.rollout, model, tokenizer, cfg.run.seed + SEED_STRIDE * rank),
                                 cfg.rollout, tokenizer)  # multi-turn with tools when rollout.max_turns > 1
+    try:
+        _serve(cfg, rank, world_size, init_method, model, engine)
+    finally:
+        engine.close()  # vLLM's engine core is this process's child: it ends here, not at an exit hook
+
+
+def _serve(cfg: TrainConfig, rank: int, world_size: int, init_method: str, model: torch.nn.Module, engine) -> None:
+    links = wire.Links.join(init_method, rank, world_size)  # after the engine: vLLM's start must not see the job
     engine.report_logprobs = True  # the behaviour policy's log-probs, from the sampling itself (no extra forward)
     weights = _Weights(links, next(model.parameters()).dtype)
     orders: queue.Queue = queue.Queue()
@@ -149,6 +165,7 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
 def spawned(cfg_data: dict, rank: int, world_size: int, init_method: str) -> None:
     """The entry of a worker the learner spawned on this machine: one line and exit code 1 on failure."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.setpgrp()  # its own process group: the learner's reaping also ends what it started (vLLM's engine core)
     try:
         run(TrainConfig.model_validate(cfg_data), rank, world_size, init_method)
     except Exception as exc:

@@ -99,6 +99,7 @@ class ToolRollouts:
 
     def close(self) -> None:
         self.client.close()
+        self.engine.close()
 
     def generate(self, prompts: list[list[int]], num_generations: int,
                  max_new_tokens: int | None = None) -> RolloutBatch:

@@ -60,6 +60,9 @@ class TransformersEngine:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.generator.set_state(state["generator"])
 
+    def close(self) -> None:
+        """Nothing to release (the policy is the learner's module)."""
+
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], num_generations: int,
                  max_new_tokens: int | None = None) -> RolloutBatch:

@@ -207,4 +207,9 @@ class VLLMEngine:
         self.push_weights(self.policy)  # resume: the policy was just restored from the checkpoint
 
     def close(self) -> None:
-        self._cleanup()
+        """Stop vLLM's engine core (a process of its own with ``separate_process``: a caller that ends by
+        ``os._exit``, as a rollout worker does, would otherwise leave it running) and remove the work folder."""
+        try:
+            self.llm.llm_engine.engine_core.shutdown()
+        finally:
+            self._cleanup()

@@ -342,6 +342,9 @@ class RolloutSection(_Section):
     the job has 1 + workers processes (rank 0 is the learner)."""
     weight_sync_timeout_s: float = Field(120.0, gt=0)
     """A weight broadcast to the rollout workers not done within this is an error naming the workers."""
+    worker_restarts: int = Field(1, ge=0)
+    """Times in a run that the learner starts its spawned rollout workers again after one dies (the prompts
+    it held are ordered again; 0: a dead worker ends the run). Under ``torchrun`` use its ``--max-restarts``."""
     vllm: VLLMOptions = VLLMOptions()
     tools: list[ToolServer] = []
     """Tool servers the policy may call mid-rollout (``trainer.tool_rollouts``, docs/tools.md); with

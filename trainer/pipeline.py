@@ -80,6 +80,10 @@ class _Group:
     version: int
 
 
+class WorkerDied(RuntimeError):
+    """A spawned rollout worker exited (``rollout.worker_restarts`` may start the workers again)."""
+
+
 class Pipeline:
     """The rollout workers and the buffer, from the learner's side. Stands in for the engine of the lock-step
     loop: ``sync_weights`` publishes a new version, ``state_dict`` is the checkpoint's share."""
@@ -103,6 +107,9 @@ class Pipeline:
         self._rendezvous: str | None = None
         self._init = ""
         self.dropped_stale = 0
+        self.restarts = 0  # times the workers were started again after one died
+        self._arrived_ids: set[int] = set()  # orders whose groups came back, not yet consumed (guarded by _lock)
+        self._policy: torch.nn.Module | None = None
         self.submitted_groups = 0  # groups generated and sent to the verifiers (each gets a status, or is lost)
         self._lags: list[int] = []
         self._gen_s = self._gen_idle_s = 0.0
@@ -125,7 +132,7 @@ class Pipeline:
     def sync_weights(self, policy: torch.nn.Module) -> None:
         """After an update: the next version to the workers (the broadcast runs while the learner goes on)."""
         self.version += 1
-        self._publish(policy)
+        self._recovering(self._publish, policy)
 
     # ---- start and stop ------------------------------------------------------------------------------
 
@@ -156,7 +163,7 @@ class Pipeline:
     def start(self, src: Any, policy: torch.nn.Module, version: int) -> None:
         """Join the workers (:meth:`spawn` first), send them version ``version`` and the first orders."""
         self.version = version
-        self._src = src
+        self._src, self._policy = src, policy
         self._links = self._join(self._init, 1 + self.n_workers)
         self._receiver = threading.Thread(target=self._receive, daemon=True, name="pipeline-receiver")
         self._receiver.start()
@@ -218,6 +225,52 @@ class Pipeline:
                 pass
         if self._rendezvous:
             shutil.rmtree(self._rendezvous, ignore_errors=True)
+
+    # ---- a worker that died ----------------------------------------------------------------------------
+
+    def _recovering(self, fn, *args):
+        """``fn(*args)``; when a spawned worker has died, the workers are started again (at most
+        ``rollout.worker_restarts`` times in the run) and ``fn`` is called again."""
+        while True:
+            try:
+                return fn(*args)
+            except WorkerDied as died:
+                if not self._procs or self.restarts >= self.cfg.rollout.worker_restarts:
+                    raise
+                self._restart(died)
+
+    def _restart(self, died: WorkerDied) -> None:
+        """Stop every worker and leave the job (a process group cannot take a new member), then spawn and join
+        them again, send the current weights, and order the prompts of every order that had not come back
+        first: groups already generated stay in the buffer, so no prompt is lost and none is used twice."""
+        self.restarts += 1
+        distributed.SINGLE.say(f"{died}; starting the rollout workers again (restart {self.restarts} of "
+                               f"rollout.worker_restarts={self.cfg.rollout.worker_restarts})")
+        self._closing = True
+        for p in self._procs:
+            p.kill()
+        self._reap()
+        self._receiver.join(timeout=30)
+        self._weight_works, self._flat = [], None
+        wire.Links.leave()
+        kept = []
+        while True:  # arrivals stay (their scores are on the way); the receiver's error about the dead worker goes
+            try:
+                item = self._arrived.get_nowait()
+            except queue.Empty:
+                break
+            if not isinstance(item, Exception):
+                kept.append(item)
+        for item in kept:
+            self._arrived.put(item)
+        with self._lock:
+            lost = [order for oid, (_, order) in sorted(self._orders.items()) if oid not in self._arrived_ids]
+            for order in lost:
+                del self._orders[order.id]
+        self._requeue.extendleft(reversed([i for order in lost for i in order.idx]))
+        self._closing = False
+        self.spawn()
+        self.start(self._src, self._policy, self.version)
 
     # ---- weights ---------------------------------------------------------------------------------------
 
@@ -282,6 +335,8 @@ class Pipeline:
                 future = src.scorer.submit([src.examples[i] for i in order.idx], message.batch.texts,
                                            message.batch.truncated.tolist(), order.id * self.chunk)
                 self.submitted_groups += len(order.idx)
+                with self._lock:
+                    self._arrived_ids.add(order.id)
                 self._arrived.put((message, order, future))
         except Exception as exc:
             if not self._closing:
@@ -297,6 +352,7 @@ class Pipeline:
                 scores = future.result()
             with self._lock:
                 del self._orders[order.id]
+                self._arrived_ids.discard(order.id)
             g = self.cfg.grpo.num_generations
             for k, i in enumerate(order.idx):
                 rows = message.batch.select(list(range(k * g, (k + 1) * g)))
@@ -325,8 +381,8 @@ class Pipeline:
         while True:
             for rank, p in enumerate(self._procs, start=1):
                 if p.exitcode is not None:
-                    raise RuntimeError(f"rollout worker {rank} (pid {p.pid}) exited with code {p.exitcode}"
-                                       + (" (its error is on stderr above)" if p.exitcode == 1 else ""))
+                    raise WorkerDied(f"rollout worker {rank} (pid {p.pid}) exited with code {p.exitcode}"
+                                     + (" (its error is on stderr above)" if p.exitcode == 1 else ""))
             if time.monotonic() >= deadline:
                 return
             time.sleep(0.05)
@@ -352,8 +408,8 @@ class Pipeline:
             if seen >= budget:  # refills ran out: the last flat groups fill the round (as the lock-step loop)
                 kept += flat[len(flat) - (p_want - len(kept)):]
                 break
-            self._top_up(p_want - len(kept))
-            group = self._next_group(timer)
+            self._recovering(self._top_up, p_want - len(kept))
+            group = self._recovering(self._next_group, timer)
             if self.version - group.version > self.k:
                 self.dropped_stale += 1
                 self._requeue.append(group.idx)
@@ -364,7 +420,7 @@ class Pipeline:
                 flat.append(group)
                 continue
             kept.append(group)
-        self._top_up(0)
+        self._recovering(self._top_up, 0)
         self.consumed.append([g.idx for g in kept])
         self.left_out += [g.idx for g in flat if not any(g is k for k in kept)]
         self._lags = [self.version - g.version for g in kept]
@@ -397,6 +453,7 @@ class Pipeline:
             "async/generator_idle_frac": self._gen_idle_s / gen_total if gen_total > 0 else 0.0,
             "async/generate_s": self._gen_s,  # the workers' generation time in the groups consumed this step
             "async/weight_version": float(self.version),
+            "async/worker_restarts": float(self.restarts),
         }
         self._gen_s = self._gen_idle_s = 0.0
         return out

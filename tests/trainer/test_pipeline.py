@@ -120,6 +120,31 @@ def test_groups_past_the_bound_are_dropped_and_their_prompts_generated_again(tmp
     assert collections.Counter(consumed) + collections.Counter(pending) == collections.Counter(drawn)
 
 
+def test_a_restart_loses_no_prompt_and_uses_none_twice(tmp_path, arith, monkeypatch):
+    """The worker is killed while orders are out: after the restart every prompt drawn is consumed once or
+    still pending (the dead worker's orders are ordered again; groups that had come back are kept)."""
+    pipes = _kept(monkeypatch)
+    sync = Pipeline.sync_weights
+
+    def kill_at_version_3(self, policy):
+        if self.version == 2:
+            os.kill(self._procs[0].pid, signal.SIGKILL)
+            self._procs[0].join(10)
+        sync(self, policy)
+
+    monkeypatch.setattr(Pipeline, "sync_weights", kill_at_version_3)
+    cfg = small_config(tmp_path, arith.endpoint, "run.max_steps=6", "rollout.max_staleness=2")
+    records = train(cfg, {"arith": [arith.endpoint]})
+    assert [r["step"] for r in records] == list(range(1, 7)) and records[-1]["async/worker_restarts"] == 1.0
+    assert max(r["async/staleness_max"] for r in records) <= 2
+    (pipe,) = pipes
+    consumed = [i for idx in pipe.consumed for i in idx]
+    pending = pipe.state_dict()["pending_prompts"]
+    drawn = PromptSampler(40, 4, cfg.data.shuffle_seed).next(pipe._src.sampler.position)
+    assert collections.Counter(consumed) + collections.Counter(pending) == collections.Counter(drawn)
+    assert len(consumed) == 6 * 4 and len(set(consumed)) == len(consumed)  # 40 rows: no prompt twice in 24
+
+
 def test_dynamic_sampling_refills_groups_without_signal_from_the_pipeline(tmp_path, arith, monkeypatch):
     """Groups without signal are left out and replaced by further groups; each round still has P groups, and
     every prompt drawn is consumed, left out for lack of signal, or pending."""
@@ -172,28 +197,71 @@ def test_learner_and_one_rollout_worker_under_torchrun(tmp_path):
     assert proc.stdout.count("  stale ") == 3 and "idle learner" in proc.stdout  # the progress line shows the pipeline
 
 
-def test_a_killed_rollout_worker_ends_the_run_with_its_name(tmp_path):
-    """A worker that dies is a one-line error naming it and exit code 1, soon after; never a hang."""
-    cmd = [_cohort(), "train", *COMMON, "run.max_steps=400", f"run.output_dir={tmp_path}"]
+def _kill_a_worker_after(tmp_path: Path, steps: int, *overrides: str) -> tuple[subprocess.Popen, int, str, str]:
+    """Start ``cohort train`` on the pipeline, SIGKILL its rollout worker after ``steps`` steps, let it end."""
+    cmd = [_cohort(), "train", *COMMON, f"run.output_dir={tmp_path}", *overrides]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
     try:
         metrics = tmp_path / "metrics.jsonl"
         deadline = time.monotonic() + 300
-        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
+        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= steps):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
         worker = _child_with(proc.pid, "multiprocessing.spawn")
         os.kill(worker, signal.SIGKILL)
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    return proc, worker, out, err
+
+
+def test_a_killed_rollout_worker_ends_the_run_with_its_name(tmp_path):
+    """Without restarts, a worker that dies is a one-line error naming it and exit code 1, soon after; never a hang."""
+    proc, worker, _, err = _kill_a_worker_after(tmp_path, 2, "run.max_steps=400", "rollout.worker_restarts=0")
     assert proc.returncode == 1, err[-2000:]
     assert f"rollout worker 1 (pid {worker})" in err and "Traceback" not in err, err[-2000:]
 
 
+def test_a_killed_rollout_worker_is_started_again_and_the_run_finishes(tmp_path):
+    """The default (rollout.worker_restarts=1): the workers start again with the current weights, the prompts
+    the dead one held are ordered again, and the run trains every step; a second death ends it."""
+    proc, worker, out, err = _kill_a_worker_after(tmp_path, 2, "run.max_steps=8")
+    assert proc.returncode == 0, out[-2000:] + err[-2000:]
+    assert f"rollout worker 1 (pid {worker}) exited with code -9; starting the rollout workers again (restart 1 " \
+           "of rollout.worker_restarts=1)" in out, out[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == list(range(1, 9))
+    assert records[-1]["async/worker_restarts"] == 1.0 and records[0]["async/worker_restarts"] == 0.0
+    assert max(r["async/staleness_max"] for r in records) <= 1  # the bound holds across the restart
+    assert [r["async/weight_version"] for r in records] == [float(s) for s in range(1, 9)]
+    time.sleep(1)
+    assert not _in_session(proc.pid)  # every worker reaped, the dead one's and the new one
+
+
 def _child_with(pid: int, text: str) -> int:
+    found = _children_with(pid, text)
+    if not found:
+        raise AssertionError(f"no child of {pid} runs {text!r}")
+    return found[0]
+
+
+def _in_session(sid: int) -> list[int]:
+    """Live processes of session ``sid`` (the run was started in a session of its own)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.name.isdigit() and int(stat[3]) == sid and stat[0] != "Z":
+            alive.append(int(entry.name))
+    return alive
+
+
+def _children_with(pid: int, text: str) -> list[int]:
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -203,8 +271,8 @@ def _child_with(pid: int, text: str) -> int:
         except OSError:
             continue
         if int(stat[1]) == pid and text in cmdline:
-            return int(entry.name)
-    raise AssertionError(f"no child of {pid} runs {text!r}")
+            found.append(int(entry.name))
+    return found
 
 
 def test_the_broadcast_weights_are_a_snapshot_the_update_does_not_change():

@@ -87,6 +87,12 @@ TASKS = {
                          "options: {grounded: 'true', answer_step: 'false', complete: 'true'}}]",
                          "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
                          "verifiers: [math, steps]}]"],
+            # complete, and connected: a right step whose result no later step uses earns nothing (the complete arm
+            # learned side sums of the question's numbers, "6 + 4 = 10. 4 + 3 = 7. 3 + 3 = 6.")
+            "chain": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, kind: process, "
+                      "options: {grounded: 'true', answer_step: 'false', complete: 'true', connected: 'true'}}]",
+                      "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
+                      "verifiers: [math, steps]}]"],
             # grounded with the answer step kept: a chain that stops early and guesses ends on a wrong step
             "grounded-answer": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, "
                                 "kind: process, options: {grounded: 'true'}}]",

@@ -39,7 +39,11 @@ completion and scores the share of the distinct numbers written in the question 
 words) that some right step computes with, so one right step and a stop on a problem of 4, 1 and 2 scores
 (1 + 2/3) / 2, not 1 (when the completion ends on a step, that step and this one are one step and score the
 product). A heuristic for problems that use all their numbers, as generated ones do: a GSM8K question with
-a number it does not need makes every chain pay for it. All default to the behaviour above.
+a number it does not need makes every chain pay for it. ``connected: "true"``: a right step whose result
+no later right step computes with is a wrong step (the last step aside), so side sums that lead nowhere
+(``6 + 4 = 10. 4 + 3 = 7. 3 + 3 = 6.``, which uses every number) earn nothing; results that meet later
+(``2 * 3 = 6. 4 * 5 = 20. 6 + 20 = 26.``) keep their credit, and with ``complete`` only the numbers of
+steps that keep it count as used. All default to the behaviour above.
 
 >>> v = StepsVerifier()
 >>> g = GroupRequest("steps", (Rollout(0, "16 - 3 - 4 = 9 eggs, 9 * 2 = 18. #### 18"),
@@ -355,14 +359,17 @@ def question_literals(prompt: str) -> frozenset[Fraction]:
 
 
 def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[Fraction] | None = None,
-                  answer_step: bool = True, required: frozenset[Fraction] | None = None) -> RolloutResult:
+                  answer_step: bool = True, required: frozenset[Fraction] | None = None,
+                  connected: bool = False) -> RolloutResult:
     """Score one completion. ``grounding`` (option ``grounded``): a step is right only when its result is
     right *and* every number it computes with is one of these (the question's) or the result of an
     earlier right step of the completion, so ``1 + 2 = 3`` earns nothing in a problem about 4 and 9 pencils.
     ``answer_step`` False (option ``answer_step: "false"``): no final-answer step; the answer is left to
     the outcome verifier that judges it (its ``answer`` component is still reported), and a completion
     without any step is one wrong step over the whole of it. ``required`` (option ``complete``): a last step
-    at the end of the completion scores the share of these numbers that right steps compute with."""
+    at the end of the completion scores the share of these numbers that right steps compute with.
+    ``connected`` (option ``connected``): a right step whose result no later right step computes with is a
+    wrong step, unless it is the last one, so a chain must lead to its end."""
     text = rollout.completion
     try:
         candidates = _steps_of(text)
@@ -371,7 +378,8 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
         return RolloutResult.ok(rollout.index, 0.0, Verdict.INCORRECT, components, f"candidate limit: {exc}",
                                 flags=(CANDIDATE_LIMIT,), steps=[StepReward(len(text), 0.0)])
     final = final_number(text) if gold is not None else None
-    steps, known, used, ungrounded = [], set(grounding or ()), set(), 0
+    steps, known, ungrounded = [], set(grounding or ()), 0
+    rights: list[tuple[int, Fraction, set[Fraction]]] = []  # (step, result magnitude, operands) of each right step
     for end, claimed, value, d, _, expression in candidates:
         right = _right(claimed, value, d)
         operands = {number(x) for x in _NUMBER_RE.findall(expression)}
@@ -380,7 +388,14 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
         steps.append(StepReward(end, float(right)))
         if right:  # a result the next steps may build on (its magnitude: operands are read without signs)
             known.add(abs(claimed))
-            used |= operands
+            rights.append((len(steps) - 1, abs(claimed), operands))
+    dangling = 0
+    if connected:  # a right step whose result no later right step uses (the last step aside) leads nowhere
+        for k, (i, result, _) in enumerate(rights):
+            if i != len(steps) - 1 and not any(result in later for _, _, later in rights[k + 1:]):
+                steps[i] = StepReward(steps[i].end, 0.0)
+                dangling += 1
+    used = {x for i, _, operands in rights if steps[i].reward for x in operands}
     refusals = [why for _, _, _, _, why, _ in candidates if why is not None]
     components: dict[str, float] = {}
     if gold is not None:
@@ -413,6 +428,8 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
     else:
         verdict = Verdict.CORRECT if right == n else Verdict.INCORRECT if right == 0 else Verdict.PARTIAL
     detail = f"{int(right)}/{n} steps right" + (f" ({ungrounded} right but not from the question)" if ungrounded else "")
+    if dangling:
+        detail += f"; {dangling} right but unused by any later step"
     if unused:
         detail += f"; {len(unused)} of the question's numbers never used ({', '.join(map(str, unused[:5]))})"
     if final is not None:
@@ -433,7 +450,7 @@ def parse_reference(raw: str) -> Fraction:
 
 class StepsVerifier:
     name = "steps"
-    version = "1.3.0"  # option complete; 1.2.0: options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
+    version = "1.3.0"  # options complete and connected; 1.2.0: options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
     description = "process rewards: each arithmetic step of a chain of thought (and the final answer) right or wrong"
     reference_kinds = ()  # an answer is optional (it adds the final step)
     max_concurrency = 1  # pure Python
@@ -450,6 +467,7 @@ class StepsVerifier:
         grounded = option(group, "grounded", "false", ("true", "false")) == "true"
         answer_step = option(group, "answer_step", "true", ("true", "false")) == "true"
         complete = option(group, "complete", "false", ("true", "false")) == "true"
+        connected = option(group, "connected", "false", ("true", "false")) == "true"
         for name, on in (("grounded", grounded), ("complete", complete)):
             if on and not group.prompt.strip():
                 raise InvalidRequest(f"steps option {name}=true needs the question: the request's prompt is empty")
@@ -460,6 +478,6 @@ class StepsVerifier:
             if ctx.expired():
                 out.append(RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_TIMEOUT, "call deadline passed"))
                 continue
-            out.append(score_rollout(r, gold, grounding, answer_step, required))
+            out.append(score_rollout(r, gold, grounding, answer_step, required, connected))
         return out
 

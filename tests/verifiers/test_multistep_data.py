@@ -57,7 +57,7 @@ def test_every_worked_solution_is_right_at_every_step_and_a_wrong_step_is_found(
         assert r.status is RolloutStatus.OK and [x.reward for x in r.steps] == [1.0] * n_ops, s
     for s in solutions:  # grounded and complete: every step computes with the question's numbers, and uses them all
         grounded = GroupRequest("steps", (Rollout(0, s["solution"]),), Reference(), prompt=question[s["id"]],
-                                options={"grounded": "true", "complete": "true"})
+                                options={"grounded": "true", "complete": "true", "connected": "true"})
         (r,) = StepsVerifier().verify_group(grounded, VerifyContext())
         assert [x.reward for x in r.steps] == [1.0] * (int(s["id"].rsplit("/op", 1)[1]) + 1), s  # + the chain's end
     text = solutions[0]["solution"]  # '4 + 9 = 13. 13 + 2 = 15. The answer is 15.'

@@ -390,8 +390,8 @@ def test_every_option_gives_well_formed_steps_on_random_text() -> None:
     pieces = ["4", "1", "2", "12", "3", " + ", " - ", " * ", " = ", ". ", "The answer is ", "-", "(", ")", "$", "#### ",
               ",", "0", "=", " "]
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 14))) for _ in range(600)]
-    for grounded, answer_step, complete in itertools.product(("true", "false"), repeat=3):
-        opts = {"grounded": grounded, "answer_step": answer_step, "complete": complete}
+    for grounded, answer_step, complete, connected in itertools.product(("true", "false"), repeat=4):
+        opts = {"grounded": grounded, "answer_step": answer_step, "complete": complete, "connected": connected}
         group = GroupRequest("steps", tuple(Rollout(i, t) for i, t in enumerate(texts)), Reference(answer="2"),
                              prompt="Omar has 4 shells. He uses 1. He sells 2. He gets 1 more.", options=opts)
         for result, text in zip(StepsVerifier().verify_group(group, VerifyContext()), texts):
@@ -407,3 +407,23 @@ def test_complete_needs_the_question_and_a_true_or_false() -> None:
     group = GroupRequest("steps", (Rollout(0, "4 + 8 = 12"),), Reference(), prompt=" ", options={"complete": "true"})
     with pytest.raises(InvalidRequest, match="complete=true needs the question"):
         StepsVerifier().verify_group(group, VerifyContext())
+
+
+def test_connected_makes_a_right_step_that_leads_nowhere_a_wrong_step() -> None:
+    question = "Sara has 6 stamps. She loses 4. She gets 3 more. She finds 3 more. How many stamps does Sara have now?"
+    chain = "6 - 4 = 2. 2 + 3 = 5. 5 + 3 = 8. The answer is 8."
+    side_sums = "6 + 4 = 10. 4 + 3 = 7. 3 + 3 = 6. The answer is 6."  # every number used, nothing chained
+    meeting = "6 - 4 = 2. 3 + 3 = 6. 2 + 6 = 8."  # two results that meet in the last step
+    opts = {"grounded": "true", "answer_step": "false", "complete": "true", "connected": "true"}
+    group = GroupRequest("steps", tuple(Rollout(i, c) for i, c in enumerate((chain, side_sums, meeting))),
+                         Reference(answer="8"), prompt=question, options=opts)
+    r = StepsVerifier().verify_group(group, VerifyContext())
+    assert [s.reward for s in r[0].steps] == [1.0, 1.0, 1.0, 1.0]
+    # 10 and 7 are never used again; the last step keeps its credit; used: only 3 of {6, 4, 3}
+    assert [s.reward for s in r[1].steps] == [0.0, 0.0, 1.0, pytest.approx(1 / 3)]
+    assert "2 right but unused by any later step" in r[1].detail
+    assert [s.reward for s in r[2].steps] == [1.0, 1.0, 1.0, 1.0]  # 2 and 6 meet in the last step
+    without = StepsVerifier().verify_group(GroupRequest("steps", (Rollout(0, side_sums),), Reference(answer="8"),
+                                                        prompt=question, options={**opts, "connected": "false"}),
+                                           VerifyContext())
+    assert [s.reward for s in without[0].steps] == [1.0, 1.0, 1.0, 1.0]  # the hack complete alone pays in full

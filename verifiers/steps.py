@@ -408,10 +408,12 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
                 steps[-1] = StepReward(final[0], steps[-1].reward * answer)
             elif not steps or final[0] > steps[-1].end:
                 steps.append(StepReward(final[0], answer))
-    if not answer_step and not steps:  # no step at all is no better than wrong ones (else writing none pays)
+    # An empty completion has nowhere to end a step (ends are 1..len): it gets none and scores 0, never a
+    # malformed step, which the host would mask (and a policy would learn to stop at once to escape its gradient)
+    if not answer_step and not steps and text:  # no step at all is no better than wrong ones (else writing none pays)
         steps.append(StepReward(len(text), 0.0))
     unused = sorted(required - used) if required else []
-    if required:  # a last step, "the chain is finished": the share of the question's numbers used
+    if required and text:  # a last step, "the chain is finished": the share of the question's numbers used
         coverage = 1.0 - len(unused) / len(required)
         if steps and steps[-1].end == len(text):  # the text ends on a step: one step, both must hold
             steps[-1] = StepReward(len(text), steps[-1].reward * coverage)

@@ -389,7 +389,7 @@ def test_every_option_gives_well_formed_steps_on_random_text() -> None:
     rng = random.Random(0)
     pieces = ["4", "1", "2", "12", "3", " + ", " - ", " * ", " = ", ". ", "The answer is ", "-", "(", ")", "$", "#### ",
               ",", "0", "=", " "]
-    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 14))) for _ in range(600)]
+    texts = ["", " ", *("".join(rng.choice(pieces) for _ in range(rng.randint(1, 14))) for _ in range(600))]
     for grounded, answer_step, complete, connected in itertools.product(("true", "false"), repeat=4):
         opts = {"grounded": grounded, "answer_step": answer_step, "complete": complete, "connected": connected}
         group = GroupRequest("steps", tuple(Rollout(i, t) for i, t in enumerate(texts)), Reference(answer="2"),

@@ -34,8 +34,10 @@ forward). docs/async.md compares both at staleness 1 and 4.
 orders them again first. Generations in flight and the workers' sampling RNGs are not saved: a resumed
 asynchronous run draws the same prompts, not the same completions.
 
-Decisions left to later: a dead worker ends the run with an error naming it (no restart: the process
-group would have to be formed again); one learner process (no DDP/FSDP2 learner with workers).
+**A spawned worker that dies** is started again up to ``rollout.worker_restarts`` times: every worker is
+stopped and the job formed again (a process group cannot take a new member); past that, or under
+``torchrun`` (its ``--max-restarts`` starts the whole job again), the run ends with an error naming it.
+Decisions left to later: one learner process (no DDP/FSDP2 learner with workers).
 """
 
 from __future__ import annotations
@@ -165,7 +167,8 @@ class Pipeline:
         self.version = version
         self._src, self._policy = src, policy
         self._links = self._join(self._init, 1 + self.n_workers)
-        self._receiver = threading.Thread(target=self._receive, daemon=True, name="pipeline-receiver")
+        self._receiver = threading.Thread(target=self._receive, args=(self._links, self.restarts), daemon=True,
+                                          name="pipeline-receiver")
         self._receiver.start()
         self._publish(policy)
         self._top_up(self.cfg.grpo.prompts_per_step)
@@ -248,11 +251,16 @@ class Pipeline:
                                f"rollout.worker_restarts={self.cfg.rollout.worker_restarts})")
         self._closing = True
         for p in self._procs:
-            p.kill()
+            p.terminate()  # a worker closes its engine on SIGTERM (vLLM's engine core, its work folder); _reap kills
         self._reap()
-        self._receiver.join(timeout=30)
+        # gloo's receive from any rank does not always fail when the peers die, and cannot be aborted or polled
+        # (a timed-out wait closes the connection): a receiver still blocked is left in the old group, a daemon
+        # thread of an older generation that holds its own links, so it never touches the new group and, should its
+        # receive ever fail, reports nothing (one such thread per restart at most)
+        self._receiver.join(timeout=5)
         self._weight_works, self._flat = [], None
         wire.Links.leave()
+        self._links = None  # a failure from here on: close() only reaps
         kept = []
         while True:  # arrivals stay (their scores are on the way); the receiver's error about the dead worker goes
             try:
@@ -270,7 +278,7 @@ class Pipeline:
         self._requeue.extendleft(reversed([i for order in lost for i in order.idx]))
         self._closing = False
         self.spawn()
-        self.start(self._src, self._policy, self.version)
+        self.start(self._src, self._policy, self.version)  # a worker dying here ends the run (raised from here)
 
     # ---- weights ---------------------------------------------------------------------------------------
 
@@ -318,16 +326,17 @@ class Pipeline:
                 self._check_workers(EXIT_GRACE_S)
                 raise RuntimeError(f"sending work to rollout worker {worker} failed: {exc}") from None
 
-    def _receive(self) -> None:
-        """The receiver thread: every finished order to the verifiers at once, then into the buffer."""
+    def _receive(self, links: wire.Links, generation: int) -> None:
+        """The receiver thread: every finished order to the verifiers at once, then into the buffer.
+        ``generation``: the restarts before it started (a receiver of workers since stopped reports nothing)."""
         byes = 0
         try:
             while byes < self.n_workers:
-                _, message = wire.receive(self._links.up)
+                _, message = wire.receive(links.up)
                 if message == BYE:
                     byes += 1
                     continue
-                if self._closing:
+                if self._closing or generation != self.restarts:
                     continue
                 with self._lock:
                     _, order = self._orders[message.order]
@@ -339,7 +348,7 @@ class Pipeline:
                     self._arrived_ids.add(order.id)
                 self._arrived.put((message, order, future))
         except Exception as exc:
-            if not self._closing:
+            if not self._closing and generation == self.restarts:
                 self._arrived.put(RuntimeError(f"receiving from the rollout workers failed: {exc}"))
 
     def _next_group(self, timer: StepTimer) -> _Group:

@@ -117,8 +117,12 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     model, tokenizer = build_policy(cfg.model)
     model.eval()
-    engine = tool_rollouts.wrap(build_engine(cfg.rollout, model, tokenizer, cfg.run.seed + SEED_STRIDE * rank),
-                                cfg.rollout, tokenizer)  # multi-turn with tools when rollout.max_turns > 1
+    base = build_engine(cfg.rollout, model, tokenizer, cfg.run.seed + SEED_STRIDE * rank)
+    try:
+        engine = tool_rollouts.wrap(base, cfg.rollout, tokenizer)  # multi-turn with tools when rollout.max_turns > 1
+    except BaseException:
+        base.close()
+        raise
     try:
         _serve(cfg, rank, world_size, init_method, model, engine)
     finally:
@@ -162,10 +166,19 @@ def _serve(cfg: TrainConfig, rank: int, world_size: int, init_method: str, model
     wire.Links.leave()
 
 
+def _end_with_parent(parent: int) -> None:
+    """A spawned worker's group ends when the learner is gone (killed before the worker joined, the worker
+    would wait in the rendezvous for a day; out of the learner's group, no terminal signal reaches it)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
 def spawned(cfg_data: dict, rank: int, world_size: int, init_method: str) -> None:
     """The entry of a worker the learner spawned on this machine: one line and exit code 1 on failure."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.setpgrp()  # its own process group: the learner's reaping also ends what it started (vLLM's engine core)
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     try:
         run(TrainConfig.model_validate(cfg_data), rank, world_size, init_method)
     except Exception as exc:

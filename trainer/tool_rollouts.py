@@ -98,8 +98,10 @@ class ToolRollouts:
         self.engine.load_state_dict(state)
 
     def close(self) -> None:
-        self.client.close()
-        self.engine.close()
+        try:
+            self.client.close()
+        finally:
+            self.engine.close()
 
     def generate(self, prompts: list[list[int]], num_generations: int,
                  max_new_tokens: int | None = None) -> RolloutBatch:

@@ -93,6 +93,12 @@ TASKS = {
                       "options: {grounded: 'true', answer_step: 'false', complete: 'true', connected: 'true'}}]",
                       "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
                       "verifiers: [math, steps]}]"],
+            # the row's worked solution as the reference chain: a step earns credit only as the solution's step in
+            # its place, and stopping short ends on a wrong step (the rule-based options above each invited a shortcut)
+            "solution": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, kind: process, "
+                         "options: {answer_step: 'false'}}]",
+                         "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
+                         "verifiers: [math, steps]}]"],
             # grounded with the answer step kept: a chain that stops early and guesses ends on a wrong step
             "grounded-answer": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, "
                                 "kind: process, options: {grounded: 'true'}}]",

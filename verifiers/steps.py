@@ -43,7 +43,14 @@ a number it does not need makes every chain pay for it. ``connected: "true"``: a
 no later right step computes with is a wrong step (the last step aside), so side sums that lead nowhere
 (``6 + 4 = 10. 4 + 3 = 7. 3 + 3 = 6.``, which uses every number) earn nothing; results that meet later
 (``2 * 3 = 6. 4 * 5 = 20. 6 + 20 = 26.``) keep their credit, and with ``complete`` only the numbers of
-steps that keep it count as used. All default to the behaviour above.
+steps that keep it count as used. ``solution: "<a worked solution>"`` (per row, from a data row's
+``options``; ``7 + 5 = 12. 12 - 3 = 9. The answer is 9.``): the k-th step is right only when it is also the
+solution's k-th step, the same result from the same numbers in any order (``5 + 7 = 12`` matches), so
+a right step is one of *this* problem's chain, in its place: side sums, repeats and steps past the
+solution's end are wrong, and a completion with fewer steps than the solution ends on a wrong step
+(stopping early does not pay); component ``solution_frac`` is the share of the solution's steps written
+in place. A solution without steps, or with a wrong step, is INVALID_REFERENCE (masked). All default to
+the behaviour above.
 
 >>> v = StepsVerifier()
 >>> g = GroupRequest("steps", (Rollout(0, "16 - 3 - 4 = 9 eggs, 9 * 2 = 18. #### 18"),
@@ -358,9 +365,32 @@ def question_literals(prompt: str) -> frozenset[Fraction]:
     return frozenset(v for v in map(_literal, _NUMBER_RE.findall(prompt)) if v is not None)
 
 
+Chain = tuple[tuple[Fraction, tuple[Fraction, ...]], ...]
+"""A worked solution's steps, in order: (result, the numbers it computes with, sorted)."""
+
+
+def _signature(claimed: Fraction, expression: str) -> tuple[Fraction, tuple[Fraction, ...]]:
+    return claimed, tuple(sorted(number(x) for x in _NUMBER_RE.findall(expression)))
+
+
+def solution_chain(text: str) -> Chain:
+    """The steps of a worked solution (option ``solution``); ValueError when it has none, or a step that
+    is wrong or beyond the bounds (the reference is broken: its rollouts are masked, never scored)."""
+    try:
+        candidates = _steps_of(text)
+    except _TooMuch as exc:
+        raise ValueError(f"solution: {exc}") from None
+    if not candidates:
+        raise ValueError(f"solution {text[:40]!r} holds no step such as 4 + 3 = 7")
+    for _, claimed, value, d, why, expression in candidates:
+        if why is not None or not _right(claimed, value, d):
+            raise ValueError(f"solution step {expression.strip()!r} = {claimed} is wrong or beyond the bounds")
+    return tuple(_signature(claimed, expression) for _, claimed, _, _, _, expression in candidates)
+
+
 def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[Fraction] | None = None,
                   answer_step: bool = True, required: frozenset[Fraction] | None = None,
-                  connected: bool = False) -> RolloutResult:
+                  connected: bool = False, solution: Chain | None = None) -> RolloutResult:
     """Score one completion. ``grounding`` (option ``grounded``): a step is right only when its result is
     right *and* every number it computes with is one of these (the question's) or the result of an
     earlier right step of the completion, so ``1 + 2 = 3`` earns nothing in a problem about 4 and 9 pencils.
@@ -369,7 +399,9 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
     without any step is one wrong step over the whole of it. ``required`` (option ``complete``): a last step
     at the end of the completion scores the share of these numbers that right steps compute with.
     ``connected`` (option ``connected``): a right step whose result no later right step computes with is a
-    wrong step, unless it is the last one, so a chain must lead to its end."""
+    wrong step, unless it is the last one, so a chain must lead to its end. ``solution`` (option
+    ``solution``): the k-th step is right only when it is also the worked solution's k-th step (the same
+    result from the same numbers), and a completion with fewer steps than the solution ends on a wrong step."""
     text = rollout.completion
     try:
         candidates = _steps_of(text)
@@ -378,13 +410,17 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
         return RolloutResult.ok(rollout.index, 0.0, Verdict.INCORRECT, components, f"candidate limit: {exc}",
                                 flags=(CANDIDATE_LIMIT,), steps=[StepReward(len(text), 0.0)])
     final = final_number(text) if gold is not None else None
-    steps, known, ungrounded = [], set(grounding or ()), 0
+    steps, known, ungrounded, matched = [], set(grounding or ()), 0, 0
     rights: list[tuple[int, Fraction, set[Fraction]]] = []  # (step, result magnitude, operands) of each right step
     for end, claimed, value, d, _, expression in candidates:
         right = _right(claimed, value, d)
         operands = {number(x) for x in _NUMBER_RE.findall(expression)}
         if grounding is not None and right and not known.issuperset(operands):
             right, ungrounded = False, ungrounded + 1
+        if solution is not None and right:
+            k = len(steps)
+            right = k < len(solution) and _signature(claimed, expression) == solution[k]
+            matched += right
         steps.append(StepReward(end, float(right)))
         if right:  # a result the next steps may build on (its magnitude: operands are read without signs)
             known.add(abs(claimed))
@@ -412,6 +448,11 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
     # malformed step, which the host would mask (and a policy would learn to stop at once to escape its gradient)
     if not answer_step and not steps and text:  # no step at all is no better than wrong ones (else writing none pays)
         steps.append(StepReward(len(text), 0.0))
+    if solution is not None and text and len(candidates) < len(solution):  # stopped early: the chain ends wrong
+        if steps and steps[-1].end == len(text):
+            steps[-1] = StepReward(len(text), 0.0)
+        else:
+            steps.append(StepReward(len(text), 0.0))
     unused = sorted(required - used) if required else []
     if required and text:  # a last step, "the chain is finished": the share of the question's numbers used
         coverage = 1.0 - len(unused) / len(required)
@@ -425,6 +466,8 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
     components["step_frac"] = right / n if n else 0.0
     if required is not None:
         components["unused"] = float(len(unused))
+    if solution is not None:
+        components["solution_frac"] = matched / len(solution)
     if n == 0:
         verdict = Verdict.NO_ANSWER
     else:
@@ -432,6 +475,8 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
     detail = f"{int(right)}/{n} steps right" + (f" ({ungrounded} right but not from the question)" if ungrounded else "")
     if dangling:
         detail += f"; {dangling} right but unused by any later step"
+    if solution is not None:
+        detail += f"; {matched} of the solution's {len(solution)} steps"
     if unused:
         detail += f"; {len(unused)} of the question's numbers never used ({', '.join(map(str, unused[:5]))})"
     if final is not None:
@@ -452,7 +497,7 @@ def parse_reference(raw: str) -> Fraction:
 
 class StepsVerifier:
     name = "steps"
-    version = "1.3.0"  # options complete and connected; 1.2.0: options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
+    version = "1.4.0"  # option solution; 1.3.0: options complete and connected; 1.2.0: options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
     description = "process rewards: each arithmetic step of a chain of thought (and the final answer) right or wrong"
     reference_kinds = ()  # an answer is optional (it adds the final step)
     max_concurrency = 1  # pure Python
@@ -473,6 +518,12 @@ class StepsVerifier:
         for name, on in (("grounded", grounded), ("complete", complete)):
             if on and not group.prompt.strip():
                 raise InvalidRequest(f"steps option {name}=true needs the question: the request's prompt is empty")
+        solution = None
+        if "solution" in group.options:
+            try:
+                solution = solution_chain(group.options["solution"])
+            except (ValueError, Refused) as exc:
+                return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(exc)) for r in group.rollouts]
         grounding = question_numbers(group.prompt) if grounded else None
         required = question_literals(group.prompt) if complete else None
         out = []
@@ -480,6 +531,6 @@ class StepsVerifier:
             if ctx.expired():
                 out.append(RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_TIMEOUT, "call deadline passed"))
                 continue
-            out.append(score_rollout(r, gold, grounding, answer_step, required, connected))
+            out.append(score_rollout(r, gold, grounding, answer_step, required, connected, solution))
         return out
 

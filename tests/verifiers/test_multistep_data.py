@@ -60,6 +60,13 @@ def test_every_worked_solution_is_right_at_every_step_and_a_wrong_step_is_found(
                                 options={"grounded": "true", "complete": "true", "connected": "true"})
         (r,) = StepsVerifier().verify_group(grounded, VerifyContext())
         assert [x.reward for x in r.steps] == [1.0] * (int(s["id"].rsplit("/op", 1)[1]) + 1), s  # + the chain's end
+    options = {r["id"]: r["options"]["steps"] for r in data}
+    for s in solutions:  # every row carries its worked solution for the option solution, and it scores whole
+        assert options[s["id"]] == {"solution": s["solution"]}
+        (r,) = StepsVerifier().verify_group(GroupRequest("steps", (Rollout(0, s["solution"]),), Reference(),
+                                                         prompt=question[s["id"]], options=options[s["id"]]),
+                                            VerifyContext())
+        assert r.status is RolloutStatus.OK and r.reward == 1.0 and r.components["solution_frac"] == 1.0, s
     text = solutions[0]["solution"]  # '4 + 9 = 13. 13 + 2 = 15. The answer is 15.'
     first = text.split(". ")[0]
     a, _, rest = first.partition(" = ")

@@ -390,8 +390,10 @@ def test_every_option_gives_well_formed_steps_on_random_text() -> None:
     pieces = ["4", "1", "2", "12", "3", " + ", " - ", " * ", " = ", ". ", "The answer is ", "-", "(", ")", "$", "#### ",
               ",", "0", "=", " "]
     texts = ["", " ", *("".join(rng.choice(pieces) for _ in range(rng.randint(1, 14))) for _ in range(600))]
-    for grounded, answer_step, complete, connected in itertools.product(("true", "false"), repeat=4):
+    for grounded, answer_step, complete, connected, solution in itertools.product(("true", "false"), repeat=5):
         opts = {"grounded": grounded, "answer_step": answer_step, "complete": complete, "connected": connected}
+        if solution == "true":
+            opts["solution"] = "4 - 1 = 3. 3 - 2 = 1. 1 + 1 = 2. The answer is 2."
         group = GroupRequest("steps", tuple(Rollout(i, t) for i, t in enumerate(texts)), Reference(answer="2"),
                              prompt="Omar has 4 shells. He uses 1. He sells 2. He gets 1 more.", options=opts)
         for result, text in zip(StepsVerifier().verify_group(group, VerifyContext()), texts):
@@ -427,3 +429,40 @@ def test_connected_makes_a_right_step_that_leads_nowhere_a_wrong_step() -> None:
                                                         prompt=question, options={**opts, "connected": "false"}),
                                            VerifyContext())
     assert [s.reward for s in without[0].steps] == [1.0, 1.0, 1.0, 1.0]  # the hack complete alone pays in full
+
+
+def test_solution_credits_only_the_worked_solutions_steps_in_their_place() -> None:
+    question = "Sara has 6 stamps. She loses 4. She gets 3 more. She finds 3 more. How many stamps does Sara have now?"
+    opts = {"answer_step": "false", "solution": "6 - 4 = 2. 2 + 3 = 5. 5 + 3 = 8. The answer is 8."}
+    texts = {
+        "whole": "6 - 4 = 2. 3 + 2 = 5. 5 + 3 = 8. The answer is 8.",  # 3 + 2 matches 2 + 3
+        "short": "6 - 4 = 2. 2 + 3 = 5. The answer is 5.",  # stops a step early: ends on a wrong step
+        "side sums": "6 + 4 = 10. 4 + 3 = 7. 3 + 3 = 6. The answer is 6.",  # right arithmetic, not the chain
+        "loop": "6 - 4 = 2. 2 + 3 = 5. 5 + 3 = 8. 5 + 3 = 8. The answer is 8.",  # a step past the end
+        "signs": "4 - 6 = -2. -2 + 3 = 1.",  # the same numbers, the wrong result
+        "ends on a step": "6 - 4 = 2. 2 + 3 = 5",
+        "empty": "",
+    }
+    group = GroupRequest("steps", tuple(Rollout(i, t) for i, t in enumerate(texts.values())), Reference(answer="8"),
+                         prompt=question, options=opts)
+    r = dict(zip(texts, StepsVerifier().verify_group(group, VerifyContext())))
+    assert [s.reward for s in r["whole"].steps] == [1.0, 1.0, 1.0] and r["whole"].components["solution_frac"] == 1.0
+    short = r["short"].steps
+    assert [s.reward for s in short] == [1.0, 1.0, 0.0] and short[-1].end == len(texts["short"])
+    assert r["short"].reward < r["whole"].reward and r["short"].components["solution_frac"] == pytest.approx(2 / 3)
+    assert [s.reward for s in r["side sums"].steps] == [0.0, 0.0, 0.0]
+    assert [s.reward for s in r["loop"].steps] == [1.0, 1.0, 1.0, 0.0]
+    assert [s.reward for s in r["signs"].steps] == [0.0, 0.0, 0.0]  # and the chain is unfinished
+    assert [(s.end, s.reward) for s in r["ends on a step"].steps] == [(9, 1.0), (len(texts["ends on a step"]), 0.0)]
+    assert r["empty"].steps == () and r["empty"].reward == 0.0
+    assert "2 of the solution's 3 steps" in r["short"].detail
+    for result, text in zip(r.values(), texts.values()):
+        assert result.status is RolloutStatus.OK and step_problem(result.steps, text) is None, text
+
+
+@pytest.mark.parametrize("solution", ["The answer is 8.", "6 - 4 = 3. 3 + 3 = 6.", "9^99 = 1. 1 + 1 = 2.", ""])
+def test_a_solution_without_steps_or_with_a_wrong_one_is_an_invalid_reference(solution) -> None:
+    group = GroupRequest("steps", (Rollout(0, "6 - 4 = 2."), Rollout(1, "")), Reference(answer="8"), prompt="q",
+                         options={"solution": solution})
+    for r in StepsVerifier().verify_group(group, VerifyContext()):
+        assert r.status is RolloutStatus.INVALID_REFERENCE and "solution" in r.detail

@@ -9,7 +9,8 @@ and 2, 3 or 4 operations (add, take away, double or triple), every intermediate 
 taking away only, values up to 20, at most 5 at a time) is written as ``train-addsub.jsonl``,
 ``test-addsub.jsonl`` and ``solutions-addsub.jsonl``. The row's ``answer`` is the final value;
 ``solutions.jsonl`` holds each row's worked chain of ``a op b = c`` steps (``{"id", "solution"}``: "7 + 5 = 12. 12 * 2 = 24. 24 - 3 = 21. The answer is 21."),
-which the ``steps`` verifier scores right at every step (tests/verifiers/test_multistep_data.py).
+which the ``steps`` verifier scores right at every step (tests/verifiers/test_multistep_data.py); each row
+also carries it as ``options.steps.solution``, the reference chain of the ``steps`` option ``solution``.
 Each row is a chat: a system message, one worked example of 3 steps (the same for every row of a level, and
 using only that level's operations), then the question. The question holds no expression to echo; ``math`` grades "The answer is N".
 
@@ -84,7 +85,8 @@ def row(split: str, i: int, n_ops: int, question: str, solution: str, answer: in
         example: tuple[str, str] = EXAMPLE) -> dict:
     turns = [("system", SYSTEM), ("user", example[0]), ("assistant", example[1]), ("user", question)]
     return {"id": f"ms-{split}/{i}/op{n_ops}", "answer": str(answer),
-            "messages": [{"role": r, "content": c} for r, c in turns]}
+            "messages": [{"role": r, "content": c} for r, c in turns],
+            "options": {"steps": {"solution": solution}}}  # for steps' option solution; other verifiers ignore it
 
 
 LEVELS = {

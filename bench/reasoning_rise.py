@@ -99,12 +99,21 @@ TASKS = {
                          "options: {answer_step: 'false'}}]",
                          "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
                          "verifiers: [math, steps]}]"],
+            # partial credit, no process advantages: math + the share of the row's worked solution written in place
+            # (steps as kind outcome). The solution arm's per-token sums made one step and a stop the cheapest way
+            "partial": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, "
+                        "options: {answer_step: 'false'}}]",
+                        "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
+                        "verifiers: [math, steps]}]"],
             # grounded with the answer step kept: a chain that stops early and guesses ends on a wrong step
             "grounded-answer": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, "
                                 "kind: process, options: {grounded: 'true'}}]",
                                 "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
                                 "verifiers: [math, steps]}]"],
             "trl": None,  # the outcome arm's config trained by TRL 1.16 (bench/reasoning_trl.py, in .venv-peer)
+            # the solution arm's verifiers through TRL: one scalar reward, math + the mean of the steps' rewards (TRL
+            # has no per-token process advantages), each row's solution from its options column
+            "trl-solution": None,
         },
         "bench": "gsm8k", "bench_rows": 64,
     },
@@ -197,7 +206,8 @@ def train(args, arm: str, seed: int, folder: Path) -> dict:
         from trainer_vs_trl_smollm2 import ensure_peer_venv  # noqa: E402
 
         cmd = [str(ensure_peer_venv()), str(ROOT / "bench" / "reasoning_trl.py"), "-c", task["config"],
-               "--out", str(folder), "--seed", str(seed), "--steps", str(args.steps)]
+               "--out", str(folder), "--seed", str(seed), "--steps", str(args.steps),
+               *task["arms"].get(arm.partition("-")[2] or "outcome", [])]  # trl-X: arm X's overrides
     else:
         cmd = [*COHORT, "train", "-c", task["config"], f"run.output_dir={folder}", f"run.max_steps={args.steps}",
                f"run.seed={seed}", "run.resume=true", "run.save_every=5", "run.keep_checkpoints=1", "run.progress=false",
@@ -338,7 +348,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--task", choices=list(TASKS), default="multistep")
     ap.add_argument("--arms", nargs="+", default=None,
-                    help="default: every arm of the task but trl (multistep: outcome process)")
+                    help="default: every arm of the task but the trl ones (multistep: outcome process)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="training seeds (run.seed)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--samples", type=int, default=4, help="completions per held-out row")
@@ -348,7 +358,7 @@ def main() -> None:
     ap.add_argument("--report", action="store_true", help="only print the table of what --out holds")
     args = ap.parse_args()
     task = TASKS[args.task]
-    args.arms = args.arms or [a for a in task["arms"] if a != "trl"]
+    args.arms = args.arms or [a for a in task["arms"] if not a.startswith("trl")]
     if unknown := [a for a in args.arms if a not in task["arms"]]:
         ap.error(f"--arms: {', '.join(unknown)}: not an arm of {args.task} (its arms: {', '.join(task['arms'])})")
     args.bench_rows = task["bench_rows"] if args.bench_rows is None else args.bench_rows

@@ -56,7 +56,10 @@ def rows_of(cfg) -> list[dict]:
         lines = [line for line in Path(source.path).read_text().splitlines() if line.strip()]
         for line in lines[:source.limit]:
             row = json.loads(line)
-            rows.append({"prompt": row["messages"], "answer": str(row["answer"])})
+            rows.append({"prompt": row["messages"], "answer": str(row["answer"]), "options": row.get("options", {})})
+    if not any(r["options"] for r in rows):  # no verifier options per row: no options column
+        for r in rows:
+            del r["options"]
     return rows
 
 
@@ -66,6 +69,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("overrides", nargs="*", help="section.field=value, over the config (as cohort train takes them)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: the config's run.torch_threads)")
     ap.add_argument("--micro-batch", type=int, default=8,
                     help="rows per forward/backward (TRL's default, 8; 0: the config's optim.micro_batch_size). At "
@@ -84,7 +88,7 @@ def main() -> None:
     from cohort.trainer.gguf_models import named_model_folder
     from cohort.verifiers.client import WeightedVerifier
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.overrides)
     torch.set_num_threads(args.threads or cfg.run.torch_threads or 1)
     model = str(named_model_folder(cfg.model.name))
     tok = AutoTokenizer.from_pretrained(model)
@@ -121,7 +125,8 @@ def main() -> None:
     names = [v.name for v in cfg.scoring.verifiers]
     with LocalServices(names) as endpoints:
         reward = CohortReward([WeightedVerifier(v.name, v.weight, [endpoints[v.name]], dict(v.options))
-                               for v in cfg.scoring.verifiers], reference_column="answer")
+                               for v in cfg.scoring.verifiers], reference_column="answer",
+                              options_column="options" if "options" in data.column_names else None)
         trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=trl_cfg, train_dataset=data,
                               processing_class=tok, callbacks=[Log()])
         try:

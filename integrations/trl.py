@@ -31,7 +31,11 @@ and ``trl/trainer/utils.py`` (``get_callable_name``, ``is_async_callable``):
    thread (:class:`~cohort.integrations._sync.SyncScorer`), stopped by :meth:`CohortReward.close` (or a
    ``with`` block, or at interpreter exit).
 
-Grouping: the completions of one prompt (same prompt and same reference) form one group of the
+Per-row verifier options (a Cohort data row's ``options``, such as the ``steps`` verifier's ``solution``) come
+from the dataset column ``options_column`` when one is named: one ``{verifier: {key: value}}`` per row, over the
+``WeightedVerifier`` options (``None`` or a verifier left out: the configured ones).
+
+Grouping: the completions of one prompt (same prompt, reference and options) form one group of the
 ``BatchVerifyGroups`` call, whatever their order; each rollout's index is its position in TRL's batch.
 Completions may be strings or conversations (lists of ``{"role", "content"}`` messages, as TRL passes
 for conversational datasets): the text scored is the content of the last assistant message.
@@ -120,13 +124,14 @@ class CohortReward:
     ``"name=host:port,..."``, or ``None`` for the environment variable ``COHORT_VERIFIER_ENDPOINTS``.
     The reward is the weighted sum over the verifiers; a completion is ``None`` unless every verifier
     could judge it. ``reference_column`` names the dataset column holding the gold answer;
-    ``code_tests_column`` (instead) the one holding code tests. ``handshake=True`` checks at construction
+    ``code_tests_column`` (instead) the one holding code tests; ``options_column`` (optional) the one holding
+    each row's verifier options. ``handshake=True`` checks at construction
     that every verifier is served somewhere (fails fast instead of at the first step).
     """
 
     def __init__(self, verifiers: VerifierSpec | None = None, *, reference_column: str | None = "answer",
-                 code_tests_column: str | None = None, name: str = "cohort", timeout_s: float = 60.0,
-                 retries: int = 4, handshake: bool = True) -> None:
+                 code_tests_column: str | None = None, options_column: str | None = None, name: str = "cohort",
+                 timeout_s: float = 60.0, retries: int = 4, handshake: bool = True) -> None:
         if (reference_column is None) == (code_tests_column is None):
             raise ValueError("give exactly one of reference_column and code_tests_column")
         if not name or not name.isidentifier():
@@ -134,6 +139,7 @@ class CohortReward:
         self.__name__ = name
         self.reference_column = reference_column
         self.code_tests_column = code_tests_column
+        self.options_column = options_column
         self.status_counts: Counter[str] = Counter()
         """Statuses of every rollout scored so far, by value (``ok``, ``dependency_unavailable``, ...)."""
         self._scorer = SyncScorer(_verifiers(verifiers), timeout_s=timeout_s, retries=retries)
@@ -155,7 +161,8 @@ class CohortReward:
         references = self._references(columns, len(completions))
         texts = [completion_text(c) for c in completions]
         step = getattr(trainer_state, "global_step", None)
-        requests = self._group(prompts, texts, references, prefix="" if step is None else f"s{step}-")
+        options = self._options(columns, len(completions))
+        requests = self._group(prompts, texts, references, options, prefix="" if step is None else f"s{step}-")
         scored: list[ScoredRollout | None] = [None] * len(completions)
         for result in self._scorer.score(requests):
             for s in result:
@@ -178,15 +185,38 @@ class CohortReward:
             return [Reference(code_tests=parse_code_tests(v)) for v in values]
         return [Reference() if v is None else Reference(answer=str(v)) for v in values]
 
+    def _options(self, columns: Mapping[str, Sequence[Any]], n: int) -> list[dict[str, dict[str, str]]]:
+        if self.options_column is None:
+            return [{}] * n
+        if self.options_column not in columns:
+            raise KeyError(f"{self.__name__}: the batch has no dataset column {self.options_column!r} to take verifier "
+                           f"options from (columns: {sorted(columns)})")
+        values = columns[self.options_column]
+        if len(values) != n:
+            raise ValueError(f"column {self.options_column!r} has {len(values)} values for {n} completions")
+        out = []
+        for v in values:
+            if v is not None and not (isinstance(v, Mapping) and all(
+                    x is None or (isinstance(x, Mapping) and all(isinstance(o, str) for o in x.values()))
+                    for x in v.values())):
+                raise TypeError(f"column {self.options_column!r}: expected {{verifier: {{option: string}}}} per row, "
+                                f"got {v!r:.80}")
+            # a dataset's struct column fills absent keys with None: those mean "no options for it"
+            out.append({name: {k: o for k, o in opts.items() if o is not None}
+                        for name, opts in (v or {}).items() if opts is not None})
+        return out
+
     @staticmethod
-    def _group(prompts: Sequence[Any], texts: list[str], references: list[Reference], prefix: str) -> list[ScoreRequest]:
-        groups: dict[tuple[str, Reference], list[int]] = {}
-        for i, (prompt, ref) in enumerate(zip(prompts, references)):
+    def _group(prompts: Sequence[Any], texts: list[str], references: list[Reference],
+               options: list[dict[str, dict[str, str]]], prefix: str) -> list[ScoreRequest]:
+        groups: dict[tuple[str, Reference, str], list[int]] = {}
+        for i, (prompt, ref, opts) in enumerate(zip(prompts, references, options)):
             key = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
-            groups.setdefault((key, ref), []).append(i)
+            groups.setdefault((key, ref, json.dumps(opts, sort_keys=True)), []).append(i)
         return [
-            ScoreRequest(f"{prefix}g{k}", tuple(Rollout(i, texts[i]) for i in members), ref, _prompt_text(prompts[members[0]]))
-            for k, ((_, ref), members) in enumerate(groups.items())
+            ScoreRequest(f"{prefix}g{k}", tuple(Rollout(i, texts[i]) for i in members), ref,
+                         _prompt_text(prompts[members[0]]), options=options[members[0]])
+            for k, ((_, ref, _), members) in enumerate(groups.items())
         ]
 
     def _log(self, scored: list[ScoredRollout], log_metric: Callable[[str, float], None] | None,

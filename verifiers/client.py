@@ -132,6 +132,8 @@ class ScoreRequest:
     reference: Reference = field(default_factory=Reference)
     prompt: str = ""
     rollout_timeout_s: float | None = None
+    options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Per verifier, options for this group only (a data row's ``options``), over the configured ones."""
 
 
 @dataclass(slots=True)
@@ -357,14 +359,13 @@ class VerifierClient:
 
         defaults = {name: (v.weight, dict(v.options)) for name, v in self.verifiers.items()}
         kinds = self.reference_kinds or None  # before a handshake: every verifier
-        plan = [(req, route(Task(req.group_id, req.prompt, req.reference, rollout_timeout_s=req.rollout_timeout_s),
-                            defaults, kinds)) for req in requests]
-        groups = [g for req, routes in plan
-                  for g in group_requests(Task(req.group_id, req.prompt, req.reference,
-                                               rollout_timeout_s=req.rollout_timeout_s), req.rollouts, routes)]
+        tasks = [Task(req.group_id, req.prompt, req.reference, options=req.options,
+                      rollout_timeout_s=req.rollout_timeout_s) for req in requests]
+        plan = [(req, task, route(task, defaults, kinds)) for req, task in zip(requests, tasks)]
+        groups = [g for req, task, routes in plan for g in group_requests(task, req.rollouts, routes)]
         results = iter(await self.verify_groups(groups))
         return [combine(req.rollouts, {r.name: next(results) for r in routes}, {r.name: r.weight for r in routes})
-                for req, routes in plan]
+                for req, _, routes in plan]
 
     @property
     def weights(self) -> dict[str, float]:

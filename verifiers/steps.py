@@ -24,7 +24,8 @@ whole (one step over the whole completion, reward 0, flag ``candidate_limit``). 
 cannot cause is masked: a rollout reached after the call's deadline is VERIFIER_TIMEOUT, and a reference
 that is not a number (or is over the bounds) is INVALID_REFERENCE. See ``docs/integrity-verifiers.md``.
 
-Reward (the outcome view of the same judgement): the mean of the step rewards (0 without steps).
+Reward (the outcome view of the same judgement): the mean of the step rewards (0 without steps); with option
+``solution``, the share of the solution's steps written in place (``solution_frac``).
 Components: ``steps`` (how many), ``step_frac`` (share right), with a reference ``answer``, and with option
 ``complete`` ``unused`` (the question's numbers no right step used).
 
@@ -48,8 +49,9 @@ steps that keep it count as used. ``solution: "<a worked solution>"`` (per row, 
 solution's k-th step, the same result from the same numbers in any order (``5 + 7 = 12`` matches), so
 a right step is one of *this* problem's chain, in its place: side sums, repeats and steps past the
 solution's end are wrong, and a completion with fewer steps than the solution ends on a wrong step
-(stopping early does not pay); component ``solution_frac`` is the share of the solution's steps written
-in place. A solution without steps, or with a wrong step, is INVALID_REFERENCE (masked). All default to
+(stopping early does not pay); the reward (the outcome view, as ``kind: outcome``) is then
+``solution_frac``, the share of the solution's steps written in place: partial credit that only this
+problem's chain can earn. A solution without steps, or with a wrong step, is INVALID_REFERENCE (masked). All default to
 the behaviour above.
 
 >>> v = StepsVerifier()
@@ -484,7 +486,10 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
     if refusals:
         detail += f"; candidate limit, scored wrong: {refusals[0]}" + (f" (+{len(refusals) - 1} more)" if len(refusals) > 1 else "")
     flags = (CANDIDATE_LIMIT,) if refusals else ()
-    return RolloutResult.ok(rollout.index, right / n if n else 0.0, verdict, components, detail, flags, steps=steps)
+    # the outcome view: the share of right steps, or with a solution the share of its steps written in place (the
+    # share of right steps would pay a completion that stops after one right step more than a longer honest try)
+    reward = components["solution_frac"] if solution is not None else right / n if n else 0.0
+    return RolloutResult.ok(rollout.index, reward, verdict, components, detail, flags, steps=steps)
 
 
 def parse_reference(raw: str) -> Fraction:

@@ -1,7 +1,8 @@
 """``bench/reasoning_trl.py`` (the ``trl`` arm of ``bench/reasoning_rise.py``) at toy size, so it does not rot.
 
 One TRL 1.16 GRPOTrainer step on SmolLM2-135M-Instruct with the multi-step task's config cut down (2 prompts x
-G=4, 8 completion tokens), rewards from a ``cohort serve math`` the script starts; then the saved model is
+G=4, 8 completion tokens), rewards from ``cohort serve math`` and ``steps`` (each row's solution from its options)
+servers the script starts; then the saved model is
 evaluated by ``cohort eval --model`` in the project's venv, as the bench does. Needs trl (``scripts/ci-trl``).
 """
 
@@ -36,6 +37,11 @@ run: {{torch_threads: 1}}
 """
 
 
+# an override, as the bench's trl-solution arm passes them: steps scores each row against its own worked solution
+STEPS_TOO = ("scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, kind: process, "
+             "options: {answer_step: 'false'}}]")
+
+
 def test_one_trl_step_saves_a_model_cohort_eval_loads(tmp_path):
     assert COHORT_PY.exists(), f"the project venv is missing at {COHORT_PY} (./scripts/setup)"
     config = tmp_path / "toy.yaml"
@@ -44,12 +50,13 @@ def test_one_trl_step_saves_a_model_cohort_eval_loads(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = tmp_path / "trl"
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "reasoning_trl.py"), "-c", str(config), "--out",
-                           str(out), "--seed", "0", "--steps", "1", "--micro-batch", "4"], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=900)
+                           str(out), "--seed", "0", "--steps", "1", "--micro-batch", "4", STEPS_TOO],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (step,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert step["step"] == 1 and 0.0 <= step["reward"] <= 1.0, step
-    assert step["cohort/status/ok"] == 8, step  # every completion scored by the math server the script started
+    assert step["cohort/status/ok"] == 8, step  # every completion scored by the servers the script started
+    assert 0.0 <= step["cohort/steps/solution_frac/mean"] <= 1.0, step  # each row's solution, from its options
     settings = json.loads((out / "trl.json").read_text())["settings"]
     assert settings["num_generations"] == 4 and settings["per_device_train_batch_size"] == 4, settings
     assert settings["gradient_accumulation_steps"] == 2 and settings["max_completion_length"] == 8, settings

@@ -75,6 +75,20 @@ def test_weights_and_options_of_weighted_verifiers(arith) -> None:
         assert reward(["1+1="] * 3, ["2", "2 or 3", "3"], answer=[2, 2, 2]) == [2.0, 2.0, 0.0]
 
 
+def test_per_row_options_from_a_dataset_column(arith) -> None:
+    v = WeightedVerifier("arith", 1.0, [arith.endpoint], {"format_weight": "0.5"})
+    prompts = ["1+1="] * 4
+    options = [{"arith": {"format_weight": "0.0"}}, {"arith": {"format_weight": "0.0"}}, None,
+               {"arith": None, "steps": {"solution": "1 + 1 = 2"}}]  # None: the configured options
+    with CohortReward([v], options_column="options") as reward:
+        # the same prompt with other options is another group: the row's options win over the configured ones
+        assert reward(prompts, ["2", "2 or 3", "2", "2"], answer=[2] * 4, options=options) == [1.0, 1.0, 1.5, 1.5]
+        with pytest.raises(KeyError, match="no dataset column 'options'"):
+            reward(prompts, ["2"] * 4, answer=[2] * 4)
+        with pytest.raises(TypeError, match="expected"):
+            reward(prompts[:1], ["2"], answer=[2], options=[{"arith": {"format_weight": 0.0}}])
+
+
 def test_outage_gives_none_never_zero_and_counts_statuses(arith) -> None:
     log = Log()
     with ServiceProcess(["arith"]) as server:

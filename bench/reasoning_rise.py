@@ -111,9 +111,9 @@ TASKS = {
                                 "data.sources=[{path: examples/data/multistep/train-addsub.jsonl, name: multistep, "
                                 "verifiers: [math, steps]}]"],
             "trl": None,  # the outcome arm's config trained by TRL 1.16 (bench/reasoning_trl.py, in .venv-peer)
-            # the solution arm's verifiers through TRL: one scalar reward, math + the mean of the steps' rewards (TRL
-            # has no per-token process advantages), each row's solution from its options column
-            "trl-solution": None,
+            # the partial arm through TRL (the same scalar reward: math + the share of the row's solution written in
+            # place, each row's solution from its options column)
+            "trl-partial": None,
         },
         "bench": "gsm8k", "bench_rows": 64,
     },
@@ -269,6 +269,26 @@ def curve(folder: Path, name: str) -> list[float | None]:
     return [r.get(f"reward/{name}", r.get("reward")) for r in rows]  # TRL logs one "reward" (math's share here)
 
 
+def solution_share(rollouts: list[dict], test: Path) -> dict[str, float]:
+    """Row id -> the mean share of its worked solution's steps each completion wrote in place (``steps`` with the
+    row's option ``solution``): how much of the chain a model gets right, answer aside. Rows without one: none."""
+    from cohort.verifiers.base import GroupRequest, Reference, Rollout, VerifyContext  # noqa: E402
+    from cohort.verifiers.steps import StepsVerifier  # noqa: E402
+
+    options = {}
+    for line in (ROOT / test).read_text().splitlines():
+        row = json.loads(line)
+        if "solution" in row.get("options", {}).get("steps", {}):
+            options[row["id"]] = row["options"]["steps"]
+    shares = []
+    for r in rollouts:
+        if r["status"] == "ok" and r["id"] in options:
+            group = GroupRequest("steps", (Rollout(0, r["completion"]),), Reference(), options=options[r["id"]])
+            (scored,) = StepsVerifier().verify_group(group, VerifyContext())
+            shares.append({"id": r["id"], "status": "ok", "share": scored.components["solution_frac"]})
+    return per_row(shares, "share")
+
+
 def report(args, out: Path) -> None:
     task = TASKS[args.task]
     base_rollouts = rows_of(out / "base")
@@ -279,7 +299,7 @@ def report(args, out: Path) -> None:
     print(f"\nheld-out: {task['test']} ({args.samples} samples per row), benchmark rows: {args.bench_rows}; "
           f"{args.steps} GRPO steps of {task['config']}; pass@1 +- standard error over rows")
     head = " ".join(f"{g:>14}" for g in groups)
-    tests = "hidden asserts" if args.task == "code" else ""
+    tests = "hidden asserts" if args.task == "code" else "solution steps"
     print(f"{'model':14} {'held-out pass@1':>16} {'paired rise':>16} {tests:>14} {head} {'steps':>5} "
           f"{'train wall s':>12} {'train CPU s':>11}")
 
@@ -293,6 +313,9 @@ def report(args, out: Path) -> None:
         share = ""
         if args.task == "code":  # the reward is the share of hidden asserts passed
             sm, sse = mean_se([v for k, v in per_row(rollouts, "reward").items() if group_of(k) not in BENCHES])
+            share = f"{sm:.3f}+-{sse:.3f}"
+        elif shares := solution_share(rollouts, Path(task["test"])):  # the worked chain's steps written in place
+            sm, sse = mean_se(list(shares.values()))
             share = f"{sm:.3f}+-{sse:.3f}"
         t = f"{timing['wall_s']:12.0f} {timing['cpu_s']:11.0f}" if timing else f"{'':12} {'':11}"
         print(f"{name:14} {f'{m:.3f}+-{se:.3f}':>16} {rise:>16} {share:>14} {' '.join(cells)} {steps:>5} {t}")

@@ -20,6 +20,12 @@ taking away only, values up to 20), with a third arm ``grounded``: the ``steps``
 ``answer_step: "false"`` (the final answer is left to ``math``), and an arm ``trl``: the outcome arm's config
 trained by TRL 1.16's ``GRPOTrainer`` instead (``bench/reasoning_trl.py``, in ``.venv-peer``, created when missing as
 ``scripts/ci-trl`` does; the same model, rows, verifiers, group size, learning rate and steps), evaluated alike.
+More arms (their comments in ``TASKS``): ``complete``, ``chain``, ``grounded-answer`` (other ``steps`` rules),
+``outcome-ds`` (dynamic sampling), ``solution`` (process credit against each row's worked solution, the
+``steps`` option ``solution``), ``partial`` (no process advantages: ``math`` + the share of the row's solution
+written in place, one scalar reward) and ``trl-partial`` (that reward through TRL). For this task the table
+adds the *solution steps* column: the share of each held-out row's worked solution the completions wrote in
+place, answer aside.
 
 ``--task code`` is ``examples/smollm2-code.yaml`` (``examples/data/code-functions/``: small functions, the
 share of 4 hidden asserts passed in the sandbox as the reward; held-out functions never trained on).

@@ -286,11 +286,11 @@ def solution_share(rollouts: list[dict], test: Path) -> dict[str, float]:
         row = json.loads(line)
         if "solution" in row.get("options", {}).get("steps", {}):
             options[row["id"]] = row["options"]["steps"]
-    shares = []
+    shares, verifier = [], StepsVerifier()
     for r in rollouts:
         if r["status"] == "ok" and r["id"] in options:
             group = GroupRequest("steps", (Rollout(0, r["completion"]),), Reference(), options=options[r["id"]])
-            (scored,) = StepsVerifier().verify_group(group, VerifyContext())
+            (scored,) = verifier.verify_group(group, VerifyContext())
             shares.append({"id": r["id"], "status": "ok", "share": scored.components["solution_frac"]})
     return per_row(shares, "share")
 

@@ -83,8 +83,7 @@ def save(output_dir: str | Path, step: int, model: torch.nn.Module, optimizer: t
     folder.mkdir(parents=True, exist_ok=True)
     model_state, optim_state = get_state_dict(model, optimizer)
     with _quiet_single_process():
-        # no_dist: a single learner is alone even when a process group exists (the asynchronous pipeline's,
-        # whose other ranks are rollout workers that take no part in checkpoints)
+        # no_dist: a single learner is alone (its rollout workers, torchrun's ranks 1.. included, take no part)
         dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder / "dcp", no_dist=not comm.distributed)
     if comm.is_main:
         torch.save({**shared, "step": step, "world_size": comm.world_size}, folder / "meta.pt")
@@ -136,9 +135,10 @@ def load(folder: str | Path, model: torch.nn.Module, optimizer: torch.optim.Opti
 def save_run(output_dir: str | Path, step: int, policy: torch.nn.Module, learner: Any, engine: Any, sampler: Any,
              comm: Comm = SINGLE, keep: int = 0) -> Path:
     """The training loop's checkpoint: policy, optimizer, scheduler, data position, RNGs, sampler state."""
+    engine_state = engine.state_dict()  # first: the pipeline's learners draw to one sampler position here
     return save(output_dir, step, policy, learner.optimizer,
                 {"scheduler": learner.scheduler.state_dict(), "sampler_position": sampler.position},
-                {"engine": engine.state_dict()}, comm, keep)
+                {"engine": engine_state}, comm, keep)
 
 
 def resume(run: Any, policy: torch.nn.Module, learner: Any, engine: Any, sampler: Any, comm: Comm = SINGLE) -> int:

@@ -338,8 +338,9 @@ class RolloutSection(_Section):
     processes generate continuously, and a group generated with weights k+1 or more versions old is dropped
     and its prompts generated again (docs/async.md)."""
     workers: int = Field(1, ge=1)
-    """Rollout worker processes of the asynchronous pipeline (``max_staleness > 0``); under ``torchrun``
-    the job has 1 + workers processes (rank 0 is the learner)."""
+    """Rollout worker processes of the asynchronous pipeline (``max_staleness > 0``), per learner. With one
+    learner under ``torchrun`` the job has 1 + workers processes (rank 0 is the learner); with
+    ``distributed.parallel`` ddp or fsdp2 every torchrun rank is a learner and spawns its own workers."""
     weight_sync_timeout_s: float = Field(120.0, gt=0)
     """A weight broadcast to the rollout workers not done within this is an error naming the workers."""
     worker_restarts: int = Field(1, ge=0)
@@ -454,9 +455,6 @@ class TrainConfig(_Section):
         if self.rollout.max_turns > 1 and any(v.kind == "process" for v in self.scoring.verifiers):
             raise ValueError("process supervision (a verifier of kind process) with tools is not supported yet")
         if self.rollout.max_staleness:
-            if self.distributed.parallel != "none":
-                raise ValueError("rollout.max_staleness > 0 (the asynchronous pipeline) has one learner process; "
-                                 "distributed.parallel must be none (DDP/FSDP2 learners run lock-step)")
             if self.rollout.engine not in ("transformers", "vllm"):
                 raise ValueError(f"rollout.max_staleness > 0 supports rollout.engine transformers or vllm (not "
                                  f"{self.rollout.engine!r})")

@@ -37,7 +37,14 @@ asynchronous run draws the same prompts, not the same completions.
 **A spawned worker that dies** is started again up to ``rollout.worker_restarts`` times: every worker is
 stopped and the job formed again (a process group cannot take a new member); past that, or under
 ``torchrun`` (its ``--max-restarts`` starts the whole job again), the run ends with an error naming it.
-Decisions left to later: one learner process (no DDP/FSDP2 learner with workers).
+
+**DDP/FSDP2 learners** (``distributed.parallel``, under ``torchrun``): every learner rank runs a pipeline of its
+own with ``rollout.workers`` private workers it spawns on its machine (a job of their own, never the learners'
+process group), and consumes P / world groups a round. The learners update in step, so their weight versions
+agree; each broadcasts the full weights to its own workers (FSDP2 gathers them first, collectively). Every rank
+draws the same P prompts at a time from the same sampler and orders only its own share (lock-step's rule), so no
+two learners train on the same draw; before a checkpoint the ranks draw on to one sampler position, and what a
+rank has drawn but not ordered is saved with its pending prompts.
 """
 
 from __future__ import annotations
@@ -90,12 +97,19 @@ class Pipeline:
     """The rollout workers and the buffer, from the learner's side. Stands in for the engine of the lock-step
     loop: ``sync_weights`` publishes a new version, ``state_dict`` is the checkpoint's share."""
 
-    def __init__(self, cfg: TrainConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: TrainConfig, comm: distributed.Comm = distributed.SINGLE) -> None:
+        self.cfg, self.comm = cfg, comm
         self.k, self.n_workers = cfg.rollout.max_staleness, cfg.rollout.workers
-        self.chunk = cfg.grpo.prompts_per_step // cfg.rollout.generation_chunks
+        self.p = cfg.grpo.prompts_per_step // comm.world_size  # this learner's groups a round
+        if self.p % cfg.rollout.generation_chunks:
+            raise ValueError(f"rollout.generation_chunks={cfg.rollout.generation_chunks} must divide each learner's "
+                             f"grpo.prompts_per_step / world size = {self.p}")
+        self.chunk = self.p // cfg.rollout.generation_chunks
         self.version = 0
         self._requeue: collections.deque[int] = collections.deque()
+        self._mine: collections.deque[int] = collections.deque()  # drawn for this learner, not yet ordered
+        self._draws = 0  # draws of P prompts from the sampler
+        self._of = f" of learner rank {comm.rank}" if comm.distributed else ""  # in the names of the workers
         self._orders: dict[int, tuple[int, Order]] = {}  # id -> (worker rank, order): sent, not yet consumed
         self._lock = threading.Lock()  # guards _orders (the receiver thread reads it)
         self._arrived: queue.Queue = queue.Queue()  # (Generated, Order, Future[Scores]) or an Exception
@@ -123,10 +137,13 @@ class Pipeline:
     # ---- the engine's interface (checkpoints, weight sync) ---------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """The prompts of every group ordered but not consumed (ordered again first on resume)."""
+        """The prompts of every group drawn for this learner but not consumed (ordered again first on resume).
+        Collective with several learners: they draw on to the same sampler position first."""
+        if self.comm.world_size > 1:
+            self._draw_to(int(self.comm.max_int(self._draws)))
         with self._lock:
             ordered = [i for _, order in self._orders.values() for i in order.idx]
-        return {"pending_prompts": [*self._requeue, *ordered, *(g.idx for g in self._ready)]}
+        return {"pending_prompts": [*self._requeue, *ordered, *(g.idx for g in self._ready), *self._mine]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._requeue = collections.deque(state.get("pending_prompts", []))
@@ -134,7 +151,9 @@ class Pipeline:
     def sync_weights(self, policy: torch.nn.Module) -> None:
         """After an update: the next version to the workers (the broadcast runs while the learner goes on)."""
         self.version += 1
-        self._recovering(self._publish, policy)
+        previous, self._flat = self._flat, self._full_weights(policy)  # previous: alive until its broadcast is done
+        self._recovering(self._broadcast)
+        del previous
 
     # ---- start and stop ------------------------------------------------------------------------------
 
@@ -142,7 +161,7 @@ class Pipeline:
         """Start the workers on this machine (not under torchrun, which starts them): called before the learner
         builds its model and verifiers, so the workers' start-up (imports, their own model) overlaps it."""
         world = 1 + self.n_workers
-        if distributed.launched():
+        if distributed.launched() and not self.comm.distributed:  # torchrun started the workers: ranks 1..
             if int(os.environ["WORLD_SIZE"]) != world:
                 raise ValueError(f"torchrun started {os.environ['WORLD_SIZE']} processes; the asynchronous pipeline "
                                  f"needs 1 + rollout.workers = {world} (rank 0 is the learner)")
@@ -157,7 +176,7 @@ class Pipeline:
         # a vLLM worker starts vLLM's engine core as its own child, which a daemonic process may not have; it is
         # reaped by close() all the same, with its process group (the engine core does not notice its parent die)
         daemon = self.cfg.rollout.engine != "vllm"
-        self._procs = [ctx.Process(target=spawned, args=(data, r, world, self._init), daemon=daemon,
+        self._procs = [ctx.Process(target=spawned, args=(data, r, world, self._init, self.comm.rank), daemon=daemon,
                                    name=f"cohort-rollout-{r}") for r in range(1, world)]
         for p in self._procs:
             p.start()
@@ -170,8 +189,10 @@ class Pipeline:
         self._receiver = threading.Thread(target=self._receive, args=(self._links, self.restarts), daemon=True,
                                           name="pipeline-receiver")
         self._receiver.start()
-        self._publish(policy)
-        self._top_up(self.cfg.grpo.prompts_per_step)
+        if self._flat is None:  # the first start (a restart sends the current version's weights again)
+            self._flat = self._full_weights(policy)
+        self._broadcast()
+        self._top_up(self.p)
 
     def _join(self, init: str, world: int) -> wire.Links:
         """Join the job, failing (naming the worker) when a spawned worker dies before it joins."""
@@ -211,7 +232,7 @@ class Pipeline:
             pass
         self._receiver.join(timeout=30 if all(p.is_alive() for p in self._procs) else 2)
         if not self._receiver.is_alive():
-            wire.Links.leave()
+            self._links.leave()
         self._links = None
         self._reap()
 
@@ -258,8 +279,8 @@ class Pipeline:
         # thread of an older generation that holds its own links, so it never touches the new group and, should its
         # receive ever fail, reports nothing (one such thread per restart at most)
         self._receiver.join(timeout=5)
-        self._weight_works, self._flat = [], None
-        wire.Links.leave()
+        self._weight_works = []
+        self._links.leave()
         self._links = None  # a failure from here on: close() only reaps
         kept = []
         while True:  # arrivals stay (their scores are on the way); the receiver's error about the dead worker goes
@@ -282,9 +303,15 @@ class Pipeline:
 
     # ---- weights ---------------------------------------------------------------------------------------
 
-    def _publish(self, policy: torch.nn.Module) -> None:
+    def _full_weights(self, policy: torch.nn.Module) -> torch.Tensor:
+        """The policy's full weights, flat (FSDP2: gathered from every learner's shards, so collective)."""
+        with distributed.gathered(policy):
+            return wire.flat_parameters(distributed.unwrap(policy))
+
+    def _broadcast(self) -> None:
+        """The current version's weights to the workers (the previous broadcast done first); ``_flat`` stays
+        alive until this one is done."""
         self._wait_weights(self.cfg.rollout.weight_sync_timeout_s)
-        self._flat = wire.flat_parameters(distributed.unwrap(policy))  # kept alive until its broadcast is done
         self._weight_works = wire.broadcast_weights(self.version, self._flat, self._links.weights)
 
     def _wait_weights(self, timeout_s: float) -> None:
@@ -309,10 +336,10 @@ class Pipeline:
         and not consumed (admission; module docstring). Consumed in order, the j-th of them (0-based) goes
         into the round after ``(j - remaining) // P`` more updates, so an order sent at version v is consumed
         at version v + k at the latest."""
-        src, target = self._src, self.k * self.cfg.grpo.prompts_per_step + remaining
+        src, target = self._src, self.k * self.p + remaining
         while self._outstanding() + self.chunk <= target:
             n_old = min(self.chunk, len(self._requeue))
-            idx = [self._requeue.popleft() for _ in range(n_old)] + src.sampler.next(self.chunk - n_old)
+            idx = [self._requeue.popleft() for _ in range(n_old)] + self._draw(self.chunk - n_old)
             order = Order(self._next_id, idx, [src.prompt_ids[i] for i in idx], self.version)
             self._next_id += 1
             with self._lock:
@@ -324,7 +351,19 @@ class Pipeline:
                 wire.send(order, worker, self._links.down)
             except Exception as exc:
                 self._check_workers(EXIT_GRACE_S)
-                raise RuntimeError(f"sending work to rollout worker {worker} failed: {exc}") from None
+                raise RuntimeError(f"sending work to rollout worker {worker}{self._of} failed: {exc}") from None
+
+    def _draw(self, n: int) -> list[int]:
+        """``n`` new prompts for this learner: its share of each draw of P (all P with one learner)."""
+        while len(self._mine) < n:
+            self._draw_to(self._draws + 1)
+        return [self._mine.popleft() for _ in range(n)]
+
+    def _draw_to(self, draws: int) -> None:
+        while self._draws < draws:
+            drawn = self._src.sampler.next(self.cfg.grpo.prompts_per_step)
+            self._mine.extend(drawn[self.comm.rank * self.p:(self.comm.rank + 1) * self.p])
+            self._draws += 1
 
     def _receive(self, links: wire.Links, generation: int) -> None:
         """The receiver thread: every finished order to the verifiers at once, then into the buffer.
@@ -390,14 +429,14 @@ class Pipeline:
         while True:
             for rank, p in enumerate(self._procs, start=1):
                 if p.exitcode is not None:
-                    raise WorkerDied(f"rollout worker {rank} (pid {p.pid}) exited with code {p.exitcode}"
+                    raise WorkerDied(f"rollout worker {rank}{self._of} (pid {p.pid}) exited with code {p.exitcode}"
                                      + (" (its error is on stderr above)" if p.exitcode == 1 else ""))
             if time.monotonic() >= deadline:
                 return
             time.sleep(0.05)
 
     def _worker_names(self) -> str:
-        return ", ".join(f"{r} (pid {p.pid})" for r, p in enumerate(self._procs, start=1)) or \
+        return ", ".join(f"{r}{self._of} (pid {p.pid})" for r, p in enumerate(self._procs, start=1)) or \
             f"ranks 1..{self.n_workers}"
 
     # ---- the learner's round ---------------------------------------------------------------------------
@@ -406,7 +445,7 @@ class Pipeline:
         """P groups at most k versions old (dropping and re-ordering older ones), with dynamic sampling's
         refill of groups without signal, as the lock-step loop's :class:`~cohort.trainer.collect.Round`."""
         cfg = self.cfg
-        p_want = cfg.grpo.prompts_per_step
+        p_want = self.p
         dynamic = cfg.grpo.dynamic_sampling
         budget = p_want * (1 + cfg.grpo.max_resample_rounds) if dynamic else p_want
         self._depth_ready = len(self._ready) + self._arrived.qsize()  # generated groups waiting, at the step's start
@@ -447,22 +486,28 @@ class Pipeline:
         return Round(batch, scores, ref, behaviour_logprobs=behaviour, resampled=resampled)
 
     def metrics(self, timer: StepTimer) -> dict[str, float]:
-        """Staleness of the round consumed, drops, buffer depth, and the idle fractions of both sides."""
-        step_s = time.perf_counter() - timer.start
-        waited = timer.seconds["buffer_wait"] + timer.seconds["verify_wait"]
-        gen_total = self._gen_s + self._gen_idle_s
+        """Staleness of the round consumed, drops, buffer depth, and the idle fractions of both sides, over every
+        learner (sums and counts summed over the ranks, then divided; maxima over the ranks)."""
+        n = self.comm.sum_floats({
+            "lags": float(sum(self._lags)), "groups": float(len(self._lags)), "dropped": float(self.dropped_stale),
+            "submitted": float(self.submitted_groups), "ready": float(self._depth_ready),
+            "buffer_wait": timer.seconds["buffer_wait"],
+            "waited": timer.seconds["buffer_wait"] + timer.seconds["verify_wait"],
+            "step_s": time.perf_counter() - timer.start, "gen_s": self._gen_s, "gen_idle_s": self._gen_idle_s,
+            "restarts": float(self.restarts)})
+        gen_total = n["gen_s"] + n["gen_idle_s"]
         out = {
-            "async/staleness_mean": sum(self._lags) / len(self._lags),
-            "async/staleness_max": float(max(self._lags)),
-            "async/dropped_stale": float(self.dropped_stale),
-            "async/submitted_groups": float(self.submitted_groups),
-            "async/buffer_ready": float(self._depth_ready),
-            "async/buffer_wait_s": timer.seconds["buffer_wait"],
-            "async/learner_idle_frac": waited / step_s if step_s > 0 else 0.0,
-            "async/generator_idle_frac": self._gen_idle_s / gen_total if gen_total > 0 else 0.0,
-            "async/generate_s": self._gen_s,  # the workers' generation time in the groups consumed this step
+            "async/staleness_mean": n["lags"] / n["groups"],
+            "async/staleness_max": self.comm.max_float(float(max(self._lags))),
+            "async/dropped_stale": n["dropped"],
+            "async/submitted_groups": n["submitted"],
+            "async/buffer_ready": n["ready"],
+            "async/buffer_wait_s": n["buffer_wait"] / self.comm.world_size,
+            "async/learner_idle_frac": n["waited"] / n["step_s"] if n["step_s"] > 0 else 0.0,
+            "async/generator_idle_frac": n["gen_idle_s"] / gen_total if gen_total > 0 else 0.0,
+            "async/generate_s": n["gen_s"],  # the workers' generation time in the groups consumed this step
             "async/weight_version": float(self.version),
-            "async/worker_restarts": float(self.restarts),
+            "async/worker_restarts": n["restarts"],
         }
         self._gen_s = self._gen_idle_s = 0.0
         return out

@@ -25,7 +25,8 @@ from cohort.trainer.config import TrainConfig
 from cohort.trainer.rollout import RolloutBatch
 
 SEED_STRIDE = 1009
-"""Worker rank r samples with seed ``run.seed + SEED_STRIDE * r`` (the lock-step engine uses ``run.seed``)."""
+"""Worker rank r of learner rank l samples with seed ``run.seed + SEED_STRIDE * (r + l * (1 + rollout.workers))``
+(the lock-step engine uses ``run.seed``)."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class _Weights:
         self._thread.join(timeout)
 
 
-def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
+def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner: int = 0) -> None:
     """A worker's whole life: join the job, serve orders until the learner says stop."""
     from cohort.trainer.models import build_policy
     from cohort.trainer import tool_rollouts
@@ -117,7 +118,8 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str) -> None:
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     model, tokenizer = build_policy(cfg.model)
     model.eval()
-    base = build_engine(cfg.rollout, model, tokenizer, cfg.run.seed + SEED_STRIDE * rank)
+    base = build_engine(cfg.rollout, model, tokenizer,
+                        cfg.run.seed + SEED_STRIDE * (rank + learner * (1 + cfg.rollout.workers)))
     try:
         engine = tool_rollouts.wrap(base, cfg.rollout, tokenizer)  # multi-turn with tools when rollout.max_turns > 1
     except BaseException:
@@ -163,7 +165,7 @@ def _serve(cfg: TrainConfig, rank: int, world_size: int, init_method: str, model
         idle_from = done
     wire.send(BYE, wire.LEARNER, links.up)
     weights.join(timeout=30)
-    wire.Links.leave()
+    links.leave()
 
 
 def _end_with_parent(parent: int) -> None:
@@ -174,13 +176,13 @@ def _end_with_parent(parent: int) -> None:
     os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
-def spawned(cfg_data: dict, rank: int, world_size: int, init_method: str) -> None:
+def spawned(cfg_data: dict, rank: int, world_size: int, init_method: str, learner: int = 0) -> None:
     """The entry of a worker the learner spawned on this machine: one line and exit code 1 on failure."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.setpgrp()  # its own process group: the learner's reaping also ends what it started (vLLM's engine core)
     threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     try:
-        run(TrainConfig.model_validate(cfg_data), rank, world_size, init_method)
+        run(TrainConfig.model_validate(cfg_data), rank, world_size, init_method, learner)
     except Exception as exc:
         print(f"rollout worker {rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         os._exit(1)

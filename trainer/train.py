@@ -56,11 +56,12 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     torch.manual_seed(cfg.run.seed)
-    pipelined = cfg.rollout.max_staleness > 0  # the asynchronous pipeline: rollout workers, one learner
-    comm = distributed.SINGLE if pipelined else distributed.init(cfg)  # one process, or a torchrun rank (DDP / FSDP2)
+    pipelined = cfg.rollout.max_staleness > 0  # the asynchronous pipeline: rollout workers for each learner
+    # one process, or a torchrun rank (DDP / FSDP2); one pipelined learner under torchrun has workers for ranks 1..
+    comm = distributed.SINGLE if pipelined and cfg.distributed.parallel == "none" else distributed.init(cfg)
     if not pipelined:
         return _train(cfg, endpoints, comm, None)
-    pipeline = Pipeline(cfg)
+    pipeline = Pipeline(cfg, comm)
     pipeline.spawn()  # the rollout workers start up while the learner does
     try:
         return _train(cfg, endpoints, comm, pipeline)
@@ -268,8 +269,10 @@ def round_metrics(batch: RolloutBatch, scores: Scores, adv: Advantages, n_rows: 
 
 def run(cfg: TrainConfig) -> list[dict]:
     """Start local verifier services when needed, then train. TLS files are read first (before the model loads).
-    Under ``torchrun`` with the asynchronous pipeline, ranks 1.. are its rollout workers."""
-    if cfg.rollout.max_staleness and distributed.launched() and int(os.environ["RANK"]) > 0:
+    Under ``torchrun`` with the asynchronous pipeline and one learner, ranks 1.. are its rollout workers (with
+    DDP/FSDP2 every rank is a learner that spawns its own)."""
+    if (cfg.rollout.max_staleness and cfg.distributed.parallel == "none" and distributed.launched()
+            and int(os.environ["RANK"]) > 0):
         from cohort.trainer import rollout_worker
 
         rollout_worker.run(cfg, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), "env://")

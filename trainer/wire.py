@@ -1,7 +1,9 @@
 """The learner and its rollout workers over torch.distributed (gloo): messages and weights.
 
-Three process groups over the same ranks (rank 0 the learner, ranks 1..N the rollout workers), each used
-by one thread per process, so no two threads ever share a communicator:
+Three gloo process groups of their own over the same ranks (rank 0 the learner, ranks 1..N its rollout
+workers), each used by one thread per process, so no two threads ever share a communicator. They are never the
+default process group: a DDP/FSDP2 learner's default group is its fellow learners', and each learner rank leads
+a job of its own with its private workers.
 
 - ``weights``: the learner broadcasts every new weight version (a header ``[version, numel]``, then the
   parameters flattened to one tensor); a version of -1 ends the workers' weight thread.
@@ -40,31 +42,39 @@ class Links:
 
     @staticmethod
     def join(init_method: str, rank: int, world_size: int) -> Links:
-        """Join the job (every rank calls this, in the same order) and make the three groups."""
-        if not dist.is_initialized():
-            dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size,
-                                    timeout=PG_TIMEOUT)
-        return Links(dist.new_group(), dist.new_group(), dist.new_group())
+        """Join the job (every rank calls this, in the same order) and make the three groups: the rendezvous's
+        store, one prefix per group (the groups' ops are called on the group objects: they are not registered
+        in torch.distributed's world)."""
+        store, rank, world_size = next(dist.rendezvous(init_method, rank, world_size, timeout=PG_TIMEOUT))
+        return Links(*(dist.ProcessGroupGloo(dist.PrefixStore(f"cohort-pipeline/{name}", store), rank, world_size,
+                                             PG_TIMEOUT) for name in ("weights", "down", "up")))
 
-    @staticmethod
-    def leave() -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    def leave(self) -> None:
+        for group in (self.weights, self.down, self.up):
+            try:
+                group.shutdown()
+            except RuntimeError:  # a peer is gone already
+                pass
 
 
 def send(obj: Any, dst: int, group) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    dist.send(torch.tensor([len(data)], dtype=torch.int64), dst, group=group)
-    dist.send(torch.frombuffer(bytearray(data), dtype=torch.uint8), dst, group=group)
+    group.send([torch.tensor([len(data)], dtype=torch.int64)], dst, 0).wait()
+    group.send([torch.frombuffer(bytearray(data), dtype=torch.uint8)], dst, 0).wait()
 
 
 def receive(group, src: int | None = None) -> tuple[int, Any]:
     """(sender rank, object): from ``src``, or from any rank of ``group`` when None."""
     size = torch.zeros(1, dtype=torch.int64)
-    sender = dist.recv(size, src, group=group)
+    if src is None:
+        work = group.recv_anysource([size], 0)
+        work.wait()
+        src = work._source_rank()
+    else:
+        group.recv([size], src, 0).wait()
     data = torch.empty(int(size), dtype=torch.uint8)
-    dist.recv(data, sender, group=group)
-    return sender, pickle.loads(data.numpy().tobytes())
+    group.recv([data], src, 0).wait()
+    return src, pickle.loads(data.numpy().tobytes())
 
 
 def flat_parameters(model: torch.nn.Module) -> Tensor:
@@ -82,21 +92,20 @@ def load_flat(model: torch.nn.Module, flat: Tensor) -> None:
 def broadcast_weights(version: int, flat: Tensor, group) -> list:
     """Start the broadcast of one weight version (the learner); the works to wait on."""
     header = torch.tensor([version, flat.numel()], dtype=torch.int64)
-    return [dist.broadcast(header, LEARNER, group=group, async_op=True),
-            dist.broadcast(flat, LEARNER, group=group, async_op=True)]
+    return [group.broadcast(header, LEARNER), group.broadcast(flat, LEARNER)]
 
 
 def end_weights(group) -> list:
-    return [dist.broadcast(torch.tensor([-1, 0], dtype=torch.int64), LEARNER, group=group, async_op=True)]
+    return [group.broadcast(torch.tensor([-1, 0], dtype=torch.int64), LEARNER)]
 
 
 def receive_weights(group, dtype: torch.dtype) -> tuple[int, Tensor | None]:
     """The next weight version (a worker); (-1, None) when the learner ends the run."""
     header = torch.zeros(2, dtype=torch.int64)
-    dist.broadcast(header, LEARNER, group=group)
+    group.broadcast(header, LEARNER).wait()
     version, numel = int(header[0]), int(header[1])
     if version < 0:
         return -1, None
     flat = torch.empty(numel, dtype=dtype)
-    dist.broadcast(flat, LEARNER, group=group)
+    group.broadcast(flat, LEARNER).wait()
     return version, flat

@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from cohort.rpc.launch import ServiceProcess
+from cohort.trainer.config import load_config
 from cohort.trainer.data import PromptSampler
 from cohort.trainer.learner import Learner
 from cohort.trainer.metrics import deterministic
@@ -288,3 +289,32 @@ def test_the_broadcast_weights_are_a_snapshot_the_update_does_not_change():
                 p.add_(1.0)
         assert torch.equal(flat, before)
         assert all(flat.data_ptr() != p.data_ptr() for p in model.parameters())
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp2"])
+def test_two_learners_each_with_its_own_rollout_worker(tmp_path, parallel):
+    """DDP/FSDP2 learners under torchrun, each spawning its own worker: every learner consumes P / 2 groups a
+    round within the bound, the learners never consume the same draw's prompts, and every prompt drawn is
+    consumed or pending in the checkpoint (each rank's own, the sampler at one position for both)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(Path(__file__).with_name("pipeline_learners.py")), str(tmp_path), *COMMON, "rollout.workers=1",
+           f"distributed.parallel={parallel}", "run.max_steps=4", "run.save_every=2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    assert [r["async/weight_version"] for r in records] == [1, 2, 3, 4]
+    assert max(r["async/staleness_max"] for r in records) <= 1
+    assert records[0]["rollout/logp_abs_diff_max"] < 1e-4  # version 0 sampled by the workers is the learners' weights
+    runs = [json.loads((tmp_path / f"consumed_{rank}.json").read_text()) for rank in (0, 1)]
+    assert [r["p"] for r in runs] == [2, 2] and all(len(idx) == 2 for r in runs for idx in r["consumed"])
+    consumed = [[i for idx in r["consumed"] for i in idx] for r in runs]
+    assert not set(consumed[0]) & set(consumed[1])  # 512 rows, 16 consumed: a shared prompt is a shared draw
+    meta = torch.load(tmp_path / "checkpoints" / "step_000004" / "meta.pt", weights_only=False)
+    pending = [torch.load(tmp_path / "checkpoints" / "step_000004" / f"rank_{rank}.pt", weights_only=False)
+               ["engine"]["pending_prompts"] for rank in (0, 1)]
+    drawn = PromptSampler(512, 4, load_config(None, COMMON).data.shuffle_seed).next(meta["sampler_position"])
+    assert collections.Counter(consumed[0] + consumed[1] + pending[0] + pending[1]) == collections.Counter(drawn)
+    assert _weights(tmp_path)  # rank 0 saved the final model

@@ -83,7 +83,7 @@ def save(output_dir: str | Path, step: int, model: torch.nn.Module, optimizer: t
     folder.mkdir(parents=True, exist_ok=True)
     model_state, optim_state = get_state_dict(model, optimizer)
     with _quiet_single_process():
-        # no_dist: a single learner is alone (its rollout workers, torchrun's ranks 1.. included, take no part)
+        # no_dist: a single learner is alone (its rollout workers, torchrun's ranks 1.. too, take no part)
         dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder / "dcp", no_dist=not comm.distributed)
     if comm.is_main:
         torch.save({**shared, "step": step, "world_size": comm.world_size}, folder / "meta.pt")

@@ -279,7 +279,8 @@ class GRPOSection(_Section):
 
 
 class VLLMOptions(_Section):
-    """Options of the ``vllm`` rollout engine (``trainer.engines.vllm``; ignored by other engines)."""
+    """Options of the ``vllm`` and ``vllm-server`` rollout engines (``trainer.engines.vllm``,
+    ``trainer.engines.vllm_server``; ignored by other engines)."""
 
     sync_method: Literal["auto", "reload_weights", "reload_from_folder", "load_weights"] = "auto"
     """auto: reload_from_folder with separate_process, load_weights on CUDA, reload_weights on CPU."""
@@ -294,6 +295,11 @@ class VLLMOptions(_Section):
     enforce_eager: bool = True
     stop: list[str] = Field(default_factory=list)
     """Stop strings (the completion ends at the first one, which is kept in the loss mask)."""
+    servers: list[str] = Field(default_factory=list)
+    """``rollout.engine=vllm-server``: base URLs of ``vllm serve`` processes (``http://host:8000``), one per
+    lock-step learner or rollout worker (``trainer.engines.vllm_server``; docs/vllm.md)."""
+    transfer_host: str = "127.0.0.1"
+    """``vllm-server``: this machine's address as the servers reach it (the weight transfer's rendezvous)."""
 
 
 class ToolServer(_Section):
@@ -455,9 +461,9 @@ class TrainConfig(_Section):
         if self.rollout.max_turns > 1 and any(v.kind == "process" for v in self.scoring.verifiers):
             raise ValueError("process supervision (a verifier of kind process) with tools is not supported yet")
         if self.rollout.max_staleness:
-            if self.rollout.engine not in ("transformers", "vllm"):
-                raise ValueError(f"rollout.max_staleness > 0 supports rollout.engine transformers or vllm (not "
-                                 f"{self.rollout.engine!r})")
+            if self.rollout.engine not in ("transformers", "vllm", "vllm-server"):
+                raise ValueError(f"rollout.max_staleness > 0 supports rollout.engine transformers, vllm or "
+                                 f"vllm-server (not {self.rollout.engine!r})")
             if self.rollout.sync_every != 1:
                 raise ValueError("rollout.sync_every must be 1 with rollout.max_staleness > 0: a worker loads every "
                                  "version it is sent (max_staleness bounds how far behind it may be)")

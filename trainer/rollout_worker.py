@@ -119,7 +119,8 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner:
     model, tokenizer = build_policy(cfg.model)
     model.eval()
     base = build_engine(cfg.rollout, model, tokenizer,
-                        cfg.run.seed + SEED_STRIDE * (rank + learner * (1 + cfg.rollout.workers)))
+                        cfg.run.seed + SEED_STRIDE * (rank + learner * (1 + cfg.rollout.workers)),
+                        client=learner * cfg.rollout.workers + rank - 1)
     try:
         engine = tool_rollouts.wrap(base, cfg.rollout, tokenizer)  # multi-turn with tools when rollout.max_turns > 1
     except BaseException:

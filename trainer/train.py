@@ -80,7 +80,8 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
     prompt_ids = encode_prompts(examples, tokenizer, cfg.data)  # the chat template when the model has one
     sampler = PromptSampler(len(examples), cfg.grpo.prompts_per_step, cfg.data.shuffle_seed)
     engine = pipeline or distributed.for_generation(
-        tool_rollouts.wrap(build_engine(cfg.rollout, distributed.unwrap(policy), tokenizer, cfg.run.seed + comm.rank),
+        tool_rollouts.wrap(build_engine(cfg.rollout, distributed.unwrap(policy), tokenizer, cfg.run.seed + comm.rank,
+                                        client=comm.rank),
                            cfg.rollout, tokenizer), policy, comm)  # multi-turn with tools when rollout.max_turns > 1
     learner = Learner(policy, cfg, comm)
     start = checkpoint.resume(cfg.run, policy, learner, engine, sampler, comm)  # 0: a fresh run

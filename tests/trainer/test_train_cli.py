@@ -157,3 +157,22 @@ def test_a_checkpoint_in_the_old_layout_is_refused_in_one_line_not_skipped(tmp_p
         f"error: {old} is a checkpoint in the old single-file layout (state.pt), which this version cannot "
         "resume: run.resume=false starts afresh (deleting the old checkpoints), or choose another run.output_dir"]
     assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 4, "reward/mean": 0.5}\n'  # untouched
+
+
+@pytest.mark.parametrize("servers,expected", [
+    ("[]", "rollout.engine=vllm-server needs rollout.vllm.servers (vllm serve base URLs)"),
+    ("[http://127.0.0.1:PORT]", "vLLM server http://127.0.0.1:PORT did not answer within "
+                                "rollout.weight_sync_timeout_s=2s"),
+])
+def test_a_vllm_server_that_is_missing_or_not_answering_is_one_line(tmp_path, arith, servers, expected):
+    """rollout.engine=vllm-server (no vLLM needed on this side): no server named, or nothing listening at the
+    one named, ends the run within the deadline in one line naming it, never a hang or a traceback."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])  # closed again: nothing listens there
+    r = train(*tiny(tmp_path, arith.endpoint, "rollout.engine=vllm-server", "rollout.weight_sync_timeout_s=2",
+                    f"rollout.vllm.servers={servers.replace('PORT', port)}"))
+    assert r.exit_code == 1, r.output
+    assert r.output.splitlines() == [f"error: {expected.replace('PORT', port)}"], r.output

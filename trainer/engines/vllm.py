@@ -129,7 +129,7 @@ class VLLMEngine:
         self.rows_drawn += len(prompts) * g
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
                                     use_tqdm=False)
-        rows: list[tuple[list[int], list[int], list[float], bool, str]] = []
+        rows: list[Row] = []
         for prompt, out in zip(prompts, outputs, strict=True):
             completions = sorted(out.outputs, key=lambda c: c.index)
             if len(completions) != num_generations:
@@ -141,33 +141,12 @@ class VLLMEngine:
         if self.opts.sleep_between_phases:  # free weights + KV cache while the learner updates
             self.llm.sleep(level=1)
             self._sleeping = True
-        return self._to_batch(rows)
+        return rows_to_batch(rows, self.pad_id)
 
     def _wake(self) -> None:
         if self._sleeping:
             self.llm.wake_up()
             self._sleeping = False
-
-    def _to_batch(self, rows: list[tuple[list[int], list[int], list[float], bool, str]]) -> RolloutBatch:
-        b = len(rows)
-        tp = max(len(r[0]) for r in rows)
-        t = max(1, max(len(r[1]) for r in rows))
-        prompt_ids = torch.full((b, tp), self.pad_id, dtype=torch.long)
-        prompt_mask = torch.zeros((b, tp), dtype=torch.long)
-        completion_ids = torch.full((b, t), self.pad_id, dtype=torch.long)
-        completion_mask = torch.zeros((b, t), dtype=torch.long)
-        logprobs = torch.zeros((b, t), dtype=torch.float32)
-        truncated = torch.zeros(b, dtype=torch.bool)
-        for i, (prompt, ids, lps, trunc, _) in enumerate(rows):
-            prompt_ids[i, tp - len(prompt):] = torch.tensor(prompt)
-            prompt_mask[i, tp - len(prompt):] = 1
-            if ids:
-                completion_ids[i, : len(ids)] = torch.tensor(ids)
-                completion_mask[i, : len(ids)] = 1
-                logprobs[i, : len(ids)] = torch.tensor(lps)
-            truncated[i] = trunc
-        return RolloutBatch(prompt_ids, prompt_mask, completion_ids, completion_mask, truncated,
-                            [r[4] for r in rows], rollout_logprobs=logprobs)
 
     # --- weights -------------------------------------------------------------------------------------------
     def sync_weights(self, policy: torch.nn.Module) -> None:
@@ -213,3 +192,30 @@ class VLLMEngine:
             self.llm.llm_engine.engine_core.shutdown()
         finally:
             self._cleanup()
+
+
+Row = tuple[list[int], list[int], list[float], bool, str]
+"""(prompt ids, completion ids, the completion's sampled-token log-probs, cut at the length limit, text)."""
+
+
+def rows_to_batch(rows: list[Row], pad_id: int) -> RolloutBatch:
+    """Sampled rows as one left-padded prompt / right-padded completion batch with their log-probs."""
+    b = len(rows)
+    tp = max(len(r[0]) for r in rows)
+    t = max(1, max(len(r[1]) for r in rows))
+    prompt_ids = torch.full((b, tp), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((b, tp), dtype=torch.long)
+    completion_ids = torch.full((b, t), pad_id, dtype=torch.long)
+    completion_mask = torch.zeros((b, t), dtype=torch.long)
+    logprobs = torch.zeros((b, t), dtype=torch.float32)
+    truncated = torch.zeros(b, dtype=torch.bool)
+    for i, (prompt, ids, lps, trunc, _) in enumerate(rows):
+        prompt_ids[i, tp - len(prompt):] = torch.tensor(prompt)
+        prompt_mask[i, tp - len(prompt):] = 1
+        if ids:
+            completion_ids[i, : len(ids)] = torch.tensor(ids)
+            completion_mask[i, : len(ids)] = 1
+            logprobs[i, : len(ids)] = torch.tensor(lps)
+        truncated[i] = trunc
+    return RolloutBatch(prompt_ids, prompt_mask, completion_ids, completion_mask, truncated,
+                        [r[4] for r in rows], rollout_logprobs=logprobs)

@@ -318,3 +318,45 @@ def test_two_learners_each_with_its_own_rollout_worker(tmp_path, parallel):
     drawn = PromptSampler(512, 4, load_config(None, COMMON).data.shuffle_seed).next(meta["sampler_position"])
     assert collections.Counter(consumed[0] + consumed[1] + pending[0] + pending[1]) == collections.Counter(drawn)
     assert _weights(tmp_path)  # rank 0 saved the final model
+
+
+@pytest.mark.distributed
+def test_a_killed_worker_of_one_ddp_learner_is_started_again_by_it(tmp_path):
+    """Two DDP learners: the worker of learner rank 1 is killed mid-run; that learner starts its workers again
+    (its message names it), the other waits in the next collective, and the run trains every step."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(Path(__file__).with_name("pipeline_learners.py")), str(tmp_path), *COMMON, "rollout.workers=1",
+           "distributed.parallel=ddp", "run.max_steps=60"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+                            start_new_session=True)
+    try:
+        metrics = tmp_path / "metrics.jsonl"
+        deadline = time.monotonic() + 300
+        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        learner = next(pid for pid in _children_with(proc.pid, "pipeline_learners.py")  # torchrun's children
+                       if _environ(pid).get("RANK") == "1")
+        worker = _child_with(learner, "multiprocessing.spawn")
+        os.kill(worker, signal.SIGKILL)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out[-2000:] + err[-2000:]
+    assert f"rollout worker 1 of learner rank 1 (pid {worker}) exited with code -9; starting the rollout workers " \
+           "again (restart 1 of rollout.worker_restarts=1)" in out, out[-3000:]
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["step"] for r in records] == list(range(1, 61))
+    assert records[-1]["async/worker_restarts"] == 1.0  # summed over the learners: only rank 1's restarted
+    assert max(r["async/staleness_max"] for r in records) <= 1
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = (Path("/proc") / str(pid) / "environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+

@@ -49,10 +49,13 @@ def train(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # SIGTERM unwinds like Ctrl-C, so local verifier services are stopped and the metrics file closed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    from cohort.trainer import spawn_workers
+
+    early = spawn_workers.start_early(cfg)  # rollout workers start up while this process imports the trainer
     from cohort.trainer.train import run
 
     try:
-        records = run(cfg)
+        records = run(cfg, early)
     except (ValueError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

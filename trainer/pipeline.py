@@ -51,12 +51,8 @@ from __future__ import annotations
 
 import collections
 import datetime
-import multiprocessing as mp
 import os
 import queue
-import shutil
-import signal
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -64,7 +60,7 @@ from typing import Any
 
 import torch
 
-from cohort.trainer import distributed, wire
+from cohort.trainer import distributed, spawn_workers, wire
 from cohort.trainer.advantages import group_advantages
 from cohort.trainer.collect import Round
 from cohort.trainer.config import TrainConfig
@@ -115,12 +111,11 @@ class Pipeline:
         self._arrived: queue.Queue = queue.Queue()  # (Generated, Order, Future[Scores]) or an Exception
         self._ready: collections.deque[_Group] = collections.deque()
         self._next_id = 0
-        self._procs: list[Any] = []
+        self._spawned: spawn_workers.Workers | None = None
         self._links: wire.Links | None = None
         self._weight_works: list = []
         self._flat: torch.Tensor | None = None
         self._closing = False
-        self._rendezvous: str | None = None
         self._init = ""
         self.dropped_stale = 0
         self.restarts = 0  # times the workers were started again after one died
@@ -157,9 +152,10 @@ class Pipeline:
 
     # ---- start and stop ------------------------------------------------------------------------------
 
-    def spawn(self) -> None:
-        """Start the workers on this machine (not under torchrun, which starts them): called before the learner
-        builds its model and verifiers, so the workers' start-up (imports, their own model) overlaps it."""
+    def spawn(self, early: spawn_workers.Workers | None = None) -> None:
+        """Start the workers on this machine (not under torchrun, which starts them), or take those ``cohort
+        train`` started ``early``: before the learner builds its model and verifiers, so that the workers'
+        start-up (imports, their own model) overlaps it."""
         world = 1 + self.n_workers
         if distributed.launched() and not self.comm.distributed:  # torchrun started the workers: ranks 1..
             if int(os.environ["WORLD_SIZE"]) != world:
@@ -167,19 +163,12 @@ class Pipeline:
                                  f"needs 1 + rollout.workers = {world} (rank 0 is the learner)")
             self._init = "env://"
             return
-        self._rendezvous = tempfile.mkdtemp(prefix="cohort-pipeline-")
-        self._init = f"file://{self._rendezvous}/rendezvous"
-        from cohort.trainer.rollout_worker import spawned
+        self._spawned = early or spawn_workers.start(self.cfg, self.comm.rank)
+        self._init = self._spawned.init
 
-        ctx = mp.get_context("spawn")  # never fork: this process has gRPC threads
-        data = self.cfg.model_dump()
-        # a vLLM worker starts vLLM's engine core as its own child, which a daemonic process may not have; it is
-        # reaped by close() all the same, with its process group (the engine core does not notice its parent die)
-        daemon = self.cfg.rollout.engine != "vllm"
-        self._procs = [ctx.Process(target=spawned, args=(data, r, world, self._init, self.comm.rank), daemon=daemon,
-                                   name=f"cohort-rollout-{r}") for r in range(1, world)]
-        for p in self._procs:
-            p.start()
+    @property
+    def _procs(self) -> list[Any]:
+        return self._spawned.procs if self._spawned else []
 
     def start(self, src: Any, policy: torch.nn.Module, version: int) -> None:
         """Join the workers (:meth:`spawn` first), send them version ``version`` and the first orders."""
@@ -237,18 +226,8 @@ class Pipeline:
         self._reap()
 
     def _reap(self) -> None:
-        """The spawned workers ended (killed when they do not end by themselves), the rendezvous removed."""
-        for p in self._procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
-            try:  # what the worker started and left behind (a killed vLLM worker's engine core): its own group
-                os.killpg(p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if self._rendezvous:
-            shutil.rmtree(self._rendezvous, ignore_errors=True)
+        if self._spawned:
+            self._spawned.reap()
 
     # ---- a worker that died ----------------------------------------------------------------------------
 

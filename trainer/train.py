@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from cohort.trainer import checkpoint, distributed, metrics, tool_rollouts
+from cohort.trainer import checkpoint, distributed, metrics, spawn_workers, tool_rollouts
 from cohort.trainer.advantages import Advantages, batch_std
 from cohort.trainer.collect import Round, Sources, collect_round, reference_logprobs
 from cohort.trainer.config import TrainConfig, dump_config
@@ -52,7 +52,8 @@ def verifier_endpoints(cfg: TrainConfig) -> Iterator[dict[str, list[str]]]:
         yield {**endpoints, **{name: [started[name]] for name in local}}
 
 
-def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
+def train(cfg: TrainConfig, endpoints: dict[str, list[str]], early: spawn_workers.Workers | None = None) -> list[dict]:
+    """The run (``early``: rollout workers ``cohort train`` started before importing the trainer)."""
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     torch.manual_seed(cfg.run.seed)
@@ -62,7 +63,7 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]]) -> list[dict]:
     if not pipelined:
         return _train(cfg, endpoints, comm, None)
     pipeline = Pipeline(cfg, comm)
-    pipeline.spawn()  # the rollout workers start up while the learner does
+    pipeline.spawn(early)  # the rollout workers start up while the learner does
     try:
         return _train(cfg, endpoints, comm, pipeline)
     finally:
@@ -268,7 +269,7 @@ def round_metrics(batch: RolloutBatch, scores: Scores, adv: Advantages, n_rows: 
     return rec
 
 
-def run(cfg: TrainConfig) -> list[dict]:
+def run(cfg: TrainConfig, early: spawn_workers.Workers | None = None) -> list[dict]:
     """Start local verifier services when needed, then train. TLS files are read first (before the model loads).
     Under ``torchrun`` with the asynchronous pipeline and one learner, ranks 1.. are its rollout workers (with
     DDP/FSDP2 every rank is a learner that spawns its own)."""
@@ -278,6 +279,10 @@ def run(cfg: TrainConfig) -> list[dict]:
 
         rollout_worker.run(cfg, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), "env://")
         return []
-    client_tls(cfg.scoring)
-    with verifier_endpoints(cfg) as endpoints, tool_rollouts.local_servers(cfg) as cfg:
-        return train(cfg, endpoints)
+    try:
+        client_tls(cfg.scoring)
+        with verifier_endpoints(cfg) as endpoints, tool_rollouts.local_servers(cfg) as cfg:
+            return train(cfg, endpoints, early)
+    finally:
+        if early:  # the pipeline reaps them too; a run that failed before it started has them reaped here
+            early.reap()

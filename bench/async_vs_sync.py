@@ -11,7 +11,12 @@ updates; groups at most one weight version old; ``--staleness K`` for K). Scenar
    server processes on 127.0.0.1 and given to the trainer as ``endpoints``. A call's groups are scored in
    parallel threads, so one scoring call takes about the latency. Default latency: the ``instant`` sync
    run's mean generation time per generate call (``time/generate_s / rollout.generation_chunks``), i.e. a
-   verifier as slow as the generator.
+   verifier as slow as the generator;
+3. ``code`` (``--scenarios ... code``): code rows through the sandbox. The embedded task's rows plus the
+   generated ``code_functions`` rows (``examples/data/code-functions/train.jsonl``, as plain prompts: the tiny
+   model has no chat template), scored by ``cohort serve code`` (the real sandbox, started by ``cohort train``)
+   beside the embedded ``math`` and ``arith``. The tiny model writes no working code, so those rows score 0 and
+   teach nothing: what they add is the sandbox's latency and CPU on every step that draws one.
 
 Before the runs the verifiers of each scenario are timed with the trainer's own client (one chunk-sized
 call, ``P / generation_chunks`` prompts x G completions, median of 7), printed next to the generation time.
@@ -29,7 +34,8 @@ the per-step mean reward, smoothed; the wall-clock: the per-step mean elapsed ti
 reward on the embedded task moves by several hundredths from step to step.
 It is a report, not a test: exit 0 when every run succeeded, else 1 with a one-line error.
 
-    .venv/bin/python bench/async_vs_sync.py [--steps 60] [--seed 0] [--verifier-latency-s S] [--staleness K] [--out DIR] [--quick]
+    .venv/bin/python bench/async_vs_sync.py [--steps 60] [--seed 0] [--verifier-latency-s S] [--staleness K]
+        [--scenarios instant slow code] [--out DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -220,9 +226,9 @@ def probe_latency(endpoints: dict[str, list[str]] | None) -> float:
 
 
 def write_config(path: Path, out_dir: Path, mode: str, steps: int, seed: int,
-                 endpoints: dict[str, str] | None) -> Path:
+                 endpoints: dict[str, str] | None, extra: dict | None = None) -> Path:
     """The embedded default, layered: the mode's rollout keys, no early stop, no plot/TensorBoard, and
-    (slow scenario) the embedded verifiers with the bench's endpoints."""
+    (slow scenario) the embedded verifiers with the bench's endpoints, or (code scenario) ``extra``."""
     from cohort.trainer.config import load_config
 
     layer: dict = {
@@ -235,6 +241,7 @@ def write_config(path: Path, out_dir: Path, mode: str, steps: int, seed: int,
         layer["scoring"] = {"local_services": False, "verifiers": [
             {"name": v.name, "weight": v.weight, "kind": v.kind, "options": dict(v.options),
              "endpoints": [endpoints[v.name]]} for v in specs]}
+    layer |= extra or {}
     path.write_text(yaml.safe_dump(layer, sort_keys=False))
     return path
 
@@ -439,14 +446,15 @@ def bench(args: argparse.Namespace) -> dict:
         "modes": {m: {f"rollout.{k}": v for k, v in kv.items()} for m, kv in MODES.items()}, "scenarios": {},
     }
 
-    def run_scenario(name: str, endpoints: dict[str, str] | None, note: str) -> dict:
+    def run_scenario(name: str, endpoints: dict[str, str] | None, note: str, extra: dict | None = None) -> dict:
         scenario: dict = {"note": note, "runs": {}}
         for mode in MODES:
             per_seed = []
             for seed in args.seeds:
                 run_dir = out / name / mode / f"seed{seed}" if len(args.seeds) > 1 else out / name / mode
                 run_dir.mkdir(parents=True, exist_ok=True)
-                config = write_config(run_dir / "config.yaml", run_dir / "run", mode, args.steps, seed, endpoints)
+                config = write_config(run_dir / "config.yaml", run_dir / "run", mode, args.steps, seed, endpoints,
+                                      extra)
                 print(f"[{name}/{mode}/seed {seed}] cohort train --config {config}", flush=True)
                 load_before = os.getloadavg()[0]
                 seconds = run_trainer(f"{name}/{mode}", config, run_dir / "train.log", args.run_timeout)
@@ -461,31 +469,61 @@ def bench(args: argparse.Namespace) -> dict:
         scenario["comparison"] = compare(scenario["runs"]["sync"], scenario["runs"]["async"])
         return scenario
 
-    instant_probe = probe_latency(None)
-    report["scenarios"]["instant"] = run_scenario(
-        "instant", None, "the embedded default's verifiers, started by cohort train")
-    report["scenarios"]["instant"]["verify_call_s"] = instant_probe
-    generate_call_s = report["scenarios"]["instant"]["runs"]["sync"]["generate_call_s"]
-    latency = args.verifier_latency_s if args.verifier_latency_s is not None else round(generate_call_s, 4)
-    report["generate_call_s"] = generate_call_s
-    report["verifier_latency_s"] = latency
-    report["verifier_latency_source"] = "given" if args.verifier_latency_s is not None else \
-        "measured: the instant sync run's mean time/generate_s per generate call"
-    with SlowVerifiers(names, latency, out) as slow:
-        slow_probe = probe_latency({n: [e] for n, e in slow.endpoints.items()})
-        report["scenarios"]["slow"] = run_scenario(
-            "slow", slow.endpoints, f"math and arith each sleeping {latency:g} s per verify_group, served by the bench")
-        report["scenarios"]["slow"]["verify_call_s"] = slow_probe
+    report["generate_call_s"] = report["verifier_latency_s"] = None
+    if "instant" in args.scenarios:
+        instant_probe = probe_latency(None)
+        report["scenarios"]["instant"] = run_scenario(
+            "instant", None, "the embedded default's verifiers, started by cohort train")
+        report["scenarios"]["instant"]["verify_call_s"] = instant_probe
+        report["generate_call_s"] = report["scenarios"]["instant"]["runs"]["sync"]["generate_call_s"]
+    if "slow" in args.scenarios:
+        latency = args.verifier_latency_s if args.verifier_latency_s is not None else \
+            round(report["generate_call_s"], 4)
+        report["verifier_latency_s"] = latency
+        report["verifier_latency_source"] = "given" if args.verifier_latency_s is not None else \
+            "measured: the instant sync run's mean time/generate_s per generate call"
+        with SlowVerifiers(names, latency, out) as slow:
+            slow_probe = probe_latency({n: [e] for n, e in slow.endpoints.items()})
+            report["scenarios"]["slow"] = run_scenario(
+                "slow", slow.endpoints, f"math and arith each sleeping {latency:g} s per verify_group, served by "
+                "the bench")
+            report["scenarios"]["slow"]["verify_call_s"] = slow_probe
+    if "code" in args.scenarios:
+        report["scenarios"]["code"] = run_scenario(
+            "code", None, "the embedded rows and code rows through the sandbox (cohort serve code)",
+            code_layer(out, cfg))
+        report["scenarios"]["code"]["verify_call_s"] = None
     return report
+
+
+def code_layer(out: Path, cfg) -> dict:
+    """The ``code`` scenario's data and verifiers: the embedded task's rows and the code rows as plain prompts."""
+    from cohort.trainer.data import arithmetic_task
+
+    arith, code = out / "arithmetic.jsonl", out / "code-functions.jsonl"
+    with open(arith, "w") as f:
+        for ex in arithmetic_task(cfg.data.arithmetic):
+            f.write(json.dumps({"prompt": ex.prompt, "answer": ex.reference.answer}) + "\n")
+    with open(code, "w") as f:
+        for line in (ROOT / "examples" / "data" / "code-functions" / "train.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            f.write(json.dumps({"id": row["id"], "prompt": row["messages"][-1]["content"],
+                                "code_tests": row["code_tests"]}) + "\n")
+    verifiers = [{"name": v.name, "weight": v.weight, "options": dict(v.options)} for v in cfg.scoring.verifiers]
+    return {"data": {"arithmetic": None, "sources": [
+                {"path": str(arith), "name": "arithmetic"},
+                {"path": str(code), "name": "code", "verifiers": ["code"]}]},
+            "scoring": {"verifiers": [*verifiers, {"name": "code", "weight": 1.0}]}}
 
 
 def print_report(report: dict, every: int) -> None:
     print(f"\n{report['steps']} steps per run, seeds {report['seeds']} (figures: means over them), {report['cpus']} CPUs "
           f"(load average at start {report['load_avg_at_start'][0]:.2f}); runs under {report['out']}")
-    print(f"generation: {report['generate_call_s']:.3f} s per generate call (instant sync run, steps 2..); "
-          f"slow verifier latency {report['verifier_latency_s']:g} s ({report['verifier_latency_source']})")
+    if report["verifier_latency_s"] is not None:
+        print(f"generation: {_f(report['generate_call_s'])} s per generate call (instant sync run, steps 2..); "
+              f"slow verifier latency {report['verifier_latency_s']:g} s ({report['verifier_latency_source']})")
     for name, scenario in report["scenarios"].items():
-        print(f"\n== {name}: {scenario['note']}; one chunk-sized scoring call takes {scenario['verify_call_s']:.3f} s "
+        print(f"\n== {name}: {scenario['note']}; one chunk-sized scoring call takes {_f(scenario['verify_call_s'])} s "
               f"(median of {PROBE_CALLS}, before the runs), one generate call "
               f"{scenario['runs']['sync']['generate_call_s']:.3f} s (its sync run)")
         for line in table(scenario):
@@ -512,6 +550,9 @@ def main() -> int:
     parser.add_argument("--curve-every", type=int, default=None, help="steps between printed curve points "
                         "(default 10; --quick 1)")
     parser.add_argument("--run-timeout", type=float, default=1800.0, help="seconds before a run is killed")
+    parser.add_argument("--scenarios", nargs="+", choices=["instant", "slow", "code"], default=["instant", "slow"],
+                        help="which scenarios to run (default: instant slow; slow without instant needs "
+                             "--verifier-latency-s)")
     parser.add_argument("--staleness", type=int, default=1,
                         help="rollout.max_staleness of the async runs (default 1): how many weight versions "
                              "generation may run ahead, so how many steps' scoring calls can be in flight")
@@ -523,6 +564,9 @@ def main() -> int:
         parser.error("--steps and --curve-every must be at least 1")
     if args.verifier_latency_s is not None and args.verifier_latency_s < 0:
         parser.error("--verifier-latency-s must be >= 0")
+    if "slow" in args.scenarios and "instant" not in args.scenarios and args.verifier_latency_s is None:
+        parser.error("--scenarios slow without instant needs --verifier-latency-s (the default is instant's "
+                     "generation time)")
     if args.staleness < 1:
         parser.error("--staleness must be at least 1 (0 is the sync run)")
     MODES["async"]["max_staleness"] = args.staleness

@@ -39,3 +39,21 @@ def test_quick_async_vs_sync_bench(tmp_path, slowdown):
         assert 0.0 <= pipelined["learner_idle_frac"] <= 1.0 and 0.0 <= pipelined["generator_idle_frac"] <= 1.0
         assert scenario["verify_call_s"] > 0
     assert report["scenarios"]["slow"]["verify_call_s"] >= 0.05  # the slowed verifiers did sleep
+
+
+@pytest.mark.slow
+def test_quick_code_scenario_scores_code_rows_through_the_sandbox(tmp_path, slowdown):
+    """``--scenarios code``: the embedded rows plus code rows, the code rows scored by the real sandbox in both
+    modes (``reward/code`` in the first steps' records: the prompt order is seeded, and it draws code rows)."""
+    factor = slowdown(0.5)
+    cmd = [sys.executable, str(ROOT / "bench" / "async_vs_sync.py"), "--quick", "--steps", str(STEPS),
+           "--scenarios", "code", "--out", str(tmp_path), "--run-timeout", f"{WALL_S * factor:.0f}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=2 * WALL_S * factor)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert set(report["scenarios"]) == {"code"}
+    for mode in ("sync", "async"):
+        assert report["scenarios"]["code"]["runs"][mode]["steps"] == STEPS
+        records = [json.loads(line) for line in (tmp_path / "code" / mode / "run" / "metrics.jsonl").read_text()
+                   .splitlines()]
+        assert any("reward/code" in r for r in records), records[0].keys()

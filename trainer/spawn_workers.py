@@ -14,6 +14,7 @@ import shutil
 import signal
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -66,6 +67,10 @@ def start_early(cfg: Any) -> Workers | None:
 
 
 def _entry(cfg_data: dict, rank: int, world: int, init: str, learner: int) -> None:
+    try:  # ps, top and the tests tell the rollout workers from the verifiers' spawned scoring processes
+        Path("/proc/self/comm").write_text(f"cohort-rollout{rank}"[:15])
+    except OSError:  # not Linux
+        pass
     from cohort.trainer.rollout_worker import spawned
 
     spawned(cfg_data, rank, world, init, learner)

@@ -209,7 +209,7 @@ def _kill_a_worker_after(tmp_path: Path, steps: int, *overrides: str) -> tuple[s
         while not (metrics.exists() and len(metrics.read_text().splitlines()) >= steps):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
-        worker = _child_with(proc.pid, "multiprocessing.spawn")
+        worker = _rollout_worker_of(proc.pid)
         os.kill(worker, signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
     finally:
@@ -241,10 +241,14 @@ def test_a_killed_rollout_worker_is_started_again_and_the_run_finishes(tmp_path)
     assert not _in_session(proc.pid)  # every worker reaped, the dead one's and the new one
 
 
-def _child_with(pid: int, text: str) -> int:
-    found = _children_with(pid, text)
-    if not found:
-        raise AssertionError(f"no child of {pid} runs {text!r}")
+def _rollout_worker_of(pid: int) -> int:
+    """The rollout worker spawned by ``pid``, by the name it gives itself: the embedded verifiers' scoring
+    processes are spawn children too, and pids wrap on a busy machine, so neither command line nor pid order
+    tells them apart."""
+    found = [child for child in _children_with(pid, "multiprocessing.spawn")
+             if (Path("/proc") / str(child) / "comm").read_text().startswith("cohort-rollout")]
+    if len(found) != 1:
+        raise AssertionError(f"{len(found)} rollout workers among the children of {pid}")
     return found[0]
 
 
@@ -338,7 +342,7 @@ def test_a_killed_worker_of_one_ddp_learner_is_started_again_by_it(tmp_path):
             time.sleep(0.1)
         learner = next(pid for pid in _children_with(proc.pid, "pipeline_learners.py")  # torchrun's children
                        if _environ(pid).get("RANK") == "1")
-        worker = _child_with(learner, "multiprocessing.spawn")
+        worker = _rollout_worker_of(learner)
         os.kill(worker, signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
     finally:

@@ -123,6 +123,21 @@ TASKS = {
         },
         "bench": "gsm8k", "bench_rows": 64,
     },
+    "add": {  # the same stories, adding only, values up to 25: the chain is one pattern (add the next number)
+        "config": "examples/smollm2-multistep-add.yaml", "test": "examples/data/multistep/test-add.jsonl",
+        "arms": {
+            "partial": [],  # the config's reward: math + the share of the row's worked solution written in place
+            "outcome": ["scoring.verifiers=[{name: math, weight: 1.0}]",
+                        "data.sources=[{path: examples/data/multistep/train-add.jsonl, name: multistep, "
+                        "verifiers: [math]}]"],
+            # process credit against the row's worked solution, on top of math's outcome
+            "solution": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, kind: process, "
+                         "options: {answer_step: 'false'}}]"],
+            "trl": None,  # the outcome arm trained by TRL 1.16 (bench/reasoning_trl.py, in .venv-peer)
+            "trl-partial": None,  # the partial arm (the config) through TRL
+        },
+        "bench": "gsm8k", "bench_rows": 64,
+    },
     "code": {
         "config": "examples/smollm2-code.yaml", "test": "examples/data/code-functions/test.jsonl",
         "arms": {"outcome": []},
@@ -190,6 +205,8 @@ def evaluate(args, model: Path | None, stem: Path) -> None:
             continue
         cmd = [*COHORT, "eval", "-c", TASKS[args.task]["config"], "-n", str(args.samples), "--batch-prompts", "16",
                "--json", "data.sources=" + sources[0], "run.seed=0", *extra]
+        if args.task in ("multistep", "addsub", "add"):  # every model graded by math alone, whatever it trained on
+            cmd.append("scoring.verifiers=[{name: math, weight: 1.0}]")
         if model is not None:
             cmd += ["--model", str(model)]
         tmp = out.with_suffix(".partial")

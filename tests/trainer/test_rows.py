@@ -334,8 +334,10 @@ def test_generated_code_asserts_reach_both_branches_of_a_predicate():
     assert checked >= 40
 
 
-@pytest.mark.parametrize("name, rows, verifier", [("smollm2-multistep", 300, "math"), ("smollm2-multistep-addsub", 300, "math"),
-                                                  ("smollm2-code", 256, "code")])
+@pytest.mark.parametrize("name, rows, verifier", [("smollm2-multistep", 300, ("math",)),
+                                                  ("smollm2-multistep-addsub", 300, ("math",)),
+                                                  ("smollm2-multistep-add", 300, ("math", "steps")),
+                                                  ("smollm2-code", 256, ("code",))])
 def test_reasoning_example_configs_load_and_route_their_rows(name, rows, verifier):
     from pathlib import Path
 
@@ -345,4 +347,4 @@ def test_reasoning_example_configs_load_and_route_their_rows(name, rows, verifie
     tasks = load_examples(DataSection(sources=sources))
     assert len(tasks) == rows and all(t.messages is not None for t in tasks)
     defaults = {v.name: (v.weight, v.options) for v in cfg.scoring.verifiers}
-    assert {tuple(r.name for r in route(t, defaults, None)) for t in tasks} == {(verifier,)}
+    assert {tuple(r.name for r in route(t, defaults, None)) for t in tasks} == {verifier}

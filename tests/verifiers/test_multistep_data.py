@@ -16,7 +16,7 @@ from cohort.verifiers.math import MathVerifier
 from cohort.verifiers.steps import StepsVerifier
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data" / "multistep"
-LEVELS = ("", "-addsub")  # the full level (add, take away, double, triple) and adding and taking away only
+LEVELS = ("", "-addsub", "-add")  # the full level (add, take away, double, triple), adding and taking away, adding only
 
 
 def rows(name: str) -> list[dict]:

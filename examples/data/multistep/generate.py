@@ -7,7 +7,8 @@ twice as many as before. She gives 3 to a friend. How many shells does Mia have 
 and 2, 3 or 4 operations (add, take away, double or triple), every intermediate value between 1 and
 60, every number added or taken away at most 9. A second, easier level (``LEVELS["addsub"]``: adding and
 taking away only, values up to 20, at most 5 at a time) is written as ``train-addsub.jsonl``,
-``test-addsub.jsonl`` and ``solutions-addsub.jsonl``. The row's ``answer`` is the final value;
+``test-addsub.jsonl`` and ``solutions-addsub.jsonl``; a third (``LEVELS["add"]``: adding only, values up to 25, at
+most 5 at a time, so that the chain is one pattern) as ``train-add.jsonl`` and so on. The row's ``answer`` is the final value;
 ``solutions.jsonl`` holds each row's worked chain of ``a op b = c`` steps (``{"id", "solution"}``: "7 + 5 = 12. 12 * 2 = 24. 24 - 3 = 21. The answer is 21."),
 which the ``steps`` verifier scores right at every step (tests/verifiers/test_multistep_data.py); each row
 also carries it as ``options.steps.solution``, the reference chain of the ``steps`` option ``solution``.
@@ -38,6 +39,9 @@ base model copied into sums: "10 * 3 = 30. 30 - 1 = 29.") the base passed 4.2% o
 (4 samples each); with this one 6.2% (2026-12-03, ``bench/reasoning_rise.py --task addsub``), inside the 5-30%
 where groups carry signal. A first probe on 48 other problems of the level gave 8.9% against 5.7-6.8% for two
 other wordings (a worked example that names each operation, two worked examples)."""
+EXAMPLE_ADD = ("Tom has 4 apples. He buys 3 more. He finds 5 more. A friend gives him 2 more. How many apples does "
+               "Tom have now?", "4 + 3 = 7. 7 + 5 = 12. 12 + 2 = 14. The answer is 14.")
+"""The adding level's worked example."""
 PEOPLE = [("Mia", "she"), ("Omar", "he"), ("Lena", "she"), ("Ravi", "he"), ("Sara", "she"), ("Ben", "he"),
           ("Ana", "she"), ("Kofi", "he"), ("Yuki", "she"), ("Leo", "he")]
 ITEMS = ["shells", "marbles", "stickers", "books", "coins", "cards", "pencils", "stamps", "eggs", "beads"]
@@ -61,6 +65,8 @@ def problem(rng: random.Random, n_ops: int, ops: tuple[str, ...] = ("add", "sub"
         kind = rng.choice(kinds)
         if kind == "mul" and v * 2 > max_value or kind == "sub" and v < 3 or kind == "add" and v >= max_value:
             kind = "add" if v < 3 else "sub"
+        if kind not in ops:  # the adding level at its ceiling: start this problem again
+            return problem(rng, n_ops, ops, max_value, max_k)
         if kind == "add":
             k = rng.randint(1, min(max_k, max_value - v))
             text.append(rng.choice(ADD).format(P=p.capitalize(), o=o, k=k))
@@ -92,6 +98,7 @@ def row(split: str, i: int, n_ops: int, question: str, solution: str, answer: in
 LEVELS = {
     "": {"seed": 0, "ops": ("add", "sub", "mul"), "max_value": MAX_VALUE, "max_k": 9, "example": EXAMPLE},
     "addsub": {"seed": 1, "ops": ("add", "sub"), "max_value": 20, "max_k": 5, "example": EXAMPLE_ADDSUB},
+    "add": {"seed": 2, "ops": ("add",), "max_value": 25, "max_k": 5, "example": EXAMPLE_ADD},
 }
 """Each level's files: ``train.jsonl`` / ``test.jsonl`` / ``solutions.jsonl`` for the full level, and
 ``train-addsub.jsonl`` and so on for the easier one (adding and taking away only, values up to 20)."""

@@ -51,7 +51,8 @@ a right step is one of *this* problem's chain, in its place: side sums, repeats 
 solution's end are wrong, and a completion with fewer steps than the solution ends on a wrong step
 (stopping early does not pay); the reward (the outcome view, as ``kind: outcome``) is then
 ``solution_frac``, the share of the solution's steps written in place: partial credit that only this
-problem's chain can earn. A solution without steps, or with a wrong step, is INVALID_REFERENCE (masked). All default to
+problem's chain can earn, out of the steps written when there are more than the solution's (since 1.5.0: going
+on past the chain's end costs). A solution without steps, or with a wrong step, is INVALID_REFERENCE (masked). All default to
 the behaviour above.
 
 >>> v = StepsVerifier()
@@ -487,8 +488,10 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
         detail += f"; candidate limit, scored wrong: {refusals[0]}" + (f" (+{len(refusals) - 1} more)" if len(refusals) > 1 else "")
     flags = (CANDIDATE_LIMIT,) if refusals else ()
     # the outcome view: the share of right steps, or with a solution the share of its steps written in place (the
-    # share of right steps would pay a completion that stops after one right step more than a longer honest try)
-    reward = components["solution_frac"] if solution is not None else right / n if n else 0.0
+    # share of right steps would pay a completion that stops after one right step more than a longer honest try),
+    # out of the steps written when there are more: going on past the chain's end costs, as its wrong steps do in
+    # the process view (1.4.0 paid a chain that never stopped as much as one that did, and a run learned it)
+    reward = matched / max(len(solution), len(candidates)) if solution is not None else right / n if n else 0.0
     return RolloutResult.ok(rollout.index, reward, verdict, components, detail, flags, steps=steps)
 
 
@@ -502,7 +505,7 @@ def parse_reference(raw: str) -> Fraction:
 
 class StepsVerifier:
     name = "steps"
-    version = "1.4.0"  # option solution; 1.3.0: options complete and connected; 1.2.0: options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
+    version = "1.5.0"  # 1.5.0: with a solution, steps past its length lower the outcome reward; 1.4.0: option solution; 1.3.0: options complete and connected; 1.2.0: options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
     description = "process rewards: each arithmetic step of a chain of thought (and the final answer) right or wrong"
     reference_kinds = ()  # an answer is optional (it adds the final step)
     max_concurrency = 1  # pure Python

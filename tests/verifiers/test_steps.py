@@ -456,8 +456,10 @@ def test_solution_credits_only_the_worked_solutions_steps_in_their_place() -> No
     assert [(s.end, s.reward) for s in r["ends on a step"].steps] == [(9, 1.0), (len(texts["ends on a step"]), 0.0)]
     assert r["empty"].steps == () and r["empty"].reward == 0.0
     assert "2 of the solution's 3 steps" in r["short"].detail
-    # the outcome view is the share of the solution written in place: stopping early never beats going on
-    assert [x.reward for x in r.values()] == [1.0, pytest.approx(2 / 3), 0.0, 1.0, 0.0, pytest.approx(2 / 3), 0.0]
+    # the outcome view is the share of the solution written in place, out of the steps written when there are
+    # more: stopping early never beats the chain, and neither does going on past its end
+    assert [x.reward for x in r.values()] == [1.0, pytest.approx(2 / 3), 0.0, 0.75, 0.0, pytest.approx(2 / 3), 0.0]
+    assert r["loop"].components["solution_frac"] == 1.0  # the share of the solution alone is unchanged
     for result, text in zip(r.values(), texts.values()):
         assert result.status is RolloutStatus.OK and step_problem(result.steps, text) is None, text
 

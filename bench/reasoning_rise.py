@@ -27,6 +27,10 @@ written in place, one scalar reward) and ``trl-partial`` (that reward through TR
 adds the *solution steps* column: the share of each held-out row's worked solution the completions wrote in
 place, answer aside.
 
+``--task add`` is ``examples/smollm2-multistep-add.yaml``: the stories adding only (values up to 25), whose reward is
+``math`` + the share of the row's worked solution written in place (arm ``partial``, the config), against
+``outcome`` (``math`` alone), ``solution`` (process credit against the solution) and TRL (``trl``, ``trl-partial``).
+
 ``--task code`` is ``examples/smollm2-code.yaml`` (``examples/data/code-functions/``: small functions, the
 share of 4 hidden asserts passed in the sandbox as the reward; held-out functions never trained on).
 Pass@1 counts a rollout that passes every hidden assert; the table also gives the share of hidden

@@ -245,11 +245,17 @@ def _rollout_worker_of(pid: int) -> int:
     """The rollout worker spawned by ``pid``, by the name it gives itself: the embedded verifiers' scoring
     processes are spawn children too, and pids wrap on a busy machine, so neither command line nor pid order
     tells them apart."""
-    found = [child for child in _children_with(pid, "multiprocessing.spawn")
-             if (Path("/proc") / str(child) / "comm").read_text().startswith("cohort-rollout")]
+    found = [child for child in _children_with(pid, "multiprocessing.spawn") if _comm(child).startswith("cohort-rollout")]
     if len(found) != 1:
         raise AssertionError(f"{len(found)} rollout workers among the children of {pid}")
     return found[0]
+
+
+def _comm(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "comm").read_text()
+    except OSError:  # it exited since it was listed
+        return ""
 
 
 def _in_session(sid: int) -> list[int]:

@@ -225,18 +225,24 @@ def test_a_killed_rollout_worker_ends_the_run_with_its_name(tmp_path):
     assert f"rollout worker 1 (pid {worker})" in err and "Traceback" not in err, err[-2000:]
 
 
+# the worker is killed after step 2; the run must still need it then. A step takes ~0.06 s at load 0, so at 8
+# steps the learner could hold every group it needed before the kill landed on a busy machine (the run ended
+# without noticing the death); 60 steps leave tens of poll intervals of margin at several times that load
+RESTART_STEPS = 60
+
+
 def test_a_killed_rollout_worker_is_started_again_and_the_run_finishes(tmp_path):
     """The default (rollout.worker_restarts=1): the workers start again with the current weights, the prompts
     the dead one held are ordered again, and the run trains every step; a second death ends it."""
-    proc, worker, out, err = _kill_a_worker_after(tmp_path, 2, "run.max_steps=8")
+    proc, worker, out, err = _kill_a_worker_after(tmp_path, 2, f"run.max_steps={RESTART_STEPS}")
     assert proc.returncode == 0, out[-2000:] + err[-2000:]
     assert f"rollout worker 1 (pid {worker}) exited with code -9; starting the rollout workers again (restart 1 " \
            "of rollout.worker_restarts=1)" in out, out[-3000:]
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in records] == list(range(1, 9))
+    assert [r["step"] for r in records] == list(range(1, RESTART_STEPS + 1))
     assert records[-1]["async/worker_restarts"] == 1.0 and records[0]["async/worker_restarts"] == 0.0
     assert max(r["async/staleness_max"] for r in records) <= 1  # the bound holds across the restart
-    assert [r["async/weight_version"] for r in records] == [float(s) for s in range(1, 9)]
+    assert [r["async/weight_version"] for r in records] == [float(s) for s in range(1, RESTART_STEPS + 1)]
     time.sleep(1)
     assert not _in_session(proc.pid)  # every worker reaped, the dead one's and the new one
 

@@ -1,5 +1,8 @@
 """Asynchronous pipeline vs the lock-step loop on the embedded task: same seed, same steps, side by side.
 
+``--config FILE`` trains another task instead of the embedded one (``examples/smollm2-add.yaml``: SmolLM2-135M,
+where generating is most of a step); its verifiers are the ones wrapped in the ``slow`` scenario.
+
 Modes: ``sync`` is ``rollout.max_staleness=0`` (generate, score, update in one process); ``async`` is
 ``rollout.max_staleness=1 rollout.workers=1`` (one rollout worker process generates while the learner
 updates; groups at most one weight version old; ``--staleness K`` for K). Scenarios:
@@ -35,7 +38,7 @@ reward on the embedded task moves by several hundredths from step to step.
 It is a report, not a test: exit 0 when every run succeeded, else 1 with a one-line error.
 
     .venv/bin/python bench/async_vs_sync.py [--steps 60] [--seed 0] [--verifier-latency-s S] [--staleness K]
-        [--scenarios instant slow code] [--out DIR] [--quick]
+        [--scenarios instant slow code] [--config FILE] [--out DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -58,6 +61,25 @@ ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 5  # steps in the final reward and in the smoothed curve
 MODES = {"sync": {"max_staleness": 0}, "async": {"max_staleness": 1, "workers": 1}}
 PROBE_CALLS = 7
+BASE: Path | None = None  # --config: the task under the runs (None: the embedded default)
+
+
+def base_config():
+    """The task the runs train (``--config`` over the embedded default), as the trainer reads it."""
+    from cohort.trainer.config import load_config
+
+    return load_config(BASE)
+
+
+def base_tree() -> dict:
+    """``--config``'s YAML with its data paths made absolute (the runs start in their own folders)."""
+    if BASE is None:
+        return {}
+    tree = yaml.safe_load(BASE.read_text()) or {}
+    for source in tree.get("data", {}).get("sources", []):
+        if "path" in source and not Path(source["path"]).is_absolute():
+            source["path"] = str(Path(source["path"]).resolve())
+    return tree
 
 # The slow verifier's server: one real verifier, its verify_group delayed. argv: name latency_s port_file.
 # Health, drain on SIGTERM and on the launcher's exit (COHORT_PARENT_FD) are the real server's.
@@ -191,11 +213,10 @@ def _last_line(path: Path) -> str:
 def probe_latency(endpoints: dict[str, list[str]] | None) -> float:
     """Median seconds of one chunk-sized scoring call through the trainer's :class:`Scorer` (the embedded
     default's verifiers, weights and options); ``endpoints`` None: ``cohort serve`` processes started here."""
-    from cohort.trainer.config import load_config
     from cohort.trainer.scoring import Scorer
     from cohort.verifiers.records import Task
 
-    cfg = load_config()
+    cfg = base_config()
     p, g = -(-cfg.grpo.prompts_per_step // cfg.rollout.generation_chunks), cfg.grpo.num_generations
     tasks = [Task.with_answer(f"{i}+2=", str(i + 2)) for i in range(p)]
     texts = [["3", "4", "12", "x", "5 ", "", "6", "-1"][j % 8] for j in range(p * g)]
@@ -227,9 +248,9 @@ def probe_latency(endpoints: dict[str, list[str]] | None) -> float:
 
 def write_config(path: Path, out_dir: Path, mode: str, steps: int, seed: int,
                  endpoints: dict[str, str] | None, extra: dict | None = None) -> Path:
-    """The embedded default, layered: the mode's rollout keys, no early stop, no plot/TensorBoard, and
-    (slow scenario) the embedded verifiers with the bench's endpoints, or (code scenario) ``extra``."""
-    from cohort.trainer.config import load_config
+    """The embedded default (or ``--config``), layered: the mode's rollout keys, no early stop, no plot/TensorBoard,
+    and (slow scenario) the task's verifiers with the bench's endpoints, or (code scenario) ``extra``."""
+    from cohort.trainer.config import layer as layered
 
     layer: dict = {
         "rollout": dict(MODES[mode]),
@@ -237,12 +258,12 @@ def write_config(path: Path, out_dir: Path, mode: str, steps: int, seed: int,
                 "resume": False, "tensorboard": False, "plot": False, "progress": True, "log_every": 25},
     }
     if endpoints is not None:
-        specs = load_config().scoring.verifiers  # names, weights, options as embedded
+        specs = base_config().scoring.verifiers  # names, weights, options as the task has them
         layer["scoring"] = {"local_services": False, "verifiers": [
             {"name": v.name, "weight": v.weight, "kind": v.kind, "options": dict(v.options),
              "endpoints": [endpoints[v.name]]} for v in specs]}
     layer |= extra or {}
-    path.write_text(yaml.safe_dump(layer, sort_keys=False))
+    path.write_text(yaml.safe_dump(layered(base_tree(), layer), sort_keys=False))
     return path
 
 
@@ -433,15 +454,14 @@ def curves(scenario: dict, every: int) -> list[str]:
 
 
 def bench(args: argparse.Namespace) -> dict:
-    from cohort.trainer.config import load_config
-
-    cfg = load_config()
+    cfg = base_config()
     chunks = cfg.rollout.generation_chunks
     names = [v.name for v in cfg.scoring.verifiers]
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]), "steps": args.steps, "seeds": args.seeds,
+        "config": str(BASE) if BASE else "(embedded)",
         "cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg(), "out": str(out),
         "modes": {m: {f"rollout.{k}": v for k, v in kv.items()} for m, kv in MODES.items()}, "scenarios": {},
     }
@@ -485,7 +505,7 @@ def bench(args: argparse.Namespace) -> dict:
         with SlowVerifiers(names, latency, out) as slow:
             slow_probe = probe_latency({n: [e] for n, e in slow.endpoints.items()})
             report["scenarios"]["slow"] = run_scenario(
-                "slow", slow.endpoints, f"math and arith each sleeping {latency:g} s per verify_group, served by "
+                "slow", slow.endpoints, f"{' and '.join(names)} each sleeping {latency:g} s per verify_group, served by "
                 "the bench")
             report["scenarios"]["slow"]["verify_call_s"] = slow_probe
     if "code" in args.scenarios:
@@ -553,6 +573,9 @@ def main() -> int:
     parser.add_argument("--scenarios", nargs="+", choices=["instant", "slow", "code"], default=["instant", "slow"],
                         help="which scenarios to run (default: instant slow; slow without instant needs "
                              "--verifier-latency-s)")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="the task to train (a cohort train config, e.g. examples/smollm2-add.yaml; default: the "
+                             "embedded tiny task); the code scenario needs the embedded one")
     parser.add_argument("--staleness", type=int, default=1,
                         help="rollout.max_staleness of the async runs (default 1): how many weight versions "
                              "generation may run ahead, so how many steps' scoring calls can be in flight")
@@ -569,6 +592,12 @@ def main() -> int:
                      "generation time)")
     if args.staleness < 1:
         parser.error("--staleness must be at least 1 (0 is the sync run)")
+    if args.config is not None and not args.config.is_file():
+        parser.error(f"--config {args.config}: no such file")
+    if args.config is not None and "code" in args.scenarios:
+        parser.error("--scenarios code trains the embedded task's rows; leave --config out")
+    global BASE
+    BASE = args.config.resolve() if args.config is not None else None
     MODES["async"]["max_staleness"] = args.staleness
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: trainer and servers are stopped
     try:

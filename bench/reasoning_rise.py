@@ -131,6 +131,12 @@ TASKS = {
         "config": "examples/smollm2-multistep-add.yaml", "test": "examples/data/multistep/test-add.jsonl",
         "arms": {
             "partial": [],  # the config's reward: math + the share of the row's worked solution written in place
+            # the same with 8 prompts a step (64 rollouts): at 4 x 8 the two seeds fell into different shortcuts
+            # in the first steps, when a step held one or two right answers
+            "partial8": ["grpo.prompts_per_step=8"],
+            "outcome8": ["grpo.prompts_per_step=8", "scoring.verifiers=[{name: math, weight: 1.0}]",
+                         "data.sources=[{path: examples/data/multistep/train-add.jsonl, name: multistep, "
+                         "verifiers: [math]}]"],
             "outcome": ["scoring.verifiers=[{name: math, weight: 1.0}]",
                         "data.sources=[{path: examples/data/multistep/train-add.jsonl, name: multistep, "
                         "verifiers: [math]}]"],

@@ -81,12 +81,17 @@ def test_a_killed_verifier_pauses_training_and_its_return_resumes_it(tmp_path):
     delay = resumed[0][0] - back
     print(f"restarted verifier used {delay:.2f} s after it served again")
     assert delay < 5.0, f"restarted verifier used only after {delay:.1f} s"  # about a second; margin for a busy machine
+    # the outage the trainer counts runs from its first failed call (at or before it printed "unavailable") to its
+    # first call served again (after ``back``): at least that span, whatever the load. Not 4.0 s, the test's
+    # sleep: on a busy machine the trainer's first failed call can come well after the kill
+    at_least = back - [t for t, line in lines if "verifier format unavailable" in line][0]
+    assert at_least > 1.0, out[-3000:]  # the verifier was down for a while, seen by the trainer
     outage = float(re.search(r"back after ([\d.]+) s", resumed[0][1]).group(1))
-    assert outage >= 4.0
+    assert outage >= at_least - 0.1  # printed with one decimal
     summary = re.search(r"done: step (\d+).*?(\d+) fully masked round\(s\).*?unavailable ([\d.]+) s", out)
     assert summary and int(summary.group(1)) == steps and int(summary.group(2)) == 0, out[-1000:]
-    assert float(summary.group(3)) >= 4.0
-    assert records[-1]["verify/outage_s"] >= 4.0
+    assert float(summary.group(3)) >= at_least - 0.1
+    assert records[-1]["verify/outage_s"] >= at_least
     # the verifier lines at start: endpoints, TLS mode, server version
     assert re.search(r"verifier format \(weight 0.2, plaintext\): 127\.0\.0\.1:\d+ server \S+", out), out[:2000]
 

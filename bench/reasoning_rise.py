@@ -28,8 +28,9 @@ adds the *solution steps* column: the share of each held-out row's worked soluti
 place, answer aside.
 
 ``--task add`` is ``examples/smollm2-multistep-add.yaml``: the stories adding only (values up to 25), whose reward is
-``math`` + the share of the row's worked solution written in place (arm ``partial``, the config), against
-``outcome`` (``math`` alone), ``solution`` (process credit against the solution) and TRL (``trl``, ``trl-partial``).
+``math`` + the share of the row's worked solution written in place (arm ``partial``, the config: 8 prompts x 8 a
+step), against ``outcome`` (``math`` alone), ``solution`` (process credit against the solution) and TRL (``trl``,
+``trl-partial``); ``partial4``, ``outcome4`` and ``trl-partial4`` are the same at 4 prompts a step.
 
 ``--task code`` is ``examples/smollm2-code.yaml`` (``examples/data/code-functions/``: small functions, the
 share of 4 hidden asserts passed in the sandbox as the reward; held-out functions never trained on).
@@ -130,21 +131,23 @@ TASKS = {
     "add": {  # the same stories, adding only, values up to 25: the chain is one pattern (add the next number)
         "config": "examples/smollm2-multistep-add.yaml", "test": "examples/data/multistep/test-add.jsonl",
         "arms": {
-            "partial": [],  # the config's reward: math + the share of the row's worked solution written in place
-            # the same with 8 prompts a step (64 rollouts): at 4 x 8 the two seeds fell into different shortcuts
-            # in the first steps, when a step held one or two right answers
-            "partial8": ["grpo.prompts_per_step=8"],
-            "outcome8": ["grpo.prompts_per_step=8", "scoring.verifiers=[{name: math, weight: 1.0}]",
-                         "data.sources=[{path: examples/data/multistep/train-add.jsonl, name: multistep, "
-                         "verifiers: [math]}]"],
+            # the config's reward, 8 prompts x 8 a step: math + the share of the row's worked solution written in place
+            "partial": [],
             "outcome": ["scoring.verifiers=[{name: math, weight: 1.0}]",
                         "data.sources=[{path: examples/data/multistep/train-add.jsonl, name: multistep, "
                         "verifiers: [math]}]"],
+            # the fifth attempt's 4 prompts a step (docs/reasoning.md): the two seeds fell into different shortcuts
+            # in the first steps, when a step held one or two right answers
+            "partial4": ["grpo.prompts_per_step=4"],
+            "outcome4": ["grpo.prompts_per_step=4", "scoring.verifiers=[{name: math, weight: 1.0}]",
+                         "data.sources=[{path: examples/data/multistep/train-add.jsonl, name: multistep, "
+                         "verifiers: [math]}]"],
             # process credit against the row's worked solution, on top of math's outcome
             "solution": ["scoring.verifiers=[{name: math, weight: 1.0}, {name: steps, weight: 1.0, kind: process, "
                          "options: {answer_step: 'false'}}]"],
             "trl": None,  # the outcome arm trained by TRL 1.16 (bench/reasoning_trl.py, in .venv-peer)
             "trl-partial": None,  # the partial arm (the config) through TRL
+            "trl-partial4": None,  # the partial4 arm through TRL
         },
         "bench": "gsm8k", "bench_rows": 64,
     },

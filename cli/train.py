@@ -56,7 +56,7 @@ def train(
 
     try:
         records = run(cfg, early)
-    except (ValueError, RuntimeError) as exc:
+    except (ValueError, RuntimeError, OSError) as exc:  # OSError: a write the run needs failed (a full disk)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     if records:

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from cohort.trainer.distributed import SINGLE, Comm
@@ -71,6 +72,20 @@ def _step_folders(output_dir: str | Path) -> list[tuple[int, Path]]:
     return sorted((int(m.group(1)), d) for d in root.iterdir() if (m := STEP_RE.search(d.name)) and d.is_dir())
 
 
+def _free(folder: Path) -> str:
+    """Free space on the nearest existing folder above ``folder`` (a failed write is often a full disk)."""
+    for above in (folder, *folder.parents):
+        if above.is_dir():
+            return f"{shutil.disk_usage(above).free / 1e9:.1f} GB free there"
+    return "free space unknown"
+
+
+def _last_line(exc: BaseException) -> str:
+    """The cause in one line: dcp's CheckpointException carries each rank's whole traceback as text."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
 def save(output_dir: str | Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
          shared: dict[str, Any], per_rank: dict[str, Any], comm: Comm = SINGLE, keep: int = 0) -> Path:
     """Write step ``step``'s folder. ``shared`` is identical on all ranks (rank 0 writes it). A folder
@@ -80,14 +95,18 @@ def save(output_dir: str | Path, step: int, model: torch.nn.Module, optimizer: t
     if comm.is_main and folder.exists():
         shutil.rmtree(folder)
     comm.barrier()
-    folder.mkdir(parents=True, exist_ok=True)
-    model_state, optim_state = get_state_dict(model, optimizer)
-    with _quiet_single_process():
-        # no_dist: a single learner is alone (its rollout workers, torchrun's ranks 1.. too, take no part)
-        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder / "dcp", no_dist=not comm.distributed)
-    if comm.is_main:
-        torch.save({**shared, "step": step, "world_size": comm.world_size}, folder / "meta.pt")
-    torch.save({**per_rank, "rng": rng_state()}, folder / f"rank_{comm.rank}.pt")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        model_state, optim_state = get_state_dict(model, optimizer)
+        with _quiet_single_process():
+            # no_dist: a single learner is alone (its rollout workers, torchrun's ranks 1.. too, take no part)
+            dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder / "dcp",
+                     no_dist=not comm.distributed)
+        if comm.is_main:
+            torch.save({**shared, "step": step, "world_size": comm.world_size}, folder / "meta.pt")
+        torch.save({**per_rank, "rng": rng_state()}, folder / f"rank_{comm.rank}.pt")
+    except (OSError, RuntimeError, CheckpointException) as exc:  # a full disk, a file where a folder goes
+        raise RuntimeError(f"could not write the checkpoint {folder} ({_free(folder)}): {_last_line(exc)}") from None
     comm.barrier()
     if comm.is_main:
         (folder / "COMPLETE").touch()

@@ -159,6 +159,18 @@ def test_a_checkpoint_in_the_old_layout_is_refused_in_one_line_not_skipped(tmp_p
     assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 4, "reward/mean": 0.5}\n'  # untouched
 
 
+def test_a_checkpoint_that_cannot_be_written_is_one_line(tmp_path, arith):
+    """A write the run needs failing (here a file where the checkpoints folder goes; a full disk fails the same
+    way, inside torch's distributed checkpoint) ends the run in one line naming the folder, exit 1."""
+    (tmp_path / "checkpoints").write_text("not a folder")
+    r = train(*tiny(tmp_path, arith.endpoint), "run.max_steps=2", "run.save_every=1")
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
+    last = r.output.splitlines()[-1]
+    assert last.startswith(f"error: could not write the checkpoint {tmp_path / 'checkpoints' / 'step_000001'} ("), \
+        r.output
+    assert "GB free there" in last and "Traceback" not in r.output
+
+
 @pytest.mark.parametrize("servers,expected", [
     ("[]", "rollout.engine=vllm-server needs rollout.vllm.servers (vllm serve base URLs)"),
     ("[http://127.0.0.1:PORT]", "vLLM server http://127.0.0.1:PORT did not answer within "

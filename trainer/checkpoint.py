@@ -95,9 +95,9 @@ def save(output_dir: str | Path, step: int, model: torch.nn.Module, optimizer: t
     if comm.is_main and folder.exists():
         shutil.rmtree(folder)
     comm.barrier()
+    model_state, optim_state = get_state_dict(model, optimizer)  # outside the try: not a write
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        model_state, optim_state = get_state_dict(model, optimizer)
         with _quiet_single_process():
             # no_dist: a single learner is alone (its rollout workers, torchrun's ranks 1.. too, take no part)
             dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder / "dcp",

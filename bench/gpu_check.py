@@ -11,7 +11,14 @@ id (ids only matter here). Per step: sample G completions for P random prompts w
 then one ``Learner.step`` (AdamW, micro-batched) on the rollouts with random advantages.
 
 Prints and writes JSON: generation tokens/s, learner tokens/s and step time (median over --steps
-after one warm-up step), and peak GPU memory. ``--size tiny --device cpu`` is the dry run used on
+after one warm-up step), and peak GPU memory.
+
+``--overlap`` then runs the same steps as the asynchronous pipeline does at staleness 1: a second process
+(a rollout worker with its own copy of the model on the same device, ``trainer.rollout_worker``'s weight
+thread) generates step s + 1 while this process updates on step s, and after each update the new weights
+go to it through ``trainer.wire`` (gloo, through host memory: the pipeline's own transport). It reports
+the pipelined step time against the lock-step one (generate + update), each side's time when they share
+the device, and the weight sync's cost (flatten + copy to the host + broadcast). ``--size tiny --device cpu`` is the dry run used on
 machines without a GPU (checks the script end to end, figures meaningless).
 
 TRL is not compared here: it is not installed on the lent GPU machines and cannot be carried.
@@ -23,12 +30,9 @@ import argparse
 import json
 import platform
 import statistics
-import sys
+import tempfile
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 SIZES = {
     # Qwen2.5-0.5B-like geometry as a plain Llama (head_dim 64)
@@ -67,6 +71,118 @@ def build(size: str, device: str, dtype):
     return model, tokenizer
 
 
+def update_of(batch, device: str, gen):
+    """The learner's rows for a generated batch, with random advantages (the check times the update alone)."""
+    import torch
+
+    from cohort.trainer.learner import UpdateBatch
+
+    dev = lambda x: x.to(device)  # noqa: E731
+    advantages = torch.randn(len(batch), generator=gen)[:, None].expand_as(batch.completion_mask)
+    return UpdateBatch(dev(batch.input_ids), dev(batch.attention_mask), dev(batch.completion_mask.bool()),
+                       dev(advantages), None, None)
+
+
+def _worker(args: dict, cfg_data: dict, init: str) -> None:
+    """The rollout worker's side of ``--overlap``: its own model on the same device, the newest weights from
+    the weight thread of ``trainer.rollout_worker`` (staleness 1: batch s with a version >= s - 1), each
+    batch to the learner with its version and timings."""
+    import torch
+
+    from cohort.trainer import rollout_worker, wire
+    from cohort.trainer.config import TrainConfig
+    from cohort.trainer.engines.hf import TransformersEngine
+
+    a = argparse.Namespace(**args)
+    dtype = torch.bfloat16 if a.device.startswith("cuda") else torch.float32
+    sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
+    model, tokenizer = build(a.size, a.device, dtype)
+    engine = TransformersEngine(TrainConfig.model_validate(cfg_data).rollout, model, tokenizer, seed=1)
+    engine.stop_ids = torch.tensor([-1], device=a.device)
+    links = wire.Links.join(init, 1, 2)
+    weights = rollout_worker._Weights(links, dtype)
+    gen = torch.Generator().manual_seed(1)
+    for step in range(a.steps + 1):
+        t0 = time.perf_counter()
+        version = weights.version
+        weights.apply_newest(model, engine, at_least=max(0, step - 1))
+        sync()
+        t1 = time.perf_counter()
+        prompts = torch.randint(4, SIZES[a.size]["vocab_size"], (a.prompts, a.prompt_len), generator=gen)
+        batch = engine.generate(prompts.tolist(), a.generations)
+        sync()
+        t2 = time.perf_counter()
+        wire.send({"step": step, "version": weights.version, "batch": batch, "weights_s": t1 - t0,
+                   "loaded": weights.version != version, "generate_s": t2 - t1}, wire.LEARNER, links.up)
+    weights.join(timeout=600)
+    links.leave()
+
+
+def overlapped(args, cfg, model, learner, lockstep: dict) -> dict:
+    """``--overlap``: the learner's side. Step s consumes the batch generated for it (at most one version
+    old), updates, and starts the broadcast of version s + 1 while the worker generates step s + 1."""
+    import torch
+
+    from cohort.trainer import wire
+
+    cuda = args.device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    init = f"file://{tempfile.mkdtemp()}/rendezvous"
+    ctx = torch.multiprocessing.get_context("spawn")
+    proc = ctx.Process(target=_worker, args=(vars(args), cfg.model_dump(), init), daemon=True)
+    proc.start()
+    links = wire.Links.join(init, wire.LEARNER, 2)
+    t = time.perf_counter()
+    flat = wire.flat_parameters(model).cpu()
+    works = wire.broadcast_weights(0, flat, links.weights)
+    gen = torch.Generator().manual_seed(2)
+    rows = []
+    for step in range(args.steps + 1):
+        t0 = time.perf_counter()
+        _, got = wire.receive(links.up, 1)
+        t1 = time.perf_counter()
+        learner.step(update_of(got["batch"], args.device, gen))
+        sync()
+        t2 = time.perf_counter()
+        for work in works:  # the previous version's broadcast (the worker's weight thread takes it)
+            work.wait()
+        t2a = time.perf_counter()
+        flat = wire.flat_parameters(model).cpu()
+        t2b = time.perf_counter()
+        works = wire.broadcast_weights(step + 1, flat, links.weights)
+        t3 = time.perf_counter()
+        rows.append({"step": step, "step_s": t3 - t0, "wait_s": t1 - t0, "learner_s": t2 - t1, "flatten_s": t3 - t2,
+                     "previous_broadcast_s": t2a - t2, "to_host_s": t2b - t2a, "broadcast_start_s": t3 - t2b,
+                     "staleness": step - got["version"], "worker_generate_s": got["generate_s"],
+                     "worker_weights_s": got["weights_s"], "worker_loaded": got["loaded"]})
+        print(f"pipelined step {step}{' (warm-up)' if step == 0 else ''}: {t3 - t0:.2f}s (waited {t1 - t0:.2f}s, "
+              f"learner {t2 - t1:.2f}s, weights out {t3 - t2:.2f}s = previous broadcast {t2a - t2:.2f}s + to host "
+              f"{t2b - t2a:.2f}s + start {t3 - t2b:.2f}s; worker generated {got['generate_s']:.2f}s, "
+              f"staleness {step - got['version']})", flush=True)
+    for work in works:
+        work.wait()
+    broadcast_s = time.perf_counter() - t3  # the last version's broadcast, not overlapped with anything
+    for work in wire.end_weights(links.weights):
+        work.wait()
+    proc.join(timeout=600)
+    links.leave()
+    timed = rows[1:] or rows
+    med = lambda k: statistics.median(r[k] for r in timed)  # noqa: E731
+    lock = lockstep["step_s"]
+    return {
+        "step_s": med("step_s"), "lockstep_step_s": lock, "speedup": lock / med("step_s"),
+        "ideal_speedup": lock / max(lockstep["generate_s"], lockstep["learner_step_s"]),
+        "learner_s": med("learner_s"), "learner_alone_s": lockstep["learner_step_s"],
+        "worker_generate_s": med("worker_generate_s"), "generate_alone_s": lockstep["generate_s"],
+        "wait_s": med("wait_s"), "weights_out_s": med("flatten_s"), "last_broadcast_s": broadcast_s,
+        "previous_broadcast_s": med("previous_broadcast_s"), "to_host_s": med("to_host_s"),
+        "broadcast_start_s": med("broadcast_start_s"),
+        "worker_weights_in_s": med("worker_weights_s"), "staleness_max": max(r["staleness"] for r in timed),
+        "weight_bytes": flat.numel() * flat.element_size(), "wall_s": time.perf_counter() - t,
+        "steps": rows,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda")
@@ -78,6 +194,8 @@ def main() -> None:
     ap.add_argument("--micro-batch", type=int, default=16)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--overlap", action="store_true",
+                    help="then the same steps pipelined: generation in a second process, staleness 1")
     args = ap.parse_args()
 
     import torch
@@ -85,7 +203,7 @@ def main() -> None:
 
     from cohort.trainer.config import load_config
     from cohort.trainer.engines.hf import TransformersEngine
-    from cohort.trainer.learner import Learner, UpdateBatch
+    from cohort.trainer.learner import Learner
 
     cuda = args.device.startswith("cuda")
     if cuda and not torch.cuda.is_available():
@@ -104,7 +222,7 @@ def main() -> None:
     model, tokenizer = build(args.size, args.device, dtype)
     n_params = sum(p.numel() for p in model.parameters())
     engine = TransformersEngine(cfg.rollout, model, tokenizer, seed=0)
-    engine.eos_id = -1  # no early stop: every row generates completion_len tokens (fixed work per step)
+    engine.stop_ids = torch.tensor([-1], device=args.device)  # no stop token: every row generates completion_len tokens
     learner = Learner(model, cfg)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -118,11 +236,7 @@ def main() -> None:
         batch = engine.generate(prompts.tolist(), args.generations)
         sync()
         t1 = time.perf_counter()
-        dev = lambda x: x.to(args.device)  # noqa: E731
-        update = UpdateBatch(dev(batch.input_ids), dev(batch.attention_mask), dev(batch.completion_mask.bool()),
-                             dev(torch.randn(batch_rows, generator=gen)[:, None].expand_as(batch.completion_mask)),
-                             None, None)
-        metrics = learner.step(update)
+        metrics = learner.step(update_of(batch, args.device, gen))
         sync()
         t2 = time.perf_counter()
         gen_tokens = int(batch.completion_mask.sum())
@@ -146,11 +260,17 @@ def main() -> None:
         "peak_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
         "steps": rows,
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    write(result, args.out)  # before --overlap: a failure there keeps the lock-step figures
+    if args.overlap:
+        result["overlap"] = overlapped(args, cfg, model, learner, result)
+        write(result, args.out)
+    print(json.dumps(result, indent=2))
+
+
+def write(result: dict, out: Path | None) -> None:
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One command for a session with a lent GPU (H200: Python 3.12, torch, transformers 5.x, grpcio; no network):
 #
-#   bench/gpu_check.sh [gpu_check.py options]        e.g. bench/gpu_check.sh --steps 5
+#   bench/gpu_check.sh [gpu_check.py options]        e.g. bench/gpu_check.sh --overlap --steps 5
 #
 # Runs bench/gpu_check.py (transformers rollout engine + learner on a random-init ~0.5B Llama:
-# tokens/s, step time, peak GPU memory) from the repository, without installing the project.
+# tokens/s, step time, peak GPU memory; with --overlap, the same steps pipelined as the asynchronous
+# pipeline runs them, generation in a second process) from the repository, without installing the
+# project: the checkout is linked as `cohort` in a temporary import root.
 # Beyond what the machine has (torch, transformers, tokenizers, safetensors, numpy), the trainer
 # code imports pydantic (+ pydantic-core, annotated-types, typing-inspection), pyyaml and
 # jaxtyping (+ wadler-lindig). Missing ones are installed offline from bench/wheels/ (carry that
@@ -12,7 +14,7 @@
 # Results: printed, and written to $OUT/gpu_check.json when $OUT is set (else runs/gpu_check.json).
 #
 # Dry run without a GPU (checks the script, figures meaningless):
-#   bench/gpu_check.sh --device cpu --size tiny --prompts 2 --generations 4 --completion-len 16 --micro-batch 4 --steps 1
+#   bench/gpu_check.sh --device cpu --size tiny --prompts 2 --generations 4 --completion-len 16 --micro-batch 4 --steps 1 --overlap
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=bench/wheels
@@ -31,18 +33,20 @@ missing=()
 "$PY" -c "import pydantic" 2>/dev/null || missing+=(pydantic)
 "$PY" -c "import yaml" 2>/dev/null || missing+=(pyyaml)
 "$PY" -c "import jaxtyping" 2>/dev/null || missing+=(jaxtyping)
+SITE=$(mktemp -d)  # the import root: cohort -> this checkout (the package's folder is the repository root)
+ln -s "$PWD" "$SITE/cohort"
 if [ ${#missing[@]} -gt 0 ]; then
   if [ ! -d "$WHEELS" ]; then
     echo "error: missing ${missing[*]} and no $WHEELS/ folder (run bench/gpu_check.sh --fetch-wheels where PyPI is reachable)" >&2
     exit 1
   fi
-  # a venv on top of the system packages (keeps the machine's torch/transformers), offline install
-  [ -x .venv-gpucheck/bin/python ] || "$PY" -m venv --system-site-packages .venv-gpucheck
-  .venv-gpucheck/bin/python -m pip install -q --no-index --find-links "$WHEELS" "${missing[@]}"
-  PY=.venv-gpucheck/bin/python
+  # beside the machine's own packages (its torch/transformers stay), offline; a venv would not see them when
+  # the machine's python3 is itself a venv's
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/*.whl
 fi
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 
 "$PY" -c "import torch, transformers" || { echo "error: $PY cannot import torch and transformers (the GPU machine has them)" >&2; exit 1; }
 "$PY" -c "import torch, transformers; print(f'torch {torch.__version__}, transformers {transformers.__version__}, cuda {torch.cuda.is_available()}')"
 out="${OUT:-runs}/gpu_check.json"
-HF_HUB_OFFLINE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" bench/gpu_check.py --out "$out" "$@"
+HF_HUB_OFFLINE=1 exec "$PY" bench/gpu_check.py --out "$out" "$@"

@@ -85,8 +85,11 @@ def flat_parameters(model: torch.nn.Module) -> Tensor:
 
 
 def load_flat(model: torch.nn.Module, flat: Tensor) -> None:
+    """The parameters become views of ``flat`` (no copy), moved first to the model's device: weights arrive
+    on the CPU, and a view of a CPU tensor would move a GPU model's parameters to the CPU."""
+    params = list(model.parameters())
     with torch.no_grad():
-        torch.nn.utils.vector_to_parameters(flat, list(model.parameters()))
+        torch.nn.utils.vector_to_parameters(flat.to(params[0].device), params)
 
 
 def broadcast_weights(version: int, flat: Tensor, group) -> list:

@@ -18,7 +18,8 @@ after one warm-up step), and peak GPU memory.
 thread) generates step s + 1 while this process updates on step s, and after each update the new weights
 go to it through ``trainer.wire`` (gloo, through host memory: the pipeline's own transport). It reports
 the pipelined step time against the lock-step one (generate + update), each side's time when they share
-the device, and the weight sync's cost (flatten + copy to the host + broadcast). ``--size tiny --device cpu`` is the dry run used on
+the device, and the weight sync's cost (flatten + copy to the host + broadcast); on a GPU twice, with the
+weights in pageable host memory (``overlap``), then in page-locked memory at both ends (``overlap_pinned``). ``--size tiny --device cpu`` is the dry run used on
 machines without a GPU (checks the script end to end, figures meaningless).
 
 TRL is not compared here: it is not installed on the lent GPU machines and cannot be carried.
@@ -83,7 +84,7 @@ def update_of(batch, device: str, gen):
                        dev(advantages), None, None)
 
 
-def _worker(args: dict, cfg_data: dict, init: str) -> None:
+def _worker(args: dict, cfg_data: dict, init: str, pin: bool) -> None:
     """The rollout worker's side of ``--overlap``: its own model on the same device, the newest weights from
     the weight thread of ``trainer.rollout_worker`` (staleness 1: batch s with a version >= s - 1), each
     batch to the learner with its version and timings."""
@@ -100,7 +101,7 @@ def _worker(args: dict, cfg_data: dict, init: str) -> None:
     engine = TransformersEngine(TrainConfig.model_validate(cfg_data).rollout, model, tokenizer, seed=1)
     engine.stop_ids = torch.tensor([-1], device=a.device)
     links = wire.Links.join(init, 1, 2)
-    weights = rollout_worker._Weights(links, dtype)
+    weights = rollout_worker._Weights(links, model, pin)
     gen = torch.Generator().manual_seed(1)
     for step in range(a.steps + 1):
         t0 = time.perf_counter()
@@ -118,9 +119,11 @@ def _worker(args: dict, cfg_data: dict, init: str) -> None:
     links.leave()
 
 
-def overlapped(args, cfg, model, learner, lockstep: dict) -> dict:
+def overlapped(args, cfg, model, learner, lockstep: dict, pin: bool) -> dict:
     """``--overlap``: the learner's side. Step s consumes the batch generated for it (at most one version
-    old), updates, and starts the broadcast of version s + 1 while the worker generates step s + 1."""
+    old), updates, and starts the broadcast of version s + 1 while the worker generates step s + 1.
+    ``pin``: both ends hold the weights in page-locked host memory (one buffer here, reused once the previous
+    broadcast is done), else in pageable memory as the CPU path does."""
     import torch
 
     from cohort.trainer import wire
@@ -129,11 +132,18 @@ def overlapped(args, cfg, model, learner, lockstep: dict) -> dict:
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     init = f"file://{tempfile.mkdtemp()}/rendezvous"
     ctx = torch.multiprocessing.get_context("spawn")
-    proc = ctx.Process(target=_worker, args=(vars(args), cfg.model_dump(), init), daemon=True)
+    proc = ctx.Process(target=_worker, args=(vars(args), cfg.model_dump(), init, pin), daemon=True)
     proc.start()
     links = wire.Links.join(init, wire.LEARNER, 2)
     t = time.perf_counter()
-    flat = wire.flat_parameters(model).cpu()
+    numel = sum(p.numel() for p in model.parameters())
+    buffer = torch.empty(numel, dtype=next(model.parameters()).dtype, pin_memory=True) if pin else None
+
+    def to_host():
+        flat = wire.flat_parameters(model)
+        return flat.cpu() if buffer is None else buffer.copy_(flat)
+
+    flat = to_host()
     works = wire.broadcast_weights(0, flat, links.weights)
     gen = torch.Generator().manual_seed(2)
     rows = []
@@ -147,7 +157,7 @@ def overlapped(args, cfg, model, learner, lockstep: dict) -> dict:
         for work in works:  # the previous version's broadcast (the worker's weight thread takes it)
             work.wait()
         t2a = time.perf_counter()
-        flat = wire.flat_parameters(model).cpu()
+        flat = to_host()
         t2b = time.perf_counter()
         works = wire.broadcast_weights(step + 1, flat, links.weights)
         t3 = time.perf_counter()
@@ -155,7 +165,7 @@ def overlapped(args, cfg, model, learner, lockstep: dict) -> dict:
                      "previous_broadcast_s": t2a - t2, "to_host_s": t2b - t2a, "broadcast_start_s": t3 - t2b,
                      "staleness": step - got["version"], "worker_generate_s": got["generate_s"],
                      "worker_weights_s": got["weights_s"], "worker_loaded": got["loaded"]})
-        print(f"pipelined step {step}{' (warm-up)' if step == 0 else ''}: {t3 - t0:.2f}s (waited {t1 - t0:.2f}s, "
+        print(f"pipelined ({'pinned' if pin else 'pageable'}) step {step}{' (warm-up)' if step == 0 else ''}: {t3 - t0:.2f}s (waited {t1 - t0:.2f}s, "
               f"learner {t2 - t1:.2f}s, weights out {t3 - t2:.2f}s = previous broadcast {t2a - t2:.2f}s + to host "
               f"{t2b - t2a:.2f}s + start {t3 - t2b:.2f}s; worker generated {got['generate_s']:.2f}s, "
               f"staleness {step - got['version']})", flush=True)
@@ -170,7 +180,7 @@ def overlapped(args, cfg, model, learner, lockstep: dict) -> dict:
     med = lambda k: statistics.median(r[k] for r in timed)  # noqa: E731
     lock = lockstep["step_s"]
     return {
-        "step_s": med("step_s"), "lockstep_step_s": lock, "speedup": lock / med("step_s"),
+        "pinned": pin, "step_s": med("step_s"), "lockstep_step_s": lock, "speedup": lock / med("step_s"),
         "ideal_speedup": lock / max(lockstep["generate_s"], lockstep["learner_step_s"]),
         "learner_s": med("learner_s"), "learner_alone_s": lockstep["learner_step_s"],
         "worker_generate_s": med("worker_generate_s"), "generate_alone_s": lockstep["generate_s"],
@@ -195,7 +205,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--overlap", action="store_true",
-                    help="then the same steps pipelined: generation in a second process, staleness 1")
+                    help="then the same steps pipelined: generation in a second process, staleness 1 (on a GPU "
+                         "twice: weights through pageable, then page-locked host memory)")
     args = ap.parse_args()
 
     import torch
@@ -261,9 +272,12 @@ def main() -> None:
         "steps": rows,
     }
     write(result, args.out)  # before --overlap: a failure there keeps the lock-step figures
-    if args.overlap:
-        result["overlap"] = overlapped(args, cfg, model, learner, result)
+    if args.overlap:  # pageable host memory (as the CPU path), then page-locked where there is a GPU
+        result["overlap"] = overlapped(args, cfg, model, learner, result, pin=False)
         write(result, args.out)
+        if cuda:
+            result["overlap_pinned"] = overlapped(args, cfg, model, learner, result, pin=True)
+            write(result, args.out)
     print(json.dumps(result, indent=2))
 
 

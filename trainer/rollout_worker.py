@@ -55,17 +55,21 @@ ENDED = "the learner ended the run"
 class _Weights:
     """The newest weight version received, applied to the model between generations."""
 
-    def __init__(self, links: wire.Links, dtype: torch.dtype) -> None:
+    def __init__(self, links: wire.Links, model: torch.nn.Module, pin: bool | None = None) -> None:
+        """``pin``: receive into page-locked memory (default: when the model is on a GPU)."""
         self.version, self.error = -1, ""
         self._pending: tuple[int, torch.Tensor] | None = None
         self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._receive, args=(links, dtype), daemon=True, name="weights")
+        param = next(model.parameters())
+        pin = param.is_cuda if pin is None else pin
+        self._thread = threading.Thread(target=self._receive, args=(links, param.dtype, pin), daemon=True,
+                                        name="weights")
         self._thread.start()
 
-    def _receive(self, links: wire.Links, dtype: torch.dtype) -> None:
+    def _receive(self, links: wire.Links, dtype: torch.dtype, pin: bool) -> None:
         try:
             while True:
-                version, flat = wire.receive_weights(links.weights, dtype)
+                version, flat = wire.receive_weights(links.weights, dtype, pin)
                 with self._cond:
                     if flat is None:
                         self.error = self.error or ENDED
@@ -135,7 +139,7 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner:
 def _serve(cfg: TrainConfig, rank: int, world_size: int, init_method: str, model: torch.nn.Module, engine) -> None:
     links = wire.Links.join(init_method, rank, world_size)  # after the engine: vLLM's start must not see the job
     engine.report_logprobs = True  # the behaviour policy's log-probs, from the sampling itself (no extra forward)
-    weights = _Weights(links, next(model.parameters()).dtype)
+    weights = _Weights(links, model)
     orders: queue.Queue = queue.Queue()
 
     def receive_orders() -> None:

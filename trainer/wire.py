@@ -102,13 +102,15 @@ def end_weights(group) -> list:
     return [group.broadcast(torch.tensor([-1, 0], dtype=torch.int64), LEARNER)]
 
 
-def receive_weights(group, dtype: torch.dtype) -> tuple[int, Tensor | None]:
-    """The next weight version (a worker); (-1, None) when the learner ends the run."""
+def receive_weights(group, dtype: torch.dtype, pin: bool = False) -> tuple[int, Tensor | None]:
+    """The next weight version (a worker); (-1, None) when the learner ends the run. ``pin``: into page-locked
+    memory, for a model on a GPU (the copy to the device then runs at the bus's speed; from pageable memory an
+    H200 machine copied 1.26 GB in 0.7-1.0 s)."""
     header = torch.zeros(2, dtype=torch.int64)
     group.broadcast(header, LEARNER).wait()
     version, numel = int(header[0]), int(header[1])
     if version < 0:
         return -1, None
-    flat = torch.empty(numel, dtype=dtype)
+    flat = torch.empty(numel, dtype=dtype, pin_memory=pin)
     group.broadcast(flat, LEARNER).wait()
     return version, flat

@@ -14,7 +14,8 @@ A message is a pickled object sent as its length, then its bytes. Pickle is safe
 processes of the same job started by the same user (as torch.distributed's own ``send_object_list``);
 nothing received from outside the job is ever unpickled. Why torch.distributed rather than a queue: the
 same code runs with the workers on this machine (spawned, a file rendezvous) and on other machines
-(``torchrun``, env:// rendezvous), and NCCL can carry the weights between GPUs.
+(``torchrun``, env:// rendezvous). The groups are gloo, so weights on a GPU go through host memory
+(``receive_weights(pin=True)`` keeps that copy fast); an NCCL weights group, device to device, is not built.
 """
 
 from __future__ import annotations

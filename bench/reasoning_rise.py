@@ -302,7 +302,8 @@ def curve(folder: Path, name: str) -> list[float | None]:
     from cohort.trainer.metrics import read  # noqa: E402  (the trainer's reader: a torn last line is left out)
 
     rows = [r for r in read(path) if "step" in r]
-    return [r.get(f"reward/{name}", r.get("reward")) for r in rows]  # TRL logs one "reward" (math's share here)
+    # TRL logs its summed "reward" and each verifier's mean as cohort/<name>/mean (bench/reasoning_trl.py)
+    return [r.get(f"reward/{name}", r.get(f"cohort/{name}/mean", r.get("reward"))) for r in rows]
 
 
 def solution_share(rollouts: list[dict], test: Path) -> dict[str, float]:

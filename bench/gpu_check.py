@@ -72,6 +72,20 @@ def build(size: str, device: str, dtype):
     return model, tokenizer
 
 
+def on_device(device: str):
+    """(cuda?, the model's dtype there, a synchronise for timing): bfloat16 on CUDA, float32 on the CPU."""
+    import torch
+
+    cuda = device.startswith("cuda")
+    return cuda, torch.bfloat16 if cuda else torch.float32, torch.cuda.synchronize if cuda else (lambda: None)
+
+
+def random_prompts(size: str, prompts: int, length: int, gen):
+    import torch
+
+    return torch.randint(4, SIZES[size]["vocab_size"], (prompts, length), generator=gen).tolist()
+
+
 def update_of(batch, device: str, gen):
     """The learner's rows for a generated batch, with random advantages (the check times the update alone)."""
     import torch
@@ -95,8 +109,7 @@ def _worker(args: dict, cfg_data: dict, init: str, pin: bool) -> None:
     from cohort.trainer.engines.hf import TransformersEngine
 
     a = argparse.Namespace(**args)
-    dtype = torch.bfloat16 if a.device.startswith("cuda") else torch.float32
-    sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
+    _, dtype, sync = on_device(a.device)
     model, tokenizer = build(a.size, a.device, dtype)
     engine = TransformersEngine(TrainConfig.model_validate(cfg_data).rollout, model, tokenizer, seed=1)
     engine.stop_ids = torch.tensor([-1], device=a.device)
@@ -109,8 +122,7 @@ def _worker(args: dict, cfg_data: dict, init: str, pin: bool) -> None:
         weights.apply_newest(model, engine, at_least=max(0, step - 1))
         sync()
         t1 = time.perf_counter()
-        prompts = torch.randint(4, SIZES[a.size]["vocab_size"], (a.prompts, a.prompt_len), generator=gen)
-        batch = engine.generate(prompts.tolist(), a.generations)
+        batch = engine.generate(random_prompts(a.size, a.prompts, a.prompt_len, gen), a.generations)
         sync()
         t2 = time.perf_counter()
         wire.send({"step": step, "version": weights.version, "batch": batch, "weights_s": t1 - t0,
@@ -128,9 +140,9 @@ def overlapped(args, cfg, model, learner, lockstep: dict, pin: bool) -> dict:
 
     from cohort.trainer import wire
 
-    cuda = args.device.startswith("cuda")
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    init = f"file://{tempfile.mkdtemp()}/rendezvous"
+    _, _, sync = on_device(args.device)
+    rendezvous = tempfile.TemporaryDirectory()
+    init = f"file://{rendezvous.name}/rendezvous"
     ctx = torch.multiprocessing.get_context("spawn")
     proc = ctx.Process(target=_worker, args=(vars(args), cfg.model_dump(), init, pin), daemon=True)
     proc.start()
@@ -161,11 +173,12 @@ def overlapped(args, cfg, model, learner, lockstep: dict, pin: bool) -> dict:
         t2b = time.perf_counter()
         works = wire.broadcast_weights(step + 1, flat, links.weights)
         t3 = time.perf_counter()
-        rows.append({"step": step, "step_s": t3 - t0, "wait_s": t1 - t0, "learner_s": t2 - t1, "flatten_s": t3 - t2,
+        rows.append({"step": step, "step_s": t3 - t0, "wait_s": t1 - t0, "learner_s": t2 - t1, "weights_out_s": t3 - t2,
                      "previous_broadcast_s": t2a - t2, "to_host_s": t2b - t2a, "broadcast_start_s": t3 - t2b,
                      "staleness": step - got["version"], "worker_generate_s": got["generate_s"],
                      "worker_weights_s": got["weights_s"], "worker_loaded": got["loaded"]})
-        print(f"pipelined ({'pinned' if pin else 'pageable'}) step {step}{' (warm-up)' if step == 0 else ''}: {t3 - t0:.2f}s (waited {t1 - t0:.2f}s, "
+        print(f"pipelined ({'pinned' if pin else 'pageable'}) step {step}{' (warm-up)' if step == 0 else ''}: "
+              f"{t3 - t0:.2f}s (waited {t1 - t0:.2f}s, "
               f"learner {t2 - t1:.2f}s, weights out {t3 - t2:.2f}s = previous broadcast {t2a - t2:.2f}s + to host "
               f"{t2b - t2a:.2f}s + start {t3 - t2b:.2f}s; worker generated {got['generate_s']:.2f}s, "
               f"staleness {step - got['version']})", flush=True)
@@ -176,6 +189,7 @@ def overlapped(args, cfg, model, learner, lockstep: dict, pin: bool) -> dict:
         work.wait()
     proc.join(timeout=600)
     links.leave()
+    rendezvous.cleanup()
     timed = rows[1:] or rows
     med = lambda k: statistics.median(r[k] for r in timed)  # noqa: E731
     lock = lockstep["step_s"]
@@ -184,7 +198,7 @@ def overlapped(args, cfg, model, learner, lockstep: dict, pin: bool) -> dict:
         "ideal_speedup": lock / max(lockstep["generate_s"], lockstep["learner_step_s"]),
         "learner_s": med("learner_s"), "learner_alone_s": lockstep["learner_step_s"],
         "worker_generate_s": med("worker_generate_s"), "generate_alone_s": lockstep["generate_s"],
-        "wait_s": med("wait_s"), "weights_out_s": med("flatten_s"), "last_broadcast_s": broadcast_s,
+        "wait_s": med("wait_s"), "weights_out_s": med("weights_out_s"), "last_broadcast_s": broadcast_s,
         "previous_broadcast_s": med("previous_broadcast_s"), "to_host_s": med("to_host_s"),
         "broadcast_start_s": med("broadcast_start_s"),
         "worker_weights_in_s": med("worker_weights_s"), "staleness_max": max(r["staleness"] for r in timed),
@@ -216,10 +230,9 @@ def main() -> None:
     from cohort.trainer.engines.hf import TransformersEngine
     from cohort.trainer.learner import Learner
 
-    cuda = args.device.startswith("cuda")
+    cuda, dtype, sync = on_device(args.device)
     if cuda and not torch.cuda.is_available():
         raise SystemExit("error: --device cuda but torch.cuda.is_available() is false (use --device cpu --size tiny)")
-    dtype = torch.bfloat16 if cuda else torch.float32
     batch_rows = args.prompts * args.generations
     if batch_rows % args.micro_batch:
         raise SystemExit(f"error: --micro-batch {args.micro_batch} must divide prompts*generations={batch_rows}")
@@ -240,11 +253,10 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     rows = []
     for step in range(args.steps + 1):
-        prompts = torch.randint(4, SIZES[args.size]["vocab_size"], (args.prompts, args.prompt_len), generator=gen)
-        sync = torch.cuda.synchronize if cuda else (lambda: None)
+        prompts = random_prompts(args.size, args.prompts, args.prompt_len, gen)
         sync()
         t0 = time.perf_counter()
-        batch = engine.generate(prompts.tolist(), args.generations)
+        batch = engine.generate(prompts, args.generations)
         sync()
         t1 = time.perf_counter()
         metrics = learner.step(update_of(batch, args.device, gen))

@@ -34,6 +34,7 @@ missing=()
 "$PY" -c "import yaml" 2>/dev/null || missing+=(pyyaml)
 "$PY" -c "import jaxtyping" 2>/dev/null || missing+=(jaxtyping)
 SITE=$(mktemp -d)  # the import root: cohort -> this checkout (the package's folder is the repository root)
+trap 'rm -rf "$SITE"' EXIT
 ln -s "$PWD" "$SITE/cohort"
 if [ ${#missing[@]} -gt 0 ]; then
   if [ ! -d "$WHEELS" ]; then
@@ -49,4 +50,4 @@ export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" -c "import torch, transformers" || { echo "error: $PY cannot import torch and transformers (the GPU machine has them)" >&2; exit 1; }
 "$PY" -c "import torch, transformers; print(f'torch {torch.__version__}, transformers {transformers.__version__}, cuda {torch.cuda.is_available()}')"
 out="${OUT:-runs}/gpu_check.json"
-HF_HUB_OFFLINE=1 exec "$PY" bench/gpu_check.py --out "$out" "$@"
+HF_HUB_OFFLINE=1 "$PY" bench/gpu_check.py --out "$out" "$@"  # not exec: the trap removes the import root after

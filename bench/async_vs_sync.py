@@ -32,6 +32,11 @@ other jobs on the machine show there), idle fractions (sync: ``verify/idle_frac`
 stale, and the key ratio: the wall-clock at which async's reward, smoothed over 5 steps, first reaches the
 sync run's final reward, over the sync run's total wall-clock (also without either run's start-up). The
 smoothed reward curves are printed every ``--curve-every`` steps; everything goes to ``<out>/report.json``.
+Two floors bound that ratio from below: the *learner floor* (the sync run's log-probs and update per step over
+its seconds per step: the learner's own work, which both modes do one step after the other) and the *CPU
+floor* (the machine's busy CPU-seconds during the sync run, from ``/proc/stat``, over its CPUs times the run's
+seconds: the same CPU work cannot finish sooner, however it is overlapped). ``CPU s`` per run is that
+machine-wide figure, so other jobs show there too.
 With ``--seeds A B ...`` each mode runs once per seed and every figure is the mean over the seeds (the curve:
 the per-step mean reward, smoothed; the wall-clock: the per-step mean elapsed time), since one seed's
 reward on the embedded task moves by several hundredths from step to step.
@@ -59,6 +64,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 5  # steps in the final reward and in the smoothed curve
+CPUS = os.cpu_count() or 1
 MODES = {"sync": {"max_staleness": 0}, "async": {"max_staleness": 1, "workers": 1}}
 PROBE_CALLS = 7
 BASE: Path | None = None  # --config: the task under the runs (None: the embedded default)
@@ -267,10 +273,22 @@ def write_config(path: Path, out_dir: Path, mode: str, steps: int, seed: int,
     return path
 
 
-def run_trainer(label: str, config: Path, log_path: Path, timeout_s: float) -> float:
+def busy_cpu_s() -> float | None:
+    """CPU-seconds this machine has spent busy since boot, all CPUs together (``/proc/stat``: every column but
+    idle and iowait); None where there is no ``/proc/stat``. Machine-wide, so that a run's verifier servers,
+    sandbox processes and rollout workers count however they were reaped; other jobs count too (see ``load``)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def run_trainer(label: str, config: Path, log_path: Path, timeout_s: float) -> tuple[float, float | None]:
     """``cohort train --config`` in its own process group (killed with its children on error or timeout);
-    returns the seconds the process ran. A non-zero exit is a :class:`BenchError`."""
-    started = time.monotonic()
+    returns the seconds the process ran and the machine's busy CPU-seconds meanwhile (:func:`busy_cpu_s`).
+    A non-zero exit is a :class:`BenchError`."""
+    started, cpu_before = time.monotonic(), busy_cpu_s()
     env = {**os.environ, "PYTHONSAFEPATH": "1", "HF_HUB_OFFLINE": "1"}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "cohort.cli", "train", "--config", str(config)],
@@ -286,7 +304,8 @@ def run_trainer(label: str, config: Path, log_path: Path, timeout_s: float) -> f
             raise
     if rc != 0:
         raise BenchError(f"{label}: cohort train exited {rc}: {_last_line(log_path)} (log {log_path})")
-    return time.monotonic() - started
+    cpu_after = busy_cpu_s()
+    return time.monotonic() - started, None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
@@ -349,12 +368,14 @@ def first_reaching(records: list[dict], curve: list[float | None], target: float
     return None
 
 
-def summarise(mode: str, records: list[dict], chunks: int, process_s: float) -> dict:
+def summarise(mode: str, records: list[dict], chunks: int, process_s: float, cpu_s: float | None = None) -> dict:
     # NaN (no usable rollout that step): None, left out of every mean
     rewards = [r.get("reward/mean") if _finite(r.get("reward/mean")) else None for r in records]
     first = records[0]
     out = {
         "mode": mode, "steps": len(records), "process_s": round(process_s, 2),
+        "cpu_s": None if cpu_s is None else round(cpu_s, 2),
+        "cpu_busy_frac": None if cpu_s is None else cpu_s / (CPUS * process_s),
         "wall_s": records[-1]["time/elapsed_s"],
         "startup_s": max(0.0, first["time/elapsed_s"] - first["time/step_s"]),
         "s_per_step": _mean(r["time/step_s"] for r in records),
@@ -396,6 +417,13 @@ def compare(sync: dict, other: dict) -> dict:
             out["ratio_without_startup"] = (hit["elapsed_s"] - other["startup_s"]) / busy
     if sync["s_per_step"] and other["s_per_step"]:
         out["speedup_s_per_step"] = sync["s_per_step"] / other["s_per_step"]
+    # A pipeline hides waiting, not CPU work: doing sync's CPU-seconds on this machine's CPUs takes at least
+    # this share of sync's own run, however the work is overlapped.
+    out["cpu_floor"] = sync.get("cpu_busy_frac")
+    # The learner's own step (log-probs and update) runs in both modes, one step after the other: overlap can
+    # hide everything else of a sync step, but not that.
+    learner = (sync.get("logprobs_s") or 0.0) + (sync.get("update_s") or 0.0)
+    out["learner_floor"] = learner / sync["s_per_step"] if learner and sync["s_per_step"] else None
     return out
 
 
@@ -405,7 +433,8 @@ def _f(x, fmt: str = ".3f", none: str = "-") -> str:
 
 def table(scenario: dict) -> list[str]:
     head = (f"{'mode':<10}{'steps':>6}{'wall s':>9}{'start-up s':>11}{'s/step':>8}{'final reward':>13}"
-            f"{'verify idle':>12}{'learner idle':>13}{'gen idle':>9}{'stale mean/max':>15}{'dropped':>8}{'load':>11}")
+            f"{'verify idle':>12}{'learner idle':>13}{'gen idle':>9}{'stale mean/max':>15}{'dropped':>8}{'load':>11}"
+            f"{'CPU s':>8}{'CPU busy':>9}")
     lines = [head]
     for mode in MODES:
         r = scenario["runs"][mode]
@@ -416,7 +445,8 @@ def table(scenario: dict) -> list[str]:
             f"{_f(r['s_per_step']):>8}{_f(r['final_reward'], '.4f'):>13}{_f(r['verify_idle_frac'], '.2f'):>12}"
             f"{_f(r.get('learner_idle_frac'), '.2f'):>13}{_f(r.get('generator_idle_frac'), '.2f'):>9}"
             f"{stale:>15}{_f(r.get('dropped_stale'), '.0f'):>8}"
-            f"{'%.1f-%.1f' % tuple(r['load_avg_1min']):>11}")
+            f"{'%.1f-%.1f' % tuple(r['load_avg_1min']):>11}{_f(r.get('cpu_s'), '.1f'):>8}"
+            f"{_f(r.get('cpu_busy_frac'), '.2f'):>9}")
     for mode in MODES:
         r = scenario["runs"][mode]
         if "final_rewards" in r:
@@ -431,6 +461,12 @@ def table(scenario: dict) -> list[str]:
         lines.append(f"async reaches sync's final reward {target} (smoothed over {WINDOW} steps) at step {at['step']}, "
                      f"{at['elapsed_s']:.1f} s: {c['ratio']:.2f} x sync's wall-clock "
                      f"({_f(c['ratio_without_startup'], '.2f')} x without either run's start-up)")
+    if c.get("learner_floor") is not None:
+        lines.append(f"  learner floor: {c['learner_floor']:.2f} x sync's s/step is sync's own log-probs and update, "
+                     "which no overlap hides")
+    if c.get("cpu_floor") is not None:
+        lines.append(f"  CPU floor: sync kept the {CPUS} CPUs {c['cpu_floor']:.0%} busy, so its CPU work cannot take less "
+                     f"than {c['cpu_floor']:.2f} x its wall-clock on this machine, however it is overlapped")
     s = c["sync_reaches_at"]
     lines.append(f"  (sync itself first reaches it at step {s['step']}, {s['elapsed_s']:.1f} s; "
                  f"s/step sync / async = {_f(c['speedup_s_per_step'], '.2f')})" if s else
@@ -477,13 +513,13 @@ def bench(args: argparse.Namespace) -> dict:
                                       extra)
                 print(f"[{name}/{mode}/seed {seed}] cohort train --config {config}", flush=True)
                 load_before = os.getloadavg()[0]
-                seconds = run_trainer(f"{name}/{mode}", config, run_dir / "train.log", args.run_timeout)
+                seconds, cpu_s = run_trainer(f"{name}/{mode}", config, run_dir / "train.log", args.run_timeout)
                 load_after = os.getloadavg()[0]
                 metrics = run_dir / "run" / "metrics.jsonl"
                 records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
                 if len(records) != args.steps:
                     raise BenchError(f"{name}/{mode}: {len(records)} steps in {metrics}, not {args.steps}")
-                per_seed.append(summarise(mode, records, chunks, seconds) | {
+                per_seed.append(summarise(mode, records, chunks, seconds, cpu_s) | {
                     "seed": seed, "load_avg_1min": [round(load_before, 2), round(load_after, 2)]})
             scenario["runs"][mode] = combine(per_seed)
         scenario["comparison"] = compare(scenario["runs"]["sync"], scenario["runs"]["async"])

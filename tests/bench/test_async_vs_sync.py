@@ -38,6 +38,11 @@ def test_quick_async_vs_sync_bench(tmp_path, slowdown):
             assert run["wall_s"] == pytest.approx(sum(r["wall_s"] for r in run["seeds"]) / 2)
         assert 0.0 <= pipelined["learner_idle_frac"] <= 1.0 and 0.0 <= pipelined["generator_idle_frac"] <= 1.0
         assert scenario["verify_call_s"] > 0
+        for run in (sync, pipelined):  # the machine was busy for the run (a tick is 0.01 s), never over its CPUs
+            assert run["cpu_s"] > 0 and 0.0 < run["cpu_busy_frac"] <= 1.02, run
+        floors = scenario["comparison"]
+        assert 0.0 < floors["learner_floor"] < 1.0 and floors["cpu_floor"] == sync["cpu_busy_frac"], floors
+    assert proc.stdout.count("CPU floor: sync kept the") == 2 and "learner floor:" in proc.stdout
     assert report["scenarios"]["slow"]["verify_call_s"] >= 0.05  # the slowed verifiers did sleep
 
 

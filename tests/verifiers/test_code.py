@@ -146,6 +146,25 @@ def test_many_threads_at_once(verifier) -> None:
     assert out == {k: [1.0, 0.0, 1.0, 0.0] for k in range(6)}
 
 
+def test_programs_in_flight_follow_the_sandbox_not_this_hosts_cpus(monkeypatch) -> None:
+    """One thread per program the sandbox can run at once: a local pool's slots, 16 per remote sandbox
+    service (a fleet is used whole); it was 2 x this host's CPUs, whatever the sandbox."""
+    from cohort.sandbox.pool import Sandbox, SandboxOptions
+    from cohort.verifiers.code.backend import ENDPOINT_ENV, POOL_SIZE_ENV
+
+    def in_flight(v: CodeVerifier) -> int:
+        return v._executor._max_workers
+
+    with Sandbox(SandboxOptions(pool_size=3)) as sb:
+        assert in_flight(CodeVerifier(backend=LocalBackend(sandbox=sb))) == 3
+    assert in_flight(CodeVerifier(backend=GrpcBackend("127.0.0.1:1,127.0.0.1:2", tls=None))) == 32
+    monkeypatch.setenv(POOL_SIZE_ENV, "7")  # as `cohort serve code` builds it: from the environment
+    assert in_flight(CodeVerifier()) == 7
+    monkeypatch.setenv(ENDPOINT_ENV, "127.0.0.1:1, 127.0.0.1:2,127.0.0.1:3")
+    assert in_flight(CodeVerifier()) == 48
+    assert in_flight(CodeVerifier(max_parallel=2)) == 2
+
+
 def test_sandbox_that_cannot_start_is_dependency_unavailable(monkeypatch) -> None:
     from cohort.verifiers.code import ENDPOINT_ENV
 

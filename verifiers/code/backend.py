@@ -23,6 +23,9 @@ ENDPOINT_ENV = "COHORT_SANDBOX_ENDPOINT"
 TLS_ENV_PREFIX = "COHORT_SANDBOX_TLS_"
 """``COHORT_SANDBOX_TLS_CA`` / ``_CERT`` / ``_KEY`` / ``_SERVER_NAME``: TLS (mutual with CERT+KEY) to the sandbox."""
 POOL_SIZE_ENV = "COHORT_SANDBOX_POOL_SIZE"
+IN_FLIGHT_PER_ENDPOINT = 16
+"""Calls one code verifier keeps in flight to each sandbox service: half a server's default RPC threads, the
+most one tenant (group) may hold there (``sandbox/server.py``)."""
 
 
 class SandboxUnavailable(RuntimeError):
@@ -32,6 +35,9 @@ class SandboxUnavailable(RuntimeError):
 class Backend(Protocol):
     """``tenant`` names whose work this is (the code verifier: one per group), so that one group's hostile
     programs hold at most a bounded share of the sandbox (``sandbox/pool.py``); ``""`` is uncapped."""
+
+    concurrency: int
+    """Programs it can run at once (the code verifier keeps that many in flight, no more)."""
 
     def execute(self, code: str, stdin: bytes, limits: policy.Limits, tenant: str = "") -> ExecResult: ...
 
@@ -49,6 +55,7 @@ class LocalBackend:
         from cohort.sandbox.pool import Sandbox, SandboxOptions
 
         self.sandbox = sandbox if sandbox is not None else Sandbox(SandboxOptions(pool_size=pool_size))
+        self.concurrency = self.sandbox.candidates.size
 
     @classmethod
     def shared(cls) -> LocalBackend:
@@ -99,6 +106,7 @@ class GrpcBackend:
         self.tls = tls
         self.stubs = [pb_grpc.SandboxServiceStub(channel(e, tls, opts)) for e in names]
         self.endpoints = names
+        self.concurrency = IN_FLIGHT_PER_ENDPOINT * len(names)
         self.policy = policy or RetryPolicy()
         self.failover = Failover(len(names), self.policy)
         self.connect_timeout_s = connect_timeout_s
@@ -153,6 +161,16 @@ class GrpcBackend:
             return convert.run_from_pb(r, spec.count)
         except convert.MalformedResponse as exc:
             raise SandboxUnavailable(str(exc)) from None
+
+
+def default_concurrency() -> int:
+    """:attr:`Backend.concurrency` of :func:`default_backend`, read from the environment without starting it."""
+    endpoint = os.environ.get(ENDPOINT_ENV, "").strip()
+    if endpoint:
+        return IN_FLIGHT_PER_ENDPOINT * max(1, len([e for e in endpoint.split(",") if e.strip()]))
+    from cohort.sandbox.pool import default_pool_size
+
+    return int(os.environ.get(POOL_SIZE_ENV, "0") or 0) or default_pool_size()
 
 
 def default_backend() -> Backend:

@@ -41,7 +41,8 @@ from cohort.sandbox.executor import ExecResult, ExecStatus
 from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
 from cohort.verifiers.base import (CodeTests, GroupRequest, InvalidRequest, IoCase, Rollout, RolloutResult,
                                   RolloutStatus, Verdict, VerifyContext, float_option, option)
-from cohort.verifiers.code.backend import ENDPOINT_ENV, TLS_ENV_PREFIX, Backend, SandboxUnavailable, default_backend
+from cohort.verifiers.code.backend import (ENDPOINT_ENV, TLS_ENV_PREFIX, Backend, SandboxUnavailable, default_backend,
+                                          default_concurrency)
 from cohort.verifiers.code.extract import extract_code
 
 DEFAULT_PER_TEST_TIMEOUT_S = 5.0
@@ -143,8 +144,10 @@ class CodeVerifier:
 
             ClientTls.from_env(TLS_ENV_PREFIX)  # a bad COHORT_SANDBOX_TLS_* file fails at startup, named
         self._backend = backend
-        self._executor = ThreadPoolExecutor(max_workers=max_parallel or max(2, 2 * (os.cpu_count() or 2)),
-                                            thread_name_prefix="code-verifier")
+        # One thread per program in flight, as many as the sandbox runs at once: its slots, or a share of each
+        # remote sandbox service (a fleet is used whole, not at this host's CPU count).
+        in_flight = max_parallel or (backend.concurrency if backend is not None else default_concurrency())
+        self._executor = ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="code-verifier")
 
     @property
     def backend(self) -> Backend:

@@ -32,8 +32,9 @@ other jobs on the machine show there), idle fractions (sync: ``verify/idle_frac`
 stale, and the key ratio: the wall-clock at which async's reward, smoothed over 5 steps, first reaches the
 sync run's final reward, over the sync run's total wall-clock (also without either run's start-up). The
 smoothed reward curves are printed every ``--curve-every`` steps; everything goes to ``<out>/report.json``.
-Two floors bound that ratio from below: the *learner floor* (the sync run's log-probs and update per step over
-its seconds per step: the learner's own work, which both modes do one step after the other) and the *CPU
+Two floors bound that ratio from below: the *learner floor* (the share of the sync run's seconds per step left
+without its generation, ``time/generate_s``, and its wait for the verifiers, ``verify/idle_s``: the learner's own
+work of log-probs, update, advantages and logging, which both modes do one step after another) and the *CPU
 floor* (the machine's busy CPU-seconds during the sync run, from ``/proc/stat``, over its CPUs times the run's
 seconds: the same CPU work cannot finish sooner, however it is overlapped). ``CPU s`` per run is that
 machine-wide figure, so other jobs show there too.
@@ -381,6 +382,8 @@ def summarise(mode: str, records: list[dict], chunks: int, process_s: float, cpu
         "s_per_step": _mean(r["time/step_s"] for r in records),
         "final_reward": _mean(rewards[-WINDOW:]),
         "verify_idle_frac": _mean(r.get("verify/idle_frac") for r in records),
+        "verify_idle_s": _mean(r.get("verify/idle_s") for r in records),
+        "generate_s": _mean(r.get("time/generate_s") for r in records),
         "update_s": _mean(r.get("time/update_s") for r in records),
         "logprobs_s": _mean(r.get("time/logprobs_s") for r in records),
         "rewards": rewards, "smoothed": smoothed(rewards),
@@ -420,10 +423,10 @@ def compare(sync: dict, other: dict) -> dict:
     # A pipeline hides waiting, not CPU work: doing sync's CPU-seconds on this machine's CPUs takes at least
     # this share of sync's own run, however the work is overlapped.
     out["cpu_floor"] = sync.get("cpu_busy_frac")
-    # The learner's own step (log-probs and update) runs in both modes, one step after the other: overlap can
-    # hide everything else of a sync step, but not that.
-    learner = (sync.get("logprobs_s") or 0.0) + (sync.get("update_s") or 0.0)
-    out["learner_floor"] = learner / sync["s_per_step"] if learner and sync["s_per_step"] else None
+    # What the pipeline can hide of a sync step is its generation and its wait for the verifiers; the rest is the
+    # learner's own work (log-probs, update, advantages, logging), done in both modes one step after another.
+    hideable = (sync.get("generate_s") or 0.0) + (sync.get("verify_idle_s") or 0.0)
+    out["learner_floor"] = 1.0 - hideable / sync["s_per_step"] if hideable and sync["s_per_step"] else None
     return out
 
 
@@ -462,8 +465,8 @@ def table(scenario: dict) -> list[str]:
                      f"{at['elapsed_s']:.1f} s: {c['ratio']:.2f} x sync's wall-clock "
                      f"({_f(c['ratio_without_startup'], '.2f')} x without either run's start-up)")
     if c.get("learner_floor") is not None:
-        lines.append(f"  learner floor: {c['learner_floor']:.2f} x sync's s/step is sync's own log-probs and update, "
-                     "which no overlap hides")
+        lines.append(f"  learner floor: {c['learner_floor']:.2f} x sync's s/step is what is left of its step without its "
+                     "generation and its wait for the verifiers: the learner's own work, which no overlap hides")
     if c.get("cpu_floor") is not None:
         lines.append(f"  CPU floor: sync kept the {CPUS} CPUs {c['cpu_floor']:.0%} busy, so its CPU work cannot take less "
                      f"than {c['cpu_floor']:.2f} x its wall-clock on this machine, however it is overlapped")

@@ -117,9 +117,10 @@ class Failover:
         self._penalised_until = [0.0] * n_endpoints
         self._lock = threading.Lock()
 
-    def rotation(self) -> list[int]:
-        """Round-robin order starting at the next endpoint, recently failed endpoints last."""
-        start = next(self._next) % self.n
+    def rotation(self, start: int | None = None) -> list[int]:
+        """Round-robin order starting at ``start`` (a caller's preferred endpoint) or else at the next endpoint;
+        recently failed endpoints last."""
+        start = next(self._next) % self.n if start is None else start % self.n
         order = [(start + k) % self.n for k in range(self.n)]
         now = time.monotonic()
         with self._lock:
@@ -133,9 +134,10 @@ class Failover:
         with self._lock:
             self._penalised_until[endpoint] = 0.0
 
-    def attempts(self, deadline: float) -> Iterator[Attempt]:
-        """The attempts of one call, in order; stops after ``policy.attempts`` or at the deadline."""
-        order = self.rotation()
+    def attempts(self, deadline: float, start: int | None = None) -> Iterator[Attempt]:
+        """The attempts of one call, in order (from ``start`` when given, see :meth:`rotation`); stops after
+        ``policy.attempts`` or at the deadline."""
+        order = self.rotation(start)
         for k in range(self.policy.attempts):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -174,14 +176,15 @@ def short_error(exc: grpc.RpcError) -> str:
 
 async def call_with_failover(failover: Failover, deadline: float,
                              invoke: Callable[[int, float], Awaitable[T]],
-                             sleep: Callable[[float], Awaitable[Any]]) -> T:
+                             sleep: Callable[[float], Awaitable[Any]], start: int | None = None) -> T:
     """The failover loop of every Cohort client, written once: ``invoke(endpoint, timeout)`` per attempt
     of :meth:`Failover.attempts`, after ``sleep(backoff)``; a retryable ``grpc.RpcError`` fails over, any
     other raises :class:`RequestRejected`; all attempts spent (or the deadline passed) raise
     :class:`Exhausted`. The async client awaits it with ``asyncio.sleep``; blocking callers drive it with
-    :func:`run_blocking` and an ``invoke``/``sleep`` that never suspend."""
+    :func:`run_blocking` and an ``invoke``/``sleep`` that never suspend. ``start``: the endpoint to try
+    first, while it is not penalised (a caller that keeps related calls on one replica)."""
     errors: list[tuple[int, str]] = []
-    for attempt in failover.attempts(deadline):
+    for attempt in failover.attempts(deadline, start):
         if attempt.backoff_s:
             await sleep(attempt.backoff_s)
         timeout = attempt.timeout()

@@ -2,8 +2,10 @@
 
 Each configured tool server (one or more replicas of the same tools) is asked what it offers at start
 (:meth:`ToolClient.handshake`: a missing server fails fast, naming it); a batch's calls then go to the
-server of each tool's name, one ``ExecuteTools`` per server, all servers at once. Replicas fail over
-through the one retry policy (:func:`cohort.rpc.retry.call_with_failover`). A call to a tool nobody
+server of each tool's name, all servers at once. A server's calls are spread over its replicas by session:
+the calls of one rollout (one ``session_id``) go to the same replica while it is up, so a replica may keep
+per-rollout state, and one ``ExecuteTools`` per replica carries that replica's share. A replica that fails
+fails over through the one retry policy (:func:`cohort.rpc.retry.call_with_failover`). A call to a tool nobody
 offers is the model's fault (an OK result with ``error_kind = "unknown_tool"``); a server that stays
 unavailable past its deadline makes its calls infrastructure failures (``CallResult.ok = False``:
 their rollouts are masked, never scored).
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,7 +53,12 @@ class _Server:
         self.version = ""
         self.max_calls = 0
 
-    def call(self, method: str, request):
+    def replica(self, session_id: str, index: int) -> int:
+        """The replica a call goes to first: fixed by its session (by its place in the batch when it has none)."""
+        key = zlib.crc32(session_id.encode()) if session_id else index
+        return key % len(self.endpoints)
+
+    def call(self, method: str, request, start: int | None = None):
         deadline = time.monotonic() + self.timeout_s
 
         async def invoke(endpoint: int, timeout: float):  # blocking: never suspends (run_blocking)
@@ -59,7 +67,7 @@ class _Server:
         async def sleep(seconds: float) -> None:
             time.sleep(seconds)
 
-        return run_blocking(call_with_failover(self.failover, deadline, invoke, sleep))
+        return run_blocking(call_with_failover(self.failover, deadline, invoke, sleep, start))
 
     def describe(self) -> str:
         return (f"tools {', '.join(self.tools)}: {', '.join(self.endpoints)} ({self.version or 'unknown version'})")
@@ -73,7 +81,8 @@ class ToolClient:
             raise ValueError("no tool server given")
         self.servers = [_Server(eps, timeout_s, policy or RetryPolicy()) for eps in servers]
         self.by_tool: dict[str, _Server] = {}
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.servers)), thread_name_prefix="tool-client")
+        self._pool = ThreadPoolExecutor(max_workers=sum(len(s.endpoints) for s in self.servers),
+                                        thread_name_prefix="tool-client")  # every replica at once
 
     def handshake(self) -> dict[str, pb.Tool]:
         """Ask every server what it offers; raises :class:`ToolError` naming a server that cannot answer
@@ -101,28 +110,28 @@ class ToolClient:
     def execute(self, calls: Sequence[Call]) -> list[CallResult]:
         """One result per call, in order (blocking)."""
         results: list[CallResult | None] = [None] * len(calls)
-        groups: dict[int, list[int]] = {}
+        groups: dict[tuple[int, int], list[int]] = {}  # (server, replica) -> the calls it gets
         for i, c in enumerate(calls):
             server = self.by_tool.get(c.name)
             if server is None:
                 offered = ", ".join(sorted(self.by_tool)) or "none"
                 results[i] = CallResult(True, f"unknown tool {c.name!r}; available: {offered}", "unknown_tool")
             else:
-                groups.setdefault(self.servers.index(server), []).append(i)
-        jobs = [(k, chunk) for k, rows in groups.items()
+                groups.setdefault((self.servers.index(server), server.replica(c.session_id, i)), []).append(i)
+        jobs = [(k, replica, chunk) for (k, replica), rows in groups.items()
                 for chunk in _chunks(rows, self.servers[k].max_calls or len(rows))]
-        for rows, out in zip((rows for _, rows in jobs),
-                             self._pool.map(lambda job: self._send(self.servers[job[0]], [calls[i] for i in job[1]]), jobs)):
+        sent = self._pool.map(lambda job: self._send(self.servers[job[0]], [calls[i] for i in job[2]], job[1]), jobs)
+        for rows, out in zip((rows for _, _, rows in jobs), sent):
             for i, r in zip(rows, out):
                 results[i] = r
         return results  # type: ignore[return-value]
 
-    def _send(self, server: _Server, calls: list[Call]) -> list[CallResult]:
+    def _send(self, server: _Server, calls: list[Call], replica: int) -> list[CallResult]:
         request = pb.ExecuteToolsRequest(calls=[pb.ToolCall(call_id=str(i), name=c.name, arguments_json=c.arguments_json,
                                                             session_id=c.session_id) for i, c in enumerate(calls)])
         start = time.perf_counter()
         try:
-            response = server.call("ExecuteTools", request)
+            response = server.call("ExecuteTools", request, start=replica)
         except (Exhausted, RequestRejected) as exc:
             last = f" (last: {exc.errors[-1][1]})" if isinstance(exc, Exhausted) and exc.errors else ""
             detail = f"tool server {', '.join(server.endpoints)}: {exc}{last}"

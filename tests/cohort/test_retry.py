@@ -67,3 +67,11 @@ def test_attempts_stop_at_the_count_and_at_the_deadline():
     it = g.attempts(time.monotonic() + 0.5)
     next(it)
     assert next(it).backoff_s < 0.5  # a backoff never sleeps past the deadline
+
+
+def test_a_preferred_endpoint_comes_first_until_it_fails():
+    f = Failover(3, RetryPolicy(attempts=3, penalty_s=60))
+    assert f.rotation(start=2) == [2, 0, 1] and f.rotation(start=5) == [2, 0, 1]
+    assert [a.endpoint for a in f.attempts(time.monotonic() + 10, start=1)] == [1, 2, 0]
+    f.failed(2)
+    assert f.rotation(start=2) == [0, 1, 2]  # penalised: its calls go to the next replica meanwhile

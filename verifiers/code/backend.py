@@ -61,7 +61,7 @@ class LocalBackend:
     def shared(cls) -> LocalBackend:
         with cls._lock:
             if cls._shared is None:
-                cls._shared = cls(int(os.environ.get(POOL_SIZE_ENV, "0") or 0))
+                cls._shared = cls(_pool_size_from_env())
             return cls._shared
 
     def _run(self, tenant: str, fn, *args):
@@ -97,7 +97,7 @@ class GrpcBackend:
         from cohort.rpc.retry import Failover, RetryPolicy
         from cohort.rpc.tls import ClientTls, channel
 
-        names = [e.strip() for e in (endpoints.split(",") if isinstance(endpoints, str) else endpoints) if e.strip()]
+        names = _endpoint_names(endpoints)
         if not names:
             raise ValueError("no sandbox endpoint given")
         opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
@@ -163,14 +163,23 @@ class GrpcBackend:
             raise SandboxUnavailable(str(exc)) from None
 
 
+def _endpoint_names(endpoints: str | list[str]) -> list[str]:
+    return [e.strip() for e in (endpoints.split(",") if isinstance(endpoints, str) else endpoints) if e.strip()]
+
+
+def _pool_size_from_env() -> int:
+    return int(os.environ.get(POOL_SIZE_ENV, "0") or 0)
+
+
 def default_concurrency() -> int:
-    """:attr:`Backend.concurrency` of :func:`default_backend`, read from the environment without starting it."""
+    """:attr:`Backend.concurrency` of :func:`default_backend`, read from the environment without starting it
+    (the same readings as the backends' own)."""
     endpoint = os.environ.get(ENDPOINT_ENV, "").strip()
     if endpoint:
-        return IN_FLIGHT_PER_ENDPOINT * max(1, len([e for e in endpoint.split(",") if e.strip()]))
+        return IN_FLIGHT_PER_ENDPOINT * max(1, len(_endpoint_names(endpoint)))
     from cohort.sandbox.pool import default_pool_size
 
-    return int(os.environ.get(POOL_SIZE_ENV, "0") or 0) or default_pool_size()
+    return _pool_size_from_env() or default_pool_size()
 
 
 def default_backend() -> Backend:

@@ -28,7 +28,9 @@ the clipped ratio is taken against the learner's current (proximal) policy, whos
 update pass's own (no separate forward), and the policy-gradient term is weighted by the truncated
 pi_prox / pi_behaviour (``trainer.is_correction``).
 With ``none`` the ratio is taken against the behaviour policy itself (naive off-policy PPO, no extra
-forward). docs/async.md compares both at staleness 1 and 4.
+forward). docs/async.md compares both at staleness 1 and 4. The frozen reference's log-probs (beta > 0) come
+from the workers with the rows when their engine is transformers (``trainer.rollout_worker``), else the
+learner computes them for the round.
 
 **Checkpoints** hold the prompts of every group ordered but not consumed (``state_dict``); a resumed run
 orders them again first. Generations in flight and the workers' sampling RNGs are not saved: a resumed
@@ -83,6 +85,7 @@ class _Group:
     rows: RolloutBatch
     scores: Scores  # (1, G)
     version: int
+    ref_logprobs: torch.Tensor | None  # (G, T') the reference's, when the worker computed them
 
 
 class WorkerDied(RuntimeError):
@@ -123,7 +126,7 @@ class Pipeline:
         self._policy: torch.nn.Module | None = None
         self.submitted_groups = 0  # groups generated and sent to the verifiers (each gets a status, or is lost)
         self._lags: list[int] = []
-        self._gen_s = self._gen_idle_s = 0.0
+        self._gen_s = self._gen_idle_s = self._ref_s = 0.0
         self.consumed: list[list[int]] = []
         """Per round, the example indices of its groups (and, with dynamic sampling, ``left_out`` the ones left
         out for lack of signal): with ``state_dict``'s pending prompts, every prompt drawn is accounted for."""
@@ -382,9 +385,11 @@ class Pipeline:
                 self._arrived_ids.discard(order.id)
             g = self.cfg.grpo.num_generations
             for k, i in enumerate(order.idx):
-                rows = message.batch.select(list(range(k * g, (k + 1) * g)))
-                self._ready.append(_Group(i, rows, scores.select([k]), message.version))
+                rows = list(range(k * g, (k + 1) * g))
+                ref = None if message.ref_logprobs is None else message.ref_logprobs[rows]
+                self._ready.append(_Group(i, message.batch.select(rows), scores.select([k]), message.version, ref))
             self._gen_s += message.generate_s
+            self._ref_s += message.reference_s
             self._gen_idle_s += message.idle_s
         return self._ready.popleft()
 
@@ -455,8 +460,11 @@ class Pipeline:
         scores = merge_scores([g.scores for g in kept])
         ids, mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
         behaviour = batch.rollout_logprobs
-        with timer("logprobs"):
-            ref = None if src.ref_logprobs is None else src.ref_logprobs(ids, mask, t)
+        if all(g.ref_logprobs is not None for g in kept):  # the workers computed them
+            ref = torch.cat([torch.nn.functional.pad(g.ref_logprobs, (0, t - g.ref_logprobs.shape[1])) for g in kept])
+        else:
+            with timer("logprobs"):
+                ref = None if src.ref_logprobs is None else src.ref_logprobs(ids, mask, t)
         resampled = max(0, seen - p_want) if dynamic else 0
         if cfg.rollout.is_correction == "none":  # naive off-policy PPO: the ratio against the behaviour policy
             return Round(batch, scores, ref, old_logprobs=behaviour, resampled=resampled)
@@ -473,8 +481,8 @@ class Pipeline:
             "buffer_wait": timer.seconds["buffer_wait"],
             "waited": timer.seconds["buffer_wait"] + timer.seconds["verify_wait"],
             "step_s": time.perf_counter() - timer.start, "gen_s": self._gen_s, "gen_idle_s": self._gen_idle_s,
-            "restarts": float(self.restarts)})
-        gen_total = n["gen_s"] + n["gen_idle_s"]
+            "ref_s": self._ref_s, "restarts": float(self.restarts)})
+        gen_total = n["gen_s"] + n["ref_s"] + n["gen_idle_s"]
         out = {
             "async/staleness_mean": n["lags"] / n["groups"],
             "async/staleness_max": self.comm.max_float(float(max(self._lags))),
@@ -485,8 +493,9 @@ class Pipeline:
             "async/learner_idle_frac": n["waited"] / n["step_s"] if n["step_s"] > 0 else 0.0,
             "async/generator_idle_frac": n["gen_idle_s"] / gen_total if gen_total > 0 else 0.0,
             "async/generate_s": n["gen_s"],  # the workers' generation time in the groups consumed this step
+            "async/reference_s": n["ref_s"],  # and their time on the reference's log-probs (beta > 0)
             "async/weight_version": float(self.version),
             "async/worker_restarts": n["restarts"],
         }
-        self._gen_s = self._gen_idle_s = 0.0
+        self._gen_s = self._gen_idle_s = self._ref_s = 0.0
         return out

@@ -6,6 +6,11 @@ newest weights received, generate G completions per prompt with the behaviour po
 sampled tokens (the engine reports them from its own sampling: the learner's off-policy correction needs
 them), and send the rows back with their weight version. Weights arrive on their own thread, so a broadcast never waits for a generation to end. The
 learner scores the groups (see ``trainer.pipeline``).
+
+With ``grpo.beta > 0`` and the transformers engine the worker also holds the frozen reference (the model as
+the config builds it, which is what the learner's reference is: a resumed run keeps the initial model as its
+reference) and sends the reference's log-probs of its rows with them, so the learner's step is the update
+alone; as verl and OpenRLHF run the reference on workers of its own. A vLLM worker leaves them to the learner.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class Generated:
     batch: RolloutBatch  # rollout_logprobs: the behaviour policy's log-probs
     generate_s: float
     idle_s: float  # waiting for an order or for weights, since the previous message
+    ref_logprobs: torch.Tensor | None = None  # (B, T) the frozen reference's, when this worker computes them
+    reference_s: float = 0.0
 
 
 STOP = "stop"
@@ -106,8 +113,9 @@ class _Weights:
 
 def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner: int = 0) -> None:
     """A worker's whole life: join the job, serve orders until the learner says stop."""
-    from cohort.trainer.models import build_policy
     from cohort.trainer import tool_rollouts
+    from cohort.trainer.collect import reference_logprobs
+    from cohort.trainer.models import build_policy, frozen_reference
     from cohort.trainer.rollout import build_engine
 
     if cfg.run.torch_threads:
@@ -122,6 +130,9 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner:
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     model, tokenizer = build_policy(cfg.model)
     model.eval()
+    reference = None  # before any weights arrive: the model as built is the learner's reference
+    if cfg.grpo.beta > 0 and cfg.rollout.engine == "transformers":
+        reference = reference_logprobs(frozen_reference(model), cfg)
     base = build_engine(cfg.rollout, model, tokenizer,
                         cfg.run.seed + SEED_STRIDE * (rank + learner * (1 + cfg.rollout.workers)),
                         client=learner * cfg.rollout.workers + rank - 1)
@@ -131,12 +142,13 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner:
         base.close()
         raise
     try:
-        _serve(cfg, rank, world_size, init_method, model, engine)
+        _serve(cfg, rank, world_size, init_method, model, engine, reference)
     finally:
         engine.close()  # vLLM's engine core is this process's child: it ends here, not at an exit hook
 
 
-def _serve(cfg: TrainConfig, rank: int, world_size: int, init_method: str, model: torch.nn.Module, engine) -> None:
+def _serve(cfg: TrainConfig, rank: int, world_size: int, init_method: str, model: torch.nn.Module, engine,
+           reference=None) -> None:
     links = wire.Links.join(init_method, rank, world_size)  # after the engine: vLLM's start must not see the job
     engine.report_logprobs = True  # the behaviour policy's log-probs, from the sampling itself (no extra forward)
     weights = _Weights(links, model)
@@ -164,9 +176,12 @@ def _serve(cfg: TrainConfig, rank: int, world_size: int, init_method: str, model
             break
         started = time.perf_counter()
         batch = engine.generate(order.prompts, cfg.grpo.num_generations)
+        generated = time.perf_counter()
+        ref = None if reference is None else reference(batch.input_ids, batch.attention_mask,
+                                                       batch.completion_ids.shape[1])
         done = time.perf_counter()
-        wire.send(Generated(order.id, rank, weights.version, batch, done - started, started - idle_from), wire.LEARNER,
-                  links.up)
+        wire.send(Generated(order.id, rank, weights.version, batch, generated - started, started - idle_from, ref,
+                            done - generated), wire.LEARNER, links.up)
         idle_from = done
     wire.send(BYE, wire.LEARNER, links.up)
     weights.join(timeout=30)

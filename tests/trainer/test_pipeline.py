@@ -173,6 +173,26 @@ def test_resume_orders_the_pending_prompts_first(tmp_path, arith):
     assert [r["step"] for r in resumed] == [3]
 
 
+def test_the_workers_send_the_reference_log_probs_the_learner_would_compute(tmp_path, arith, monkeypatch):
+    """With beta > 0 the rollout workers compute the frozen reference's log-probs of their rows: the learner
+    spends no time on them, and they equal the learner's own forward over the round (padding aside), at every
+    step of a run whose policy moves (the reference does not)."""
+    next_round, diffs = Pipeline.next_round, []
+
+    def checked(self, src, timer):
+        rnd = next_round(self, src, timer)
+        b = rnd.batch
+        mine = src.ref_logprobs(b.input_ids, b.attention_mask, b.completion_ids.shape[1])
+        diffs.append(float((rnd.ref_logprobs - mine).abs()[b.loss_mask].max()))
+        return rnd
+
+    monkeypatch.setattr(Pipeline, "next_round", checked)
+    records = train(small_config(tmp_path, arith.endpoint, "run.max_steps=4", "rollout.max_staleness=1",
+                                 "grpo.beta=0.04"), {"arith": [arith.endpoint]})
+    assert len(diffs) == 4 and max(diffs) < 1e-5, diffs
+    assert all(r["time/logprobs_s"] == 0.0 and r["async/reference_s"] > 0 for r in records)
+    assert records[-1]["policy/kl"] > 0  # the policy moved away from the reference the workers hold
+
 def _cohort() -> str:
     return str(Path(sys.executable).parent / "cohort")
 

@@ -33,8 +33,9 @@ stale, and the key ratio: the wall-clock at which async's reward, smoothed over 
 sync run's final reward, over the sync run's total wall-clock (also without either run's start-up). The
 smoothed reward curves are printed every ``--curve-every`` steps; everything goes to ``<out>/report.json``.
 Two floors bound that ratio from below: the *learner floor* (the share of the sync run's seconds per step left
-without its generation, ``time/generate_s``, and its wait for the verifiers, ``verify/idle_s``: the learner's own
-work of log-probs, update, advantages and logging, which both modes do one step after another) and the *CPU
+without its generation, ``time/generate_s``, its wait for the verifiers, ``verify/idle_s``, and, when the async
+run's rollout workers compute the reference's log-probs, its ``time/logprobs_s``: the learner's own work of
+update, advantages and logging, which both modes do one step after another) and the *CPU
 floor* (the machine's busy CPU-seconds during the sync run, from ``/proc/stat``, over its CPUs times the run's
 seconds: the same CPU work cannot finish sooner, however it is overlapped). ``CPU s`` per run is that
 machine-wide figure, so other jobs show there too.
@@ -423,9 +424,13 @@ def compare(sync: dict, other: dict) -> dict:
     # A pipeline hides waiting, not CPU work: doing sync's CPU-seconds on this machine's CPUs takes at least
     # this share of sync's own run, however the work is overlapped.
     out["cpu_floor"] = sync.get("cpu_busy_frac")
-    # What the pipeline can hide of a sync step is its generation and its wait for the verifiers; the rest is the
-    # learner's own work (log-probs, update, advantages, logging), done in both modes one step after another.
+    # What the pipeline can hide of a sync step is its generation and its wait for the verifiers, and its reference
+    # log-probs when the async run's workers compute them (its learner then times none); the rest is the learner's
+    # own work (update, advantages, logging, other log-probs), done in both modes one step after another.
     hideable = (sync.get("generate_s") or 0.0) + (sync.get("verify_idle_s") or 0.0)
+    out["reference_on_workers"] = other.get("logprobs_s") == 0.0 and bool(sync.get("logprobs_s"))
+    if out["reference_on_workers"]:
+        hideable += sync["logprobs_s"]
     out["learner_floor"] = 1.0 - hideable / sync["s_per_step"] if hideable and sync["s_per_step"] else None
     return out
 
@@ -465,8 +470,9 @@ def table(scenario: dict) -> list[str]:
                      f"{at['elapsed_s']:.1f} s: {c['ratio']:.2f} x sync's wall-clock "
                      f"({_f(c['ratio_without_startup'], '.2f')} x without either run's start-up)")
     if c.get("learner_floor") is not None:
+        moved = ", and its reference log-probs (async's workers compute them)" if c.get("reference_on_workers") else ""
         lines.append(f"  learner floor: {c['learner_floor']:.2f} x sync's s/step is what is left of its step without its "
-                     "generation and its wait for the verifiers: the learner's own work, which no overlap hides")
+                     f"generation and its wait for the verifiers{moved}: the learner's own work, which no overlap hides")
     if c.get("cpu_floor") is not None:
         lines.append(f"  CPU floor: sync kept the {CPUS} CPUs {c['cpu_floor']:.0%} busy, so its CPU work cannot take less "
                      f"than {c['cpu_floor']:.2f} x its wall-clock on this machine, however it is overlapped")

@@ -47,7 +47,8 @@ LogProbs = Callable[[Int[Tensor, "B L"], Int[Tensor, "B L"], int], Float[Tensor,
 """(input_ids, attention_mask, completion_len) -> no-grad log-probs (B, T), 0 past each completion."""
 
 
-def _pad_right(x: Tensor | None, width: int) -> Tensor | None:
+def pad_right(x: Tensor | None, width: int) -> Tensor | None:
+    """Per-row tensors (b, T') right-padded with 0 to (b, width), like the completions they go with."""
     return None if x is None else torch.nn.functional.pad(x, (0, width - x.shape[1]))
 
 
@@ -85,7 +86,7 @@ class Round:
 
         def joined(name: str) -> Tensor | None:
             values = [getattr(p, name) for p in rows]
-            return None if any(v is None for v in values) else torch.cat([_pad_right(v, t) for v in values])
+            return None if any(v is None for v in values) else torch.cat([pad_right(v, t) for v in values])
 
         return Round(batch, merge_scores([p.scores for p in parts]), joined("ref_logprobs"), joined("old_logprobs"))
 

@@ -64,7 +64,7 @@ import torch
 
 from cohort.trainer import distributed, spawn_workers, wire
 from cohort.trainer.advantages import group_advantages
-from cohort.trainer.collect import Round
+from cohort.trainer.collect import Round, pad_right
 from cohort.trainer.config import TrainConfig
 from cohort.trainer.metrics import StepTimer
 from cohort.trainer.rollout import RolloutBatch, concat_batches
@@ -461,7 +461,7 @@ class Pipeline:
         ids, mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
         behaviour = batch.rollout_logprobs
         if all(g.ref_logprobs is not None for g in kept):  # the workers computed them
-            ref = torch.cat([torch.nn.functional.pad(g.ref_logprobs, (0, t - g.ref_logprobs.shape[1])) for g in kept])
+            ref = torch.cat([pad_right(g.ref_logprobs, t) for g in kept])
         else:
             with timer("logprobs"):
                 ref = None if src.ref_logprobs is None else src.ref_logprobs(ids, mask, t)

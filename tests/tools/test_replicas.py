@@ -8,13 +8,12 @@ import asyncio
 import json
 import threading
 
-import grpc
 import pytest
 
-from cohort.proto.grpo.tool.v1 import tool_service_pb2_grpc as pb_grpc
+from cohort.rpc.runtime import GrpcRuntime, RuntimeOptions
+from cohort.tools import server as tool_server
 from cohort.tools.base import ToolOutput, ToolSpec
 from cohort.tools.client import Call, ToolClient
-from cohort.tools.server import ToolServicer
 
 
 class WhoAmI:
@@ -29,7 +28,8 @@ class WhoAmI:
 
 
 class Replica:
-    """A ``grpo.tool.v1`` server on 127.0.0.1 in this process, on an event loop of its own."""
+    """A ``grpo.tool.v1`` server (the real runtime: health, reflection) on 127.0.0.1 in this process, on an event
+    loop of its own."""
 
     def __init__(self, name: str) -> None:
         self.loop = asyncio.new_event_loop()
@@ -41,11 +41,10 @@ class Replica:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
 
     async def _start(self, name: str):
-        server = grpc.aio.server()
-        pb_grpc.add_ToolServiceServicer_to_server(ToolServicer([WhoAmI(name)], "test"), server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        return server, port
+        runtime = GrpcRuntime(RuntimeOptions())  # 127.0.0.1, a free port
+        tool_server.add_to_server([WhoAmI(name)], "test", runtime)
+        port = await runtime.start(service_names=[tool_server.SERVICE_NAME], health_names=[])
+        return runtime.server, port
 
     def stop(self) -> None:
         if self.loop.is_running():

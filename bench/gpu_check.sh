@@ -2,6 +2,7 @@
 # One command for a session with a lent GPU (H200: Python 3.12, torch, transformers 5.x, grpcio; no network):
 #
 #   bench/gpu_check.sh [gpu_check.py options]        e.g. bench/gpu_check.sh --overlap --steps 5
+#   bench/gpu_check.sh --tests [pytest options]       the GPU tests: tests/trainer/test_device.py (model.device)
 #
 # Runs bench/gpu_check.py (transformers rollout engine + learner on a random-init ~0.5B Llama:
 # tokens/s, step time, peak GPU memory; with --overlap, the same steps pipelined as the asynchronous
@@ -19,12 +20,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=bench/wheels
 NEEDED=(pydantic pyyaml jaxtyping)
+# --tests: the project's runtime dependencies too (verifier servers, the CLI, pytest), all from bench/wheels/
+TEST_NEEDED=(pytest typer rich grpcio grpcio-health-checking grpcio-reflection "protobuf>=7.35.1" sympy
+             latex2sympy2_extended prometheus-client pyseccomp jsonschema)
+TESTS=0
+if [ "${1:-}" = "--tests" ]; then TESTS=1; shift; fi
 PY=${PYTHON:-python3}
 
 if [ "${1:-}" = "--fetch-wheels" ]; then  # on a networked machine: wheels for the GPU machine's Python 3.12
   mkdir -p "$WHEELS"
   "$PY" -m pip download -q --only-binary=:all: --python-version "${GPU_PY_VERSION:-3.12}" --implementation cp \
-    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$WHEELS" "${NEEDED[@]}"
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+    -d "$WHEELS" "${NEEDED[@]}" "${TEST_NEEDED[@]}"
   ls "$WHEELS"
   exit 0
 fi
@@ -36,6 +43,9 @@ missing=()
 SITE=$(mktemp -d)  # the import root: cohort -> this checkout (the package's folder is the repository root)
 trap 'rm -rf "$SITE"' EXIT
 ln -s "$PWD" "$SITE/cohort"
+if [ $TESTS = 1 ] && ! "$PY" -c "import pytest, typer, grpc_health, grpc_reflection, sympy, jsonschema" 2>/dev/null; then
+  missing+=("the project's runtime dependencies and pytest")
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ ! -d "$WHEELS" ]; then
     echo "error: missing ${missing[*]} and no $WHEELS/ folder (run bench/gpu_check.sh --fetch-wheels where PyPI is reachable)" >&2
@@ -49,5 +59,9 @@ export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 
 "$PY" -c "import torch, transformers" || { echo "error: $PY cannot import torch and transformers (the GPU machine has them)" >&2; exit 1; }
 "$PY" -c "import torch, transformers; print(f'torch {torch.__version__}, transformers {transformers.__version__}, cuda {torch.cuda.is_available()}')"
+if [ $TESTS = 1 ]; then
+  HF_HUB_OFFLINE=1 "$PY" -m pytest -q -p no:cacheprovider -rs tests/trainer/test_device.py "$@"
+  exit $?
+fi
 out="${OUT:-runs}/gpu_check.json"
 HF_HUB_OFFLINE=1 "$PY" bench/gpu_check.py --out "$out" "$@"  # not exec: the trap removes the import root after

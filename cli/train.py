@@ -46,6 +46,15 @@ def train(
     import signal
     import sys
 
+    if cfg.model.device.startswith("cuda"):  # before anything starts: a GPU asked for and missing is a config error
+        from cohort.trainer.distributed import local_device
+
+        try:
+            local_device(cfg.model.device)
+        except ValueError as exc:
+            typer.echo(f"error: invalid config: {exc}", err=True)
+            raise typer.Exit(2) from None
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # SIGTERM unwinds like Ctrl-C, so local verifier services are stopped and the metrics file closed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -55,6 +55,10 @@ class ModelSection(_Section):
     tiny: TinyModel | None = None
     """Build a random-init tiny Llama + char tokenizer instead of loading ``path``."""
     dtype: Literal["float32", "bfloat16"] = "float32"
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
+    """Where the policy (and the reference) train: ``auto`` is the GPU of this process (``cuda:$LOCAL_RANK``
+    under torchrun, else ``cuda:0``) when torch sees one, else ``cpu``; ``cuda`` the same GPU, required;
+    ``cuda:N`` that one. Rollouts, scores and advantages stay on the CPU; each update's rows move to it."""
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:

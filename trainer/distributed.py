@@ -152,6 +152,21 @@ def launched() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
+def local_device(name: str) -> torch.device:
+    """``model.device`` as a device: ``auto`` and ``cuda`` mean this process's GPU (``$LOCAL_RANK`` under
+    torchrun, else 0), made the current one (NCCL's collectives use it); ``auto`` falls back to the CPU."""
+    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError(f"model.device={name} but torch sees no GPU (torch {torch.__version__}, CUDA "
+                         f"{torch.version.cuda or 'not built in'}); use model.device=cpu or auto")
+    gpu = torch.device(name if ":" in name else f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}")
+    if gpu.index >= torch.cuda.device_count():
+        raise ValueError(f"model.device={name} names GPU {gpu.index} but torch sees {torch.cuda.device_count()}")
+    torch.cuda.set_device(gpu)
+    return gpu
+
+
 def setup(parallel: Parallel, backend: str = "auto") -> Comm:
     """Join the ``torchrun`` job (env:// rendezvous) for ``parallel`` ddp/fsdp2; :data:`SINGLE` for none."""
     if parallel == "none":

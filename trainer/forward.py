@@ -200,11 +200,14 @@ def choose(model: torch.nn.Module, comm: Comm, checkpoint: bool = False) -> Forw
 def batched_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
                      completion_len: int, temperature: float, micro_batch: int, forward_cost: int = 0,
                      forward: Forward = MODULE) -> Float[Tensor, "B T"]:
-    """No-grad log-probs (B, T) in ``forward``'s micro-batches, 0 past each completion's end."""
+    """No-grad log-probs (B, T) in ``forward``'s micro-batches, 0 past each completion's end; on the CPU, where
+    the rows are, whatever the model's device."""
     tp = input_ids.shape[1] - completion_len
     out = torch.zeros(input_ids.shape[0], completion_len)
+    device = next(model.parameters()).device
     buckets, logprobs_of = forward.plan(input_ids, attention_mask, completion_len, micro_batch, forward_cost)
     for idx, width in buckets:
-        lp, _ = logprobs_of(model, input_ids[idx, : tp + width], attention_mask[idx, : tp + width], width, temperature)
-        out[idx, :width] = lp.float()
+        lp, _ = logprobs_of(model, input_ids[idx, : tp + width].to(device), attention_mask[idx, : tp + width].to(device),
+                            width, temperature)
+        out[idx, :width] = lp.float().cpu()
     return out

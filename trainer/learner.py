@@ -40,6 +40,11 @@ class UpdateBatch:
     numerator of the importance weight pi_prox / pi_behaviour (``rollout.is_correction``) that the pass computes
     itself (AReaL's decoupled objective, without a separate no-grad forward)."""
 
+    def to(self, device: torch.device) -> UpdateBatch:
+        """Every tensor on ``device`` (the policy's: rows are gathered on the CPU); itself when they are there."""
+        moved = {f.name: v.to(device) for f in dataclasses.fields(self) if isinstance(v := getattr(self, f.name), Tensor)}
+        return dataclasses.replace(self, **moved)
+
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     """AdamW; the fused kernel (one pass per tensor, same update up to float rounding) for plain tensors,
@@ -85,11 +90,13 @@ class Learner:
         fixed = cfg.grpo.loss_type == "bnpo" or comm.distributed
         self.forward_cost = 0 if fixed else cfg.optim.micro_batch_cost_tokens
         self.forward = forward.choose(policy, comm, cfg.optim.gradient_checkpointing)  # the CPU fast path, or the module
+        self.device = next(policy.parameters()).device
         self.last_logprobs: Tensor | None = None  # (B, T) log-probs of the last step's rows before its update
 
     def step(self, batch: UpdateBatch) -> dict[str, float]:
         cfg, policy, comm = self.cfg, self.policy, self.comm
         policy.train()
+        batch = batch.to(self.device)
         n_rows = batch.input_ids.shape[0]
         mb = cfg.optim.micro_batch_size or max(n_rows, 1)
         n_micro = max(1, comm.max_int(-(-batch.input_ids.shape[0] // mb)))  # the same on every rank; >= 1
@@ -147,6 +154,7 @@ class Learner:
         rank: no update (:meth:`skip`)."""
         if self.comm.max_int(batch.input_ids.shape[0]) == 0:
             return self.skip(iterations)
+        batch = batch.to(self.device)  # once for every pass (the importance weights are computed there too)
         correction: dict[str, float] = {}
         for _ in range(iterations):
             stats = self.step(batch)

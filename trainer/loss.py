@@ -127,7 +127,7 @@ def policy_loss(inputs: LossInputs, cfg: LossConfig, norm: Normaliser, micro_bat
     per_token = -pg  # (B, T)
     weights = norm.weights(inputs.loss_mask, micro_batches)  # (B, T)
     mask = inputs.loss_mask.float()
-    kl_sum = torch.zeros((), dtype=per_token.dtype)
+    kl_sum = torch.zeros((), dtype=per_token.dtype, device=per_token.device)
     if cfg.beta > 0:
         if inputs.ref_logprobs is None:
             raise ValueError("beta > 0 needs ref_logprobs")

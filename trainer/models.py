@@ -15,6 +15,7 @@ import copy
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
 
+from cohort.trainer import distributed
 from cohort.trainer.config import ModelSection, TinyModel
 
 SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>")  # ids 0..3
@@ -81,7 +82,7 @@ def build_policy(cfg: ModelSection) -> tuple[torch.nn.Module, PreTrainedTokenize
         raise ValueError("the tokenizer has no pad token; set one in its tokenizer_config.json")
     if tokenizer.eos_token_id is None:
         raise ValueError("the tokenizer has no eos token")
-    model.to(getattr(torch, cfg.dtype))
+    model.to(device=distributed.local_device(cfg.device), dtype=getattr(torch, cfg.dtype))
     model.config.use_cache = True
     return model, tokenizer
 

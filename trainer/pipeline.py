@@ -117,7 +117,10 @@ class Pipeline:
         self._spawned: spawn_workers.Workers | None = None
         self._links: wire.Links | None = None
         self._weight_works: list = []
-        self._flat: torch.Tensor | None = None
+        self._flat: torch.Tensor | None = None  # the current version's weights, one of:
+        self._buffers: list[torch.Tensor | None] = [None, None]
+        """Host memory the versions alternate between (page-locked for a policy on a GPU): version v is written
+        into ``v % 2`` while v - 1 may still be on the wire; v - 2's broadcast was done before v - 1's began."""
         self._closing = False
         self._init = ""
         self.dropped_stale = 0
@@ -149,9 +152,8 @@ class Pipeline:
     def sync_weights(self, policy: torch.nn.Module) -> None:
         """After an update: the next version to the workers (the broadcast runs while the learner goes on)."""
         self.version += 1
-        previous, self._flat = self._flat, self._full_weights(policy)  # previous: alive until its broadcast is done
+        self._flat = self._full_weights(policy)  # the other buffer than the previous version's, maybe still sending
         self._recovering(self._broadcast)
-        del previous
 
     # ---- start and stop ------------------------------------------------------------------------------
 
@@ -287,8 +289,10 @@ class Pipeline:
 
     def _full_weights(self, policy: torch.nn.Module) -> torch.Tensor:
         """The policy's full weights, flat (FSDP2: gathered from every learner's shards, so collective)."""
+        slot = self.version % 2
         with distributed.gathered(policy):
-            return wire.flat_parameters(distributed.unwrap(policy))
+            self._buffers[slot] = wire.flat_parameters(distributed.unwrap(policy), self._buffers[slot])
+        return self._buffers[slot]
 
     def _broadcast(self) -> None:
         """The current version's weights to the workers (the previous broadcast done first); ``_flat`` stays

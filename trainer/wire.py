@@ -14,8 +14,9 @@ A message is a pickled object sent as its length, then its bytes. Pickle is safe
 processes of the same job started by the same user (as torch.distributed's own ``send_object_list``);
 nothing received from outside the job is ever unpickled. Why torch.distributed rather than a queue: the
 same code runs with the workers on this machine (spawned, a file rendezvous) and on other machines
-(``torchrun``, env:// rendezvous). The groups are gloo, so weights on a GPU go through host memory
-(``receive_weights(pin=True)`` keeps that copy fast); an NCCL weights group, device to device, is not built.
+(``torchrun``, env:// rendezvous). The groups are gloo, so weights on a GPU go through host memory, page-locked
+at both ends (``flat_parameters`` into the learner's buffers, ``receive_weights(pin=True)``) so that the copies run
+at the bus's speed; an NCCL weights group, device to device, is not built.
 """
 
 from __future__ import annotations
@@ -78,11 +79,20 @@ def receive(group, src: int | None = None) -> tuple[int, Any]:
     return src, pickle.loads(data.numpy().tobytes())
 
 
-def flat_parameters(model: torch.nn.Module) -> Tensor:
-    """Every parameter, in ``parameters()`` order, as one new 1-D tensor (a snapshot: the model may move on).
-    ``parameters_to_vector`` concatenates, which always allocates: no copy of the copy is needed (a second one
-    cost 0.21 s a step for SmolLM2's 135 M parameters, on the learner's critical path)."""
-    return torch.nn.utils.parameters_to_vector([p.detach() for p in model.parameters()])
+def flat_parameters(model: torch.nn.Module, out: Tensor | None = None) -> Tensor:
+    """Every parameter, in ``parameters()`` order, as one 1-D tensor in host memory (a snapshot: the model may move
+    on), written into ``out`` when it fits (the caller's buffer, reused from version to version; else a new one,
+    page-locked for a model on a GPU). On the CPU one concatenation straight into it, no copy of the copy (a
+    second one cost 0.21 s a step for SmolLM2's 135 M parameters, on the learner's critical path); on a GPU one
+    concatenation there and one copy to the host (gloo sends from host memory), which from page-locked memory
+    took 0.03 s a step for a 0.63 B model on an H200, against 1.1 s from pageable memory (docs/async.md)."""
+    params = [p.detach().reshape(-1) for p in model.parameters()]
+    numel, gpu = sum(p.numel() for p in params), params[0].is_cuda
+    if out is None or out.numel() != numel or out.dtype != params[0].dtype:
+        out = torch.empty(numel, dtype=params[0].dtype, pin_memory=gpu)
+    if gpu:
+        return out.copy_(torch.cat(params))
+    return torch.cat(params, out=out)
 
 
 def load_flat(model: torch.nn.Module, flat: Tensor) -> None:

@@ -35,3 +35,11 @@ def test_gpu_check_dry_run_on_cpu(tmp_path):
     assert staleness[0] == 0 and max(staleness) == overlap["staleness_max"] <= 1, staleness  # the bound of one version
     assert overlap["weight_bytes"] == result["params"] * 4  # float32 on the CPU: the whole model went to the worker
     assert overlap["step_s"] > 0 and overlap["lockstep_step_s"] == result["step_s"]
+
+
+def test_gpu_check_tests_run_on_cpu(tmp_path):
+    """``bench/gpu_check.sh --tests``: the device tests through the same import root; on a CPU the GPU ones skip."""
+    proc = subprocess.run([str(ROOT / "bench" / "gpu_check.sh"), "--tests"], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHON": sys.executable})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "passed" in proc.stdout and "failed" not in proc.stdout

@@ -314,7 +314,8 @@ def _children_with(pid: int, text: str) -> list[int]:
 
 def test_the_broadcast_weights_are_a_snapshot_the_update_does_not_change():
     """The learner goes on updating while a version's broadcast is in flight: the flat tensor it sends must
-    be its own memory, for one parameter as for many (``parameters_to_vector`` concatenates, which copies)."""
+    be its own memory, for one parameter as for many; a buffer handed back is written in place (the pipeline
+    alternates two, so the one on the wire is never written)."""
     from cohort.trainer import wire
 
     for model in (torch.nn.Linear(3, 1, bias=False), torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))):
@@ -325,6 +326,12 @@ def test_the_broadcast_weights_are_a_snapshot_the_update_does_not_change():
                 p.add_(1.0)
         assert torch.equal(flat, before)
         assert all(flat.data_ptr() != p.data_ptr() for p in model.parameters())
+        again = wire.flat_parameters(model, flat)  # the caller's buffer, reused: written in place
+        assert again.data_ptr() == flat.data_ptr()
+        assert torch.equal(again, torch.nn.utils.parameters_to_vector(model.parameters()))
+        assert not torch.equal(again, before)
+        other = wire.flat_parameters(torch.nn.Linear(4, 4), flat)  # does not fit: a buffer of its own
+        assert other.data_ptr() != flat.data_ptr() and other.numel() == 20
 
 
 @pytest.mark.distributed

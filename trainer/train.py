@@ -95,6 +95,8 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
         return []
     scorer = Scorer(cfg.scoring, endpoints)  # handshake: fails fast when a verifier is missing
     scorer.check(examples)  # every row routes to verifiers that accept its reference kind
+    first = next(policy.parameters())
+    comm.say(f"policy: {sum(p.numel() for p in policy.parameters()):,} parameters, {first.dtype} on {first.device}")
     for line in scorer.describe():  # endpoints, TLS mode, server version, limits
         comm.say(line)
     masked_share, masked = MaskedShare(cfg.scoring), MaskedRounds(cfg.scoring.max_masked_rounds)

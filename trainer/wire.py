@@ -84,8 +84,9 @@ def flat_parameters(model: torch.nn.Module, out: Tensor | None = None) -> Tensor
     on), written into ``out`` when it fits (the caller's buffer, reused from version to version; else a new one,
     page-locked for a model on a GPU). On the CPU one concatenation straight into it, no copy of the copy (a
     second one cost 0.21 s a step for SmolLM2's 135 M parameters, on the learner's critical path); on a GPU one
-    concatenation there and one copy to the host (gloo sends from host memory), which from page-locked memory
-    took 0.03 s a step for a 0.63 B model on an H200, against 1.1 s from pageable memory (docs/async.md)."""
+    concatenation there and one copy to the host (gloo sends from host memory): for a 0.63 B model on an H200 the
+    learner's share of a hand-off was 0.03 s into page-locked memory, against 0.68-0.97 s into pageable memory
+    (``bench/gpu_check.sh --overlap``, docs/async.md)."""
     params = [p.detach().reshape(-1) for p in model.parameters()]
     numel, gpu = sum(p.numel() for p in params), params[0].is_cuda
     if out is None or out.numel() != numel or out.dtype != params[0].dtype:

@@ -7,6 +7,7 @@ stays fast and the verifier images never import torch.
 from __future__ import annotations
 
 import importlib
+from typing import NoReturn
 
 import typer
 
@@ -20,6 +21,13 @@ app = typer.Typer(
 
 # Command modules; each does `from cohort.cli import app` and decorates its commands.
 COMMAND_MODULES = ["serve", "verify", "sandbox", "train", "eval", "conformance", "scaffold"]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Every command's way out on bad input (exit 2) or a failure (another ``code``): one line on stderr (red on a
+    terminal), never a traceback."""
+    typer.secho(message, err=True, fg="red")
+    raise typer.Exit(code)
 
 
 def _load_commands() -> None:

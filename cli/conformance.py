@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cohort.cli import app
+from cohort.cli import app, fail
 
 
 @app.command()
@@ -40,36 +40,29 @@ def conformance(
                                     load_cases, run_kit)
     from cohort.conformance.report import render
 
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
     if ":" not in endpoint or not endpoint.rpartition(":")[2].isdigit():
-        err.print(f"[red]error:[/] ENDPOINT must be host:port, got {endpoint!r}")
-        raise typer.Exit(2)
+        fail(f"error: ENDPOINT must be host:port, got {endpoint!r}")
     unknown = sorted(set(rule or ()) - set(RULES))
     if unknown:
-        err.print(f"[red]error:[/] unknown rule(s) {', '.join(unknown)}; the rules are: {', '.join(RULES)}")
-        raise typer.Exit(2)
+        fail(f"error: unknown rule(s) {', '.join(unknown)}; the rules are: {', '.join(RULES)}")
     try:
         loaded = load_cases(cases, verifier)
     except CasesError as exc:
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        fail(f"error: {exc}")
     from cohort.rpc.tls import ClientTls, TlsError
 
     try:
         tls = ClientTls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
     except TlsError as exc:
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        fail(f"error: {exc}")
     options = KitOptions(grace_s=grace, startup_s=startup_timeout, tls=tls, first_call_timeout_s=first_call_timeout)
     try:
         results = run_kit(endpoint, verifier, loaded, server_cmd=server_cmd, rules=rule or None, options=options,
                           connect_timeout_s=connect_timeout)
     except (EndpointUnreachable, VerifierNotServed) as exc:
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        fail(f"error: {exc}")
     except ServerStartError as exc:
-        err.print(f"[red]error:[/] the server did not start: {exc}")
-        raise typer.Exit(2) from None
+        fail(f"error: the server did not start: {exc}")
     render(results, endpoint, verifier, Console(width=160))
     raise typer.Exit(1 if any(r.status == "fail" for r in results) else 0)
 
@@ -86,21 +79,17 @@ def conformance_tools(
     Prints a pass/fail table; exits 1 if any rule fails, 2 on bad input or an unreachable endpoint.
     """
     import grpc
-    from rich.console import Console
 
     from cohort.conformance.report import render
     from cohort.conformance.tools import run_tool_kit
     from cohort.rpc.health import health_status
 
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
     if ":" not in endpoint or not endpoint.rpartition(":")[2].isdigit():
-        err.print(f"[red]error:[/] ENDPOINT must be host:port, got {endpoint!r}")
-        raise typer.Exit(2)
+        fail(f"error: ENDPOINT must be host:port, got {endpoint!r}")
     try:
         health_status(endpoint, timeout_s=timeout)
     except grpc.RpcError as exc:
-        err.print(f"[red]error:[/] {endpoint} is unreachable ({exc.code().name})")
-        raise typer.Exit(2) from None
+        fail(f"error: {endpoint} is unreachable ({exc.code().name})")
     results = run_tool_kit(endpoint, timeout)
     render(results, endpoint, "tool server")
     raise typer.Exit(1 if any(r.status == "fail" for r in results) else 0)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cohort.cli import app
+from cohort.cli import app, fail
 
 
 @app.command("eval")
@@ -46,8 +46,7 @@ def eval_(
     try:
         cfg = load_config(config, extra)
     except (ValidationError, ValueError, OSError) as exc:
-        typer.echo(f"error: invalid config: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"error: invalid config: {exc}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from rich.console import Console
     from rich.progress import Progress
@@ -69,11 +68,9 @@ def eval_(
                               on_rollout=emit, on_progress=lambda done, total: progress.update(task, completed=done,
                                                                                              total=total))
     except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"error: {exc}")
     except RuntimeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail(f"error: {exc}", 1)
     kk = k or samples
     tools = cfg.rollout.max_turns > 1
     table = Table("slice", "prompts", "rollouts", "usable", "reward", "pass@1", f"pass@{kk}",

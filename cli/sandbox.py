@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cohort.cli import app
+from cohort.cli import app, fail
 
 sandbox_app = typer.Typer(help="Debug rewards: run code in the sandbox by hand.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
@@ -40,19 +40,16 @@ def exec_(
         try:
             asserts = json.loads(tests_json)
         except json.JSONDecodeError as exc:
-            typer.secho(f"error: --tests-json is not valid JSON: {exc}", err=True, fg="red")
-            raise typer.Exit(2) from None
+            fail(f"error: --tests-json is not valid JSON: {exc}")
         if not isinstance(asserts, list) or not asserts or not all(isinstance(a, str) for a in asserts):
-            typer.secho("error: --tests-json must be a non-empty JSON list of strings", err=True, fg="red")
-            raise typer.Exit(2)
+            fail("error: --tests-json must be a non-empty JSON list of strings")
     code = extract_code(code_file.read_text(errors="replace"))
     from cohort.rpc.tls import TlsError
 
     try:  # TLS to the sandbox from COHORT_SANDBOX_TLS_CA / _CERT / _KEY
         backend = GrpcBackend(endpoint) if endpoint else LocalBackend(pool_size=1)
     except TlsError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        fail(f"error: {exc}")
     limits = policy.Limits(wall_s=timeout, cpu_s=timeout, memory_bytes=0, output_bytes=0, max_processes=0,
                            disk_bytes=0)
     try:
@@ -72,11 +69,9 @@ def exec_(
                              for a, o in zip(asserts, run.outcomes)],
                    "wall_s": round(run.wall_s, 4)}
     except InvalidTests as exc:
-        typer.secho(f"error: the tests cannot run: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        fail(f"error: the tests cannot run: {exc}")
     except SandboxUnavailable as exc:
-        typer.secho(f"error: sandbox unavailable: {exc}", err=True, fg="red")
-        raise typer.Exit(3) from None
+        fail(f"error: sandbox unavailable: {exc}", 3)
     finally:
         if isinstance(backend, LocalBackend):
             backend.sandbox.close()

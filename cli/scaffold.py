@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cohort.cli import app
+from cohort.cli import app, fail
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -24,28 +24,24 @@ def new_verifier(
     from cohort.conformance.plugin_template import render
 
     if not NAME_RE.match(name):
-        typer.secho(f"error: verifier name {name!r} must match {NAME_RE.pattern} (e.g. `units`, `json_schema`)", err=True, fg="red")
-        raise typer.Exit(2)
+        fail(f"error: verifier name {name!r} must match {NAME_RE.pattern} (e.g. `units`, `json_schema`)")
     try:
         taken = name in registry.available()
     except registry.PluginError:
         taken = False
     if taken:
-        typer.secho(f"error: a verifier named {name!r} is already registered ({registry.available()[name].value})", err=True, fg="red")
-        raise typer.Exit(2)
+        fail(f"error: a verifier named {name!r} is already registered ({registry.available()[name].value})")
     files = render(name)
     root = directory / f"cohort-verifier-{name.replace('_', '-')}"
     if root.exists() and any(root.iterdir()):
-        typer.secho(f"error: {root} already exists and is not empty", err=True, fg="red")
-        raise typer.Exit(2)
+        fail(f"error: {root} already exists and is not empty")
     try:
         for rel, text in files.items():
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        typer.secho(f"error: cannot write the package under {root}: {exc.strerror}", err=True, fg="red")
-        raise typer.Exit(1) from None
+        fail(f"error: cannot write the package under {root}: {exc.strerror}", 1)
     typer.echo(f"created {root} ({len(files)} files). Next:")
     typer.echo(f"  pip install -e '{root}[test]'")
     typer.echo(f"  cohort serve {name} --port 50051")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cohort.cli import app
+from cohort.cli import app, fail
 
 
 @app.command()
@@ -46,14 +46,12 @@ def serve(
     import logging
 
     if not isinstance(logging.getLevelName(log_level.upper()), int):
-        typer.echo(f"cohort serve: --log-level {log_level!r} is not one of DEBUG, INFO, WARNING, ERROR", err=True)
-        raise typer.Exit(2)
+        fail(f"cohort serve: --log-level {log_level!r} is not one of DEBUG, INFO, WARNING, ERROR")
     configure_logging(log_level.upper())
     try:
         tls = ServerTls.from_options(tls_cert, tls_key, client_ca)
     except TlsError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        fail(f"error: {exc}")
     options = RuntimeOptions(
         host=host, port=port, max_message_bytes=int(max_message_mb * 1024 * 1024), grace_s=grace,
         drain_delay_s=drain_delay, port_file=port_file, tls=tls,
@@ -69,8 +67,7 @@ def serve(
         except BindError as exc:
             _fail_to_bind(exc)
         except SandboxError as exc:
-            typer.echo(f"cohort serve sandbox: the sandbox cannot run code here: {exc}", err=True)
-            raise typer.Exit(1) from None
+            fail(f"cohort serve sandbox: the sandbox cannot run code here: {exc}", 1)
         return
     if "calculator" in names:  # a tool server (grpo.tool.v1), like the sandbox's `python` tool
         if names != ["calculator"]:
@@ -91,8 +88,7 @@ def serve(
     try:
         verifiers = registry.load_many(names)
     except registry.PluginError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        fail(f"error: {exc}")
     limits = ServerLimits(
         max_groups_per_batch=max_groups_per_batch, max_rollouts_per_group=max_rollouts_per_group,
         max_queued_groups=max_queued_groups, workers=workers, scoring_procs=scoring_procs,
@@ -106,8 +102,7 @@ def serve(
 def _fail_to_bind(exc: BindError) -> None:
     """One line instead of grpc's traceback ("RuntimeError: Failed to bind"), exit 1."""
     hint = " (pick another port; 0 picks a free one)" if exc.in_use else ""
-    typer.echo(f"cohort serve: {exc}{hint}", err=True)
-    raise typer.Exit(1)
+    fail(f"cohort serve: {exc}{hint}", 1)
 
 
 @app.command("list-verifiers")
@@ -122,8 +117,7 @@ def list_verifiers() -> None:
     try:
         found = registry.available()
     except registry.PluginError as exc:
-        typer.echo(f"cohort list-verifiers: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"cohort list-verifiers: {exc}")
     for name, ep in found.items():
         table.add_row(name, ep.value)
     Console().print(table)
@@ -152,18 +146,15 @@ def health(
     try:
         tls = ClientTls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
     except TlsError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        fail(f"error: {exc}")
     try:
         status = health_status(endpoint, service, timeout, tls)
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.NOT_FOUND:  # grpc's health servicer sends no details
             known = health_services(endpoint, timeout, tls)
             serves = f"it serves: {', '.join(known)}" if known else "it does not list its services"
-            typer.echo(f"{endpoint}: service {service!r} is unknown to this server ({serves})", err=True)
-            raise typer.Exit(2) from None
+            fail(f"{endpoint}: service {service!r} is unknown to this server ({serves})")
         details = (exc.details() or "").splitlines()
-        typer.echo(f"{endpoint}: {exc.code().name}: {details[0] if details else 'no details'}", err=True)
-        raise typer.Exit(1) from None
+        fail(f"{endpoint}: {exc.code().name}: {details[0] if details else 'no details'}", 1)
     typer.echo(f"{endpoint} {service or '(overall)'}: {status}")
     raise typer.Exit(0 if status == "SERVING" else 1)

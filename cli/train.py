@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cohort.cli import app
+from cohort.cli import app, fail
 
 
 @app.command(context_settings={"allow_extra_args": False})
@@ -29,16 +29,13 @@ def train(
     from cohort.trainer.config import dump_config, explain, load_config
 
     if config is not None and not config.is_file():
-        typer.echo(f"error: config file {config} does not exist", err=True)
-        raise typer.Exit(2)
+        fail(f"error: config file {config} does not exist")
     try:
         cfg = load_config(config, overrides or [])
     except ValidationError as exc:
-        typer.echo(f"error: invalid config: {explain(exc)}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"error: invalid config: {explain(exc)}")
     except (ValueError, OSError) as exc:
-        typer.echo(f"error: invalid config: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"error: invalid config: {exc}")
     if print_config:
         typer.echo(dump_config(cfg))
         return
@@ -52,8 +49,7 @@ def train(
         try:
             local_device(cfg.model.device)
         except ValueError as exc:
-            typer.echo(f"error: invalid config: {exc}", err=True)
-            raise typer.Exit(2) from None
+            fail(f"error: invalid config: {exc}")
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # SIGTERM unwinds like Ctrl-C, so local verifier services are stopped and the metrics file closed.
@@ -66,8 +62,7 @@ def train(
     try:
         records = run(cfg, early)
     except (ValueError, RuntimeError, OSError) as exc:  # OSError: a write the run needs failed (a full disk)
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail(f"error: {exc}", 1)
     if records:
         last = records[-1]
         curve = f", curve in {cfg.run.output_dir}/reward_curve.png" if cfg.run.plot else ""

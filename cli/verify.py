@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cohort.cli import app
+from cohort.cli import app, fail
 
 
 def _pairs(values: list[str], what: str) -> list[tuple[str, str]]:
@@ -50,29 +50,24 @@ def verify(
     if unknown:
         raise typer.BadParameter(f"weights for verifiers without an endpoint: {sorted(unknown)}", param_hint="--weight")
     if not file.is_file():
-        typer.secho(f"error: {file}: no such file", err=True, fg="red")
-        raise typer.Exit(2)
+        fail(f"error: {file}: no such file")
     try:
         records = list(read_records(file))
     except RecordError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        fail(f"error: {exc}")
     if not records:
-        typer.secho(f"error: {file} holds no records", err=True, fg="red")
-        raise typer.Exit(2)
+        fail(f"error: {file} holds no records")
     for rec in records:
         missing = {u.name for u in rec.task.verifiers or ()} - set(endpoints)
         if missing:
-            typer.secho(f"error: group {rec.task.id!r} asks for verifiers without an endpoint: {sorted(missing)}", err=True, fg="red")
-            raise typer.Exit(2)
+            fail(f"error: group {rec.task.id!r} asks for verifiers without an endpoint: {sorted(missing)}")
     from cohort.rpc.tls import ClientTls, TlsError
     from cohort.cli.verify_run import run_verify
 
     try:
         tls = ClientTls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
     except TlsError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        raise typer.Exit(2) from None
+        fail(f"error: {exc}")
     code = asyncio.run(run_verify(records, endpoints, weights, timeout, retries, batch_size, as_json, max_rows, tls=tls))
     raise typer.Exit(code)
 

@@ -15,6 +15,7 @@ UNAVAILABLE), in-flight calls finish (up to ``grace_s``), then the server stops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import inspect
 import logging
@@ -22,7 +23,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,9 +168,17 @@ class GrpcRuntime:
         for name in self._health_names:
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
 
-    def track(self) -> _InFlight:
+    @contextlib.contextmanager
+    def track(self) -> Iterator[None]:
         """``with runtime.track():`` around each unit of work that a drain must wait for."""
-        return _InFlight(self)
+        self.in_flight += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self._idle.set()
 
     async def drain_and_stop(self) -> None:
         if self.draining:
@@ -273,20 +282,6 @@ class DecodeErrorIsInvalidArgument(grpc.aio.ServerInterceptor):
             return await result if inspect.isawaitable(result) else result
 
         return grpc.unary_unary_rpc_method_handler(call, None, handler.response_serializer)
-
-
-class _InFlight:
-    def __init__(self, runtime: GrpcRuntime) -> None:
-        self.runtime = runtime
-
-    def __enter__(self) -> None:
-        self.runtime.in_flight += 1
-        self.runtime._idle.clear()
-
-    def __exit__(self, *exc: object) -> None:
-        self.runtime.in_flight -= 1
-        if self.runtime.in_flight == 0:
-            self.runtime._idle.set()
 
 
 def configure_logging(level: str = "INFO") -> None:

@@ -9,6 +9,7 @@ the sandbox itself is a gRPC error (UNAVAILABLE), a malformed request is INVALID
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -97,7 +98,7 @@ class SandboxServicer(pb_grpc.SandboxServiceServicer):
                                 f"tenant {tenant!r} has {self.gate.max_running + self.gate.max_waiting} calls "
                                 "running or queued; retry later")
         loop = asyncio.get_running_loop()
-        track = self.runtime.track() if self.runtime is not None else _Null()
+        track = self.runtime.track() if self.runtime is not None else contextlib.nullcontext()
         with track:
             await self.gate.acquire(tenant)
             work = loop.run_in_executor(self.pool, as_tenant, tenant, fn, *args)
@@ -128,14 +129,6 @@ class SandboxServicer(pb_grpc.SandboxServiceServicer):
         result = await self._run(context, self.sandbox.run_tests, args.code, args.spec, per_test, args.stop_first,
                                  args.limits)
         return convert.run_to_pb(result)
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:

@@ -189,14 +189,6 @@ def load_examples(cfg: DataSection, weighted: bool = True) -> list[Task]:
     return [t for rows in per_source for t in rows]
 
 
-def read_jsonl(path: str | Path) -> list[Task]:
-    """Task rows of a JSONL file (errors name the file and line)."""
-    try:
-        return read_tasks(path, format="jsonl")
-    except RecordError as exc:
-        raise ValueError(str(exc)) from None
-
-
 def uses_chat_template(cfg: DataSection, tokenizer: Any) -> bool:
     has = bool(getattr(tokenizer, "chat_template", None))
     if cfg.chat_template == "on" and not has:

@@ -14,7 +14,6 @@ sandbox failed) are left out of n and counted under their status: never scored a
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field

@@ -68,7 +68,7 @@ from cohort.trainer.collect import Round, pad_right
 from cohort.trainer.config import TrainConfig
 from cohort.trainer.metrics import StepTimer
 from cohort.trainer.rollout import RolloutBatch, concat_batches
-from cohort.trainer.rollout_worker import BYE, STOP, Generated, Order
+from cohort.trainer.rollout_worker import BYE, STOP, Order
 from cohort.trainer.scoring import Scores, merge_scores
 
 EXIT_GRACE_S = 5.0

@@ -22,10 +22,11 @@ group ``cohort.verifiers``.
 from __future__ import annotations
 
 import enum
+import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, runtime_checkable
 
 
@@ -245,6 +246,22 @@ def step_problem(steps: Sequence[StepReward], completion: str) -> str | None:
             return f"step {j} has reward {s.reward}"
         previous = s.end
     return None
+
+
+def checked_steps(group: GroupRequest, results: Sequence[RolloutResult], source: str) -> list[RolloutResult]:
+    """Step rewards as the contract has them: malformed ones make the rollout VERIFIER_ERROR (a bug of ``source``,
+    the verifier or the server that sent them, never a reward); the steps of a result that is not OK are dropped
+    (they mean nothing there). The verifier host checks what its verifiers return, the client what servers send."""
+    out = []
+    for rollout, r in zip(group.rollouts, results):
+        if r.steps and r.status is not RolloutStatus.OK:
+            r = replace(r, steps=())
+        elif r.steps and (problem := step_problem(r.steps, rollout.completion)) is not None:
+            logging.getLogger("cohort.verifiers").error("verifier %s (%s), group %r rollout %d: malformed step rewards: "
+                                                         "%s", group.verifier, source, group.group_id, r.index, problem)
+            r = RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"{source} sent malformed step rewards: {problem}")
+        out.append(r)
+    return out
 
 
 class InvalidRequest(ValueError):

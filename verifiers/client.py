@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import grpc
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
@@ -39,7 +39,7 @@ from cohort.verifiers.base import (
     RolloutResult,
     RolloutStatus,
     StepReward,
-    step_problem,
+    checked_steps,
 )
 
 log = logging.getLogger("cohort.verifiers.client")
@@ -438,22 +438,9 @@ def _checked(name: str, groups: list[GroupRequest], response: pb.BatchVerifyGrou
             log.error("verifier %s: %s", name, detail)
             out.append(_unusable(g, name, RolloutStatus.VERIFIER_ERROR, detail))
             continue
-        out.append(_drop_malformed_steps(name, g, result, address) if any(r.steps for r in result.results) else result)
+        out.append(replace(result, results=tuple(checked_steps(g, result.results, address)))
+                   if any(r.steps for r in result.results) else result)
     return out
-
-
-def _drop_malformed_steps(name: str, group: GroupRequest, result: GroupResult, address: str) -> GroupResult:
-    """Step rewards checked against the completions they describe (the server should have): a malformed
-    set makes that rollout VERIFIER_ERROR; steps of a result that is not OK are dropped."""
-    rows = []
-    for rollout, r in zip(group.rollouts, result.results):
-        if r.steps and r.status is not RolloutStatus.OK:
-            r = RolloutResult(r.index, r.status, r.verdict, r.reward, r.components, r.detail, r.duration_s, r.flags)
-        elif r.steps and (problem := step_problem(r.steps, rollout.completion)) is not None:
-            log.error("verifier %s @ %s, group %r rollout %d: %s", name, address, group.group_id, r.index, problem)
-            r = RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"{address} sent malformed step rewards: {problem}")
-        rows.append(r)
-    return GroupResult(result.group_id, result.verifier, result.verifier_version, tuple(rows), result.duration_s)
 
 
 def _unusable(group: GroupRequest, name: str, status: RolloutStatus, detail: str) -> GroupResult:

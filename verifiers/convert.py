@@ -112,12 +112,6 @@ def groups_from_bytes(payload: bytes, start: int, stop: int) -> list[GroupReques
     return [group_from_pb(r) for r in batch_from_bytes(payload).requests[start:stop]]
 
 
-def group_to_pb(group: GroupRequest) -> pb.VerifyGroupRequest:
-    msg = pb.VerifyGroupRequest()
-    _fill_group(msg, group)
-    return msg
-
-
 def batch_to_pb(groups: Sequence[GroupRequest]) -> pb.BatchVerifyGroupsRequest:
     # Messages are filled in place through ``add()``: 3x faster on upb than building each one with
     # keyword arguments and copying it into its parent.
@@ -172,15 +166,6 @@ def _fill_result(msg: pb.RolloutResult, result: RolloutResult) -> None:
         add = msg.steps.add
         for step in result.steps:
             add(end=step.end, reward=step.reward)
-
-
-def result_to_pb(result: RolloutResult) -> pb.RolloutResult:
-    msg = pb.RolloutResult(
-        index=result.index, status=_STATUS_TO_PB[result.status], verdict=_VERDICT_TO_PB[result.verdict],
-        reward=result.reward, detail=result.detail,
-    )
-    _fill_result(msg, result)
-    return msg
 
 
 def group_result_to_pb(result: GroupResult) -> pb.VerifyGroupResponse:
@@ -264,4 +249,3 @@ def group_result_from_pb(msg: pb.VerifyGroupResponse) -> GroupResult:
 
 
 status_name = {s: pb.RolloutStatus.Name(v) for s, v in _STATUS_TO_PB.items()}
-verdict_name = {v: pb.Verdict.Name(p) for v, p in _VERDICT_TO_PB.items()}

@@ -29,8 +29,8 @@ from cohort.verifiers.base import (
     RolloutStatus,
     Verifier,
     VerifyContext,
-    step_problem)
-from cohort.verifiers.metrics import ServerMetrics
+    checked_steps)
+from cohort.verifiers.metrics import ServerMetrics, count_results
 
 log = logging.getLogger("cohort.verifiers.host")
 
@@ -116,10 +116,11 @@ class VerifierHost:
                 results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"verifier raised {exc!r}") for r in group.rollouts]
         results = _match_results(group, results)
         if any(r.steps for r in results):
-            results = _validated_steps(group, results)
+            results = checked_steps(group, results, "verifier")
+        result = GroupResult(group.group_id, group.verifier, verifier.version, tuple(results), time.perf_counter() - start)
         if self.metrics is not None:
-            self.metrics.observe_results(group.verifier, results)
-        return GroupResult(group.group_id, group.verifier, verifier.version, tuple(results), time.perf_counter() - start)
+            self.metrics.observe_counts(count_results([result]))
+        return result
 
     def score_now(self, groups: Sequence[GroupRequest], ctx: VerifyContext) -> list[GroupResult]:
         """Score validated groups in this thread, one after the other."""
@@ -176,18 +177,3 @@ def _match_results(group: GroupRequest, results: list[RolloutResult]) -> list[Ro
             for ro in group.rollouts
         ]
     return matched
-
-
-def _validated_steps(group: GroupRequest, results: list[RolloutResult]) -> list[RolloutResult]:
-    """Step rewards as the contract has them: malformed ones make the rollout VERIFIER_ERROR (a verifier
-    bug, never a reward); the steps of a result that is not OK are dropped (they mean nothing there)."""
-    out = []
-    for rollout, r in zip(group.rollouts, results):
-        if r.steps and r.status is not RolloutStatus.OK:
-            r = replace(r, steps=())
-        elif r.steps and (problem := step_problem(r.steps, rollout.completion)) is not None:
-            log.error("verifier %s, group %r rollout %d: malformed step rewards: %s", group.verifier, group.group_id,
-                      r.index, problem)
-            r = RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"verifier sent malformed step rewards: {problem}")
-        out.append(r)
-    return out

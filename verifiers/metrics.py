@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from cohort.verifiers.base import CANDIDATE_LIMIT, GroupResult, RolloutResult
+from cohort.verifiers.base import CANDIDATE_LIMIT, GroupResult
 
 Counts = list[tuple[str, str, str, bool, int]]
 """(verifier, status, verdict, candidate_limit, rollouts) rows: what a scoring process tells the server's
@@ -49,12 +49,6 @@ class ServerMetrics:
         self.requests.labels(method, code).inc()
         if seconds is not None:
             self.latency.labels(method).observe(seconds)
-
-    def observe_results(self, verifier: str, results: Sequence[RolloutResult]) -> None:
-        for (status, verdict, limited), n in Tally([(r.status, r.verdict, CANDIDATE_LIMIT in r.flags) for r in results]).items():
-            self._rollout_counter(verifier, status.value, verdict.value).inc(n)
-            if limited:
-                self.candidate_limits.labels(verifier).inc(n)
 
     def observe_counts(self, counts: Counts) -> None:
         for verifier, status, verdict, limited, n in counts:

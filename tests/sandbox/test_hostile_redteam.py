@@ -26,7 +26,7 @@ import pytest
 
 from cohort.sandbox import policy
 from cohort.sandbox.executor import ExecStatus
-from cohort.verifiers.base import CodeTests, GroupRequest, IoCase, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
+from cohort.verifiers.base import CodeTests, GroupRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext
 
 MARKER = "cohort_hostile_marker"  # conftest.host_unaffected looks for files with this name on the host
 SECRET_ENV = "COHORT_SANDBOX_TEST_SECRET"
@@ -134,10 +134,11 @@ def grade(verifier, completion: str, tests: CodeTests, **options):
 
 
 def assert_scored_and_clean(result, secret: str) -> None:
-    from cohort.verifiers.convert import result_to_pb
+    from cohort.verifiers.base import GroupResult
+    from cohort.verifiers.convert import group_result_to_pb
 
     assert result.status is RolloutStatus.OK, result  # never masked: a hostile program is not an infra failure
-    result_to_pb(result).SerializeToString()  # the result crosses gRPC
+    group_result_to_pb(GroupResult("g", "code", "", (result,))).SerializeToString()  # the result crosses gRPC
     assert secret not in result.detail
 
 

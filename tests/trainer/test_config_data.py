@@ -7,7 +7,8 @@ import torch
 from pydantic import ValidationError
 
 from cohort.trainer.config import ArithmeticTask, load_config
-from cohort.trainer.data import PromptSampler, arithmetic_task, read_jsonl
+from cohort.trainer.data import PromptSampler, arithmetic_task
+from cohort.verifiers.records import read_tasks
 
 
 def test_embedded_default_is_valid_and_its_reward_max_is_one():
@@ -71,7 +72,7 @@ def test_jsonl_errors_name_the_line(tmp_path):
     p = tmp_path / "d.jsonl"
     p.write_text('{"prompt": "1+1=", "answer": 2}\n{"prompt": "x"}\n')
     with pytest.raises(ValueError, match=r"d.jsonl:2"):
-        read_jsonl(p)
+        read_tasks(p, format="jsonl")
 
 
 def test_attempt_timeout_reaches_the_client_policy():

@@ -17,7 +17,7 @@ def test_batch_request_round_trip_keeps_every_field():
     wire = convert.batch_to_pb(groups).SerializeToString()
     back = [convert.group_from_pb(m) for m in pb.BatchVerifyGroupsRequest.FromString(wire).requests]
     assert back == groups
-    assert convert.group_from_pb(convert.group_to_pb(groups[0])) == groups[0]
+    assert convert.group_from_pb(convert.batch_to_pb(groups[:1]).requests[0]) == groups[0]
 
 
 def test_batch_result_round_trip_and_duration_shares():

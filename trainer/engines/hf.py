@@ -42,7 +42,6 @@ class TransformersEngine:
         self.policy = policy
         self.tokenizer = tokenizer
         self.pad_id = int(tokenizer.pad_token_id)
-        self.eos_id = int(tokenizer.eos_token_id)
         self.device = next(policy.parameters()).device
         self.stop_ids = torch.tensor(stop_token_ids(tokenizer, policy), device=self.device)  # (S,)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)

@@ -65,13 +65,36 @@ def check_cpu_head_dim(config: Any) -> None:
                          "model.tiny.hidden_size=64 model.tiny.num_attention_heads=2")
 
 
-class VLLMEngine:
+class PushedWeights:
+    """What both vLLM engines share: the learner's weights pushed every ``rollout.sync_every`` updates, and a
+    checkpoint of the sampling position (rows drawn: per-row seeds) that pushes the restored policy's."""
+
+    cfg: RolloutSection
+    policy: torch.nn.Module  # the learner's module (a resumed run loads its state into it in place)
+    rows_drawn: int
+    updates: int
+
+    def push_weights(self, policy: torch.nn.Module) -> None:
+        raise NotImplementedError
+
+    def sync_weights(self, policy: torch.nn.Module) -> None:
+        self.updates += 1
+        if self.updates % self.cfg.sync_every == 0:
+            self.push_weights(policy)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rows_drawn": self.rows_drawn, "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rows_drawn, self.updates = int(state["rows_drawn"]), int(state["updates"])
+        self.push_weights(self.policy)  # resume: the policy was just restored from the checkpoint
+
+
+class VLLMEngine(PushedWeights):
     def __init__(self, cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int):
         self.cfg, self.opts = cfg, cfg.vllm
-        self.policy = policy  # the learner's module (a resumed run loads its state into it in place)
-        self.tokenizer = tokenizer
+        self.policy = policy
         self.pad_id = int(tokenizer.pad_token_id)
-        self.eos_id = int(tokenizer.eos_token_id)
         from cohort.trainer.models import stop_token_ids
 
         self.stop_ids = stop_token_ids(tokenizer, policy)  # EOS and the chat end-of-turn token
@@ -149,12 +172,6 @@ class VLLMEngine:
             self._sleeping = False
 
     # --- weights -------------------------------------------------------------------------------------------
-    def sync_weights(self, policy: torch.nn.Module) -> None:
-        self.updates += 1
-        if self.updates % self.cfg.sync_every:
-            return
-        self.push_weights(policy)
-
     def push_weights(self, policy: torch.nn.Module) -> None:
         """Load ``policy``'s current weights into vLLM now, then drop the prefix cache."""
         self._wake()
@@ -176,14 +193,6 @@ class VLLMEngine:
         else:
             raise ValueError(f"unknown rollout.vllm.sync_method {self.sync_method!r}")
         self.llm.reset_prefix_cache()
-
-    # --- checkpoint ------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        return {"rows_drawn": self.rows_drawn, "updates": self.updates}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rows_drawn, self.updates = int(state["rows_drawn"]), int(state["updates"])
-        self.push_weights(self.policy)  # resume: the policy was just restored from the checkpoint
 
     def close(self) -> None:
         """Stop vLLM's engine core (a process of its own with ``separate_process``: a caller that ends by

@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from cohort.trainer.config import RolloutSection
-from cohort.trainer.engines.vllm import rows_to_batch
+from cohort.trainer.engines.vllm import PushedWeights, rows_to_batch
 from cohort.trainer.rollout import RolloutBatch
 
 BACKEND = "cohort-gloo"
@@ -46,7 +46,7 @@ def join_transfer_group(address: str, port: int, rank: int, world_size: int, tim
     return dist.ProcessGroupGloo(dist.PrefixStore(BACKEND, store), rank, world_size, timeout)
 
 
-class VLLMServerEngine:
+class VLLMServerEngine(PushedWeights):
     def __init__(self, cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int):
         import httpx
 
@@ -154,12 +154,6 @@ class VLLMServerEngine:
         return rows_to_batch(rows, self.pad_id)
 
     # --- weights ---------------------------------------------------------------------------------------
-    def sync_weights(self, policy: torch.nn.Module) -> None:
-        self.updates += 1
-        if self.updates % self.cfg.sync_every:
-            return
-        self.push_weights(policy)
-
     def push_weights(self, policy: torch.nn.Module) -> None:
         """The policy's weights into the server now (one weight-update session), then its prefix cache dropped."""
         state = {name: t.detach().contiguous().cpu() for name, t in policy.state_dict().items()}
@@ -174,14 +168,6 @@ class VLLMServerEngine:
         self._concurrently("/update_weights", {"update_info": info}, send)
         self._call("POST", "/finish_weight_update", {"weight_version": str(self.updates)})
         self._call("POST", "/reset_prefix_cache")
-
-    # --- checkpoint ------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        return {"rows_drawn": self.rows_drawn, "updates": self.updates}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rows_drawn, self.updates = int(state["rows_drawn"]), int(state["updates"])
-        self.push_weights(self.policy)  # resume: the policy was just restored from the checkpoint
 
     def close(self) -> None:
         try:

@@ -130,13 +130,7 @@ def _exact_decimals(obj):
     variables; constants keep the decimal tolerance policy in :func:`_constants`."""
     if not isinstance(obj, sympy.Basic) or not obj.free_symbols:
         return obj
-    floats = obj.atoms(sympy.Float)
-    if not floats:
-        return obj
-    try:
-        return obj.xreplace({f: sympy.Rational(str(f)) for f in floats})
-    except (TypeError, ValueError):
-        return obj
+    return _decimal_literals_exact(obj)
 
 
 _IRRATIONAL = re.compile(r"\\(?:pi|sqrt|ln|log|sin|cos|tan|exp)(?![a-zA-Z])|(?<![a-zA-Z\\])e\^|\\mathrm\{e\}")

@@ -108,6 +108,24 @@ def test_sampling_is_seeded_and_state_restores():
     first = a.generate(prompts, 4).texts
     a.load_state_dict(state)
     assert a.generate(prompts, 4).texts == first
+    a.load_state_dict({"generator": state["generator"]})  # a checkpoint from before the device was saved: a CPU one
+    assert a.generate(prompts, 4).texts == first
+
+
+def test_a_sampling_state_from_another_device_reseeds_from_it(caplog):
+    """A GPU run resumed on the CPU: the CUDA generator's state (16 bytes) cannot enter a CPU generator (it
+    raised RuntimeError in set_state); the engine reseeds from it, deterministically, with one warning."""
+    model, tok = tiny()
+    prompts = [tok("1+2=")["input_ids"]]
+    engine = TransformersEngine(RolloutSection(max_completion_length=5), model, tok, seed=7)
+    gpu_state = {"generator": torch.arange(16, dtype=torch.uint8), "device": "cuda"}
+    engine.load_state_dict(gpu_state)
+    assert "a cuda generator's; this run samples on cpu: reseeded" in caplog.text
+    first = engine.generate(prompts, 8).texts
+    engine.load_state_dict(gpu_state)
+    assert engine.generate(prompts, 8).texts == first  # the same checkpoint, the same samples
+    engine.load_state_dict({"generator": torch.ones(16, dtype=torch.uint8), "device": "cuda"})
+    assert engine.generate(prompts, 8).texts != first  # another checkpoint, another stream
 
 
 def test_sampled_frequencies_follow_the_policy():

@@ -9,6 +9,8 @@ Sampling uses the engine's own seeded ``torch.Generator`` (saved in checkpoints)
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from typing import Any
 
 import torch
@@ -19,6 +21,8 @@ from cohort.trainer.config import RolloutSection
 from cohort.trainer.engines import llama_decode
 from cohort.trainer.models import stop_token_ids
 from cohort.trainer.rollout import RolloutBatch
+
+log = logging.getLogger("cohort.trainer.engines.hf")
 
 
 def sample_next(logits: Tensor, temperature: float, top_p: float, generator: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -54,10 +58,20 @@ class TransformersEngine:
         self.policy = policy  # same module: nothing to copy
 
     def state_dict(self) -> dict[str, Any]:
-        return {"generator": self.generator.get_state()}
+        return {"generator": self.generator.get_state(), "device": self.device.type}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.generator.set_state(state["generator"])
+        """The sampler where the checkpoint left it; a checkpoint from another kind of device (a GPU run resumed
+        on the CPU, or the reverse: their generators' states differ) reseeds from that state instead, as another
+        world size does: the run resumes, its samples are not the ones the first device would have drawn."""
+        saved = state.get("device", "cpu")  # checkpoints from before the device was saved: CPU runs
+        if saved == self.device.type:
+            self.generator.set_state(state["generator"])
+            return
+        seed = int.from_bytes(hashlib.sha256(state["generator"].numpy().tobytes()).digest()[:8], "little")
+        self.generator.manual_seed(seed)
+        log.warning("the checkpoint's sampling state is a %s generator's; this run samples on %s: reseeded from it",
+                    saved, self.device.type)
 
     def close(self) -> None:
         """Nothing to release (the policy is the learner's module)."""

@@ -149,11 +149,10 @@ def overlapped(args, cfg, model, learner, lockstep: dict, pin: bool) -> dict:
     links = wire.Links.join(init, wire.LEARNER, 2)
     t = time.perf_counter()
     numel = sum(p.numel() for p in model.parameters())
-    buffer = torch.empty(numel, dtype=next(model.parameters()).dtype, pin_memory=True) if pin else None
+    buffer = torch.empty(numel, dtype=next(model.parameters()).dtype, pin_memory=pin)  # pageable, or page-locked
 
     def to_host():
-        flat = wire.flat_parameters(model)
-        return flat.cpu() if buffer is None else buffer.copy_(flat)
+        return wire.flat_parameters(model, buffer)  # into this arm's buffer (its own would be page-locked on a GPU)
 
     flat = to_host()
     works = wire.broadcast_weights(0, flat, links.weights)

@@ -50,6 +50,8 @@ def train(
             local_device(cfg.model.device)
         except ValueError as exc:
             fail(f"error: invalid config: {exc}")
+        except RuntimeError as exc:  # CUDA refused the device (busy, exclusive-process mode)
+            fail(f"error: {exc}", 1)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # SIGTERM unwinds like Ctrl-C, so local verifier services are stopped and the metrics file closed.

@@ -57,8 +57,9 @@ class ModelSection(_Section):
     dtype: Literal["float32", "bfloat16"] = "float32"
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
     """Where the policy (and the reference) train: ``auto`` is the GPU of this process (``cuda:$LOCAL_RANK``
-    under torchrun, else ``cuda:0``) when torch sees one, else ``cpu``; ``cuda`` the same GPU, required;
-    ``cuda:N`` that one. Rollouts, scores and advantages stay on the CPU; each update's rows move to it."""
+    under torchrun, else ``cuda:0``) when every process on the machine gets one, else ``cpu`` for all; ``cuda``
+    the same GPU, required; ``cuda:N`` that one, for every process. Rollouts, scores and advantages stay on the
+    CPU; each update's rows move to it."""
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:
@@ -433,7 +434,15 @@ class DistributedSection(_Section):
     """none: one process, no launcher. ddp: replicated weights, summed gradients (small models).
     fsdp2: ``fully_shard`` per transformer block (weights, gradients and optimizer state sharded)."""
     backend: Literal["auto", "gloo", "nccl", "cpu:gloo,cuda:nccl"] = "auto"
-    """Process-group backend; auto: gloo on CPU, gloo + nccl when CUDA is available."""
+    """Process-group backend; auto: gloo on CPU, gloo + nccl when CUDA is available. nccl alone is refused: the
+    trainer's counts and metrics are summed as CPU tensors, which NCCL cannot carry."""
+
+    @model_validator(mode="after")
+    def _cpu_collectives(self) -> DistributedSection:
+        if self.backend == "nccl":
+            raise ValueError("distributed.backend=nccl cannot carry the trainer's CPU-side counts; use "
+                             "cpu:gloo,cuda:nccl (what auto picks when CUDA is available)")
+        return self
 
 
 class TrainConfig(_Section):

@@ -154,8 +154,10 @@ def launched() -> bool:
 
 def local_device(name: str) -> torch.device:
     """``model.device`` as a device: ``auto`` and ``cuda`` mean this process's GPU (``$LOCAL_RANK`` under
-    torchrun, else 0), made the current one (NCCL's collectives use it); ``auto`` falls back to the CPU."""
-    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+    torchrun, else 0), made the current one (NCCL's collectives use it). ``auto`` takes it only when every
+    process torchrun started on this machine has one (``$LOCAL_WORLD_SIZE`` GPUs at least), else the CPU for
+    all of them: DDP and FSDP2 need one kind of device on every rank, and NCCL one GPU per rank."""
+    if name == "cpu" or (name == "auto" and torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", 1))):
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise ValueError(f"model.device={name} but torch sees no GPU (torch {torch.__version__}, CUDA "

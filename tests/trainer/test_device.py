@@ -55,6 +55,20 @@ def test_a_gpu_asked_for_where_torch_sees_none_is_a_config_error(tmp_path, devic
 def test_a_device_that_is_no_device_name_is_a_config_error():
     with pytest.raises(ValueError, match="model.device"):
         config("model.device=gpu")
+    with pytest.raises(ValueError, match="cpu:gloo,cuda:nccl"):  # NCCL alone cannot sum the CPU-side counts
+        config("distributed.backend=nccl")
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="this machine has a GPU for each of 2 processes")
+def test_auto_is_the_cpu_for_every_process_when_not_each_has_a_gpu(monkeypatch):
+    """DDP and FSDP2 need one kind of device on every rank: with fewer GPUs than torchrun's processes on this
+    machine, auto is the CPU for all of them (rank 1 of 2 on a 1-GPU machine used to ask for a GPU it lacks)."""
+    from cohort.trainer.distributed import local_device
+
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    for rank in ("0", "1"):
+        monkeypatch.setenv("LOCAL_RANK", rank)
+        assert local_device("auto") == torch.device("cpu")
 
 
 def test_an_update_batch_moves_every_tensor_and_keeps_what_is_absent():

@@ -58,8 +58,8 @@ class ModelSection(_Section):
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
     """Where the policy (and the reference) train: ``auto`` is the GPU of this process (``cuda:$LOCAL_RANK``
     under torchrun, else ``cuda:0``) when every process on the machine gets one, else ``cpu`` for all; ``cuda``
-    the same GPU, required; ``cuda:N`` that one, for every process. Rollouts, scores and advantages stay on the
-    CPU; each update's rows move to it."""
+    the same GPU, required; ``cuda:N`` that one, for every process (so not with ``distributed.parallel``).
+    Rollouts, scores and advantages stay on the CPU; each update's rows move to it."""
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:
@@ -464,6 +464,9 @@ class TrainConfig(_Section):
                              "use dapo (global token mean) with distributed.parallel")
         if self.distributed.parallel != "none" and self.grpo.dynamic_sampling:
             raise ValueError("grpo.dynamic_sampling is not supported with distributed.parallel yet")
+        if self.distributed.parallel != "none" and ":" in self.model.device:
+            raise ValueError(f"model.device={self.model.device} puts every rank on one GPU, which NCCL refuses; with "
+                             "distributed.parallel use cuda (each rank its cuda:$LOCAL_RANK) or auto")
         mb = self.optim.micro_batch_size
         if mb is not None and self.batch_size % mb:
             raise ValueError(f"optim.micro_batch_size={mb} must divide the batch P*G={self.batch_size}")

@@ -57,6 +57,9 @@ def test_a_device_that_is_no_device_name_is_a_config_error():
         config("model.device=gpu")
     with pytest.raises(ValueError, match="cpu:gloo,cuda:nccl"):  # NCCL alone cannot sum the CPU-side counts
         config("distributed.backend=nccl")
+    with pytest.raises(ValueError, match="puts every rank on one GPU"):  # DDP/FSDP2 ranks need a GPU each
+        config("model.device=cuda:0", "distributed.parallel=ddp", "grpo.loss_type=dapo")
+    assert config("model.device=cuda:1").model.device == "cuda:1"  # one process: that GPU
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="this machine has a GPU for each of 2 processes")

@@ -286,10 +286,12 @@ def busy_cpu_s() -> float | None:
     return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def run_trainer(label: str, config: Path, log_path: Path, timeout_s: float) -> tuple[float, float | None]:
-    """``cohort train --config`` in its own process group (killed with its children on error or timeout);
-    returns the seconds the process ran and the machine's busy CPU-seconds meanwhile (:func:`busy_cpu_s`).
-    A non-zero exit is a :class:`BenchError`."""
+def run_trainer(label: str, config: Path, log_path: Path, timeout_s: float, metrics: Path, steps: int) -> dict:
+    """``cohort train --config`` in its own process group (killed with its children on error or timeout).
+    Returns the seconds the process ran (``process_s``), the machine's busy CPU-seconds meanwhile (``cpu_s``,
+    :func:`busy_cpu_s`), and the same over its training only (``train_cpu_s`` over ``train_s``: from the first
+    step's record in ``metrics`` to the last one's, so start-up and shut-down are left out; None where
+    ``/proc/stat`` is missing). A non-zero exit is a :class:`BenchError`."""
     started, cpu_before = time.monotonic(), busy_cpu_s()
     env = {**os.environ, "PYTHONSAFEPATH": "1", "HF_HUB_OFFLINE": "1"}
     with open(log_path, "wb") as log:
@@ -297,7 +299,8 @@ def run_trainer(label: str, config: Path, log_path: Path, timeout_s: float) -> t
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
                                 cwd=config.parent)
         try:
-            rc = proc.wait(timeout=timeout_s)
+            window = _watch_training(proc, metrics, steps, started + timeout_s)
+            rc = proc.wait(timeout=max(0.0, started + timeout_s - time.monotonic()))
         except subprocess.TimeoutExpired:
             _stop_group(proc)
             raise BenchError(f"{label}: cohort train still running after {timeout_s:.0f}s (log {log_path})") from None
@@ -307,7 +310,37 @@ def run_trainer(label: str, config: Path, log_path: Path, timeout_s: float) -> t
     if rc != 0:
         raise BenchError(f"{label}: cohort train exited {rc}: {_last_line(log_path)} (log {log_path})")
     cpu_after = busy_cpu_s()
-    return time.monotonic() - started, None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    out = {"process_s": time.monotonic() - started,
+           "cpu_s": None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
+           "train_s": None, "train_cpu_s": None}
+    if window is not None:
+        (t0, c0), (t1, c1) = window
+        out |= {"train_s": t1 - t0, "train_cpu_s": c1 - c0}
+    return out
+
+
+def _watch_training(proc: subprocess.Popen, metrics: Path, steps: int, deadline: float):
+    """Polls ``metrics`` (flushed every step) while ``proc`` runs: (monotonic time, busy CPU-seconds) when its
+    first record appears and when its ``steps``-th does, or None when either is missed (the process ended
+    first, no ``/proc/stat``). Every 20 ms: a step of the embedded task takes 60-70 ms, a run thousands of
+    them, so the window's ends are off by well under 1 %."""
+    seen, offset, first = 0, 0, None
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with open(metrics, "rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            chunk = b""
+        offset += len(chunk)
+        seen += chunk.count(b"\n")
+        if seen >= steps:  # a window opened at an earlier poll, or none (every step written between two polls)
+            last = (time.monotonic(), busy_cpu_s())
+            return None if first is None or first[1] is None or last[1] is None else (first, last)
+        if seen >= 1 and first is None:
+            first = (time.monotonic(), busy_cpu_s())
+        time.sleep(0.02)
+    return None
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
@@ -370,14 +403,18 @@ def first_reaching(records: list[dict], curve: list[float | None], target: float
     return None
 
 
-def summarise(mode: str, records: list[dict], chunks: int, process_s: float, cpu_s: float | None = None) -> dict:
+def summarise(mode: str, records: list[dict], chunks: int, process: dict) -> dict:
+    """One run's figures from its records and :func:`run_trainer`'s ``process`` (seconds and CPU-seconds)."""
     # NaN (no usable rollout that step): None, left out of every mean
     rewards = [r.get("reward/mean") if _finite(r.get("reward/mean")) else None for r in records]
     first = records[0]
+    cpu_s, train_cpu_s = process.get("cpu_s"), process.get("train_cpu_s")
     out = {
-        "mode": mode, "steps": len(records), "process_s": round(process_s, 2),
+        "mode": mode, "steps": len(records), "process_s": round(process["process_s"], 2),
         "cpu_s": None if cpu_s is None else round(cpu_s, 2),
-        "cpu_busy_frac": None if cpu_s is None else cpu_s / (CPUS * process_s),
+        "cpu_busy_frac": None if cpu_s is None else cpu_s / (CPUS * process["process_s"]),
+        # the same over the training only (first record to last): what the CPU floor reads
+        "train_busy_frac": None if train_cpu_s is None else train_cpu_s / (CPUS * process["train_s"]),
         "wall_s": records[-1]["time/elapsed_s"],
         "startup_s": max(0.0, first["time/elapsed_s"] - first["time/step_s"]),
         "s_per_step": _mean(r["time/step_s"] for r in records),
@@ -421,9 +458,11 @@ def compare(sync: dict, other: dict) -> dict:
             out["ratio_without_startup"] = (hit["elapsed_s"] - other["startup_s"]) / busy
     if sync["s_per_step"] and other["s_per_step"]:
         out["speedup_s_per_step"] = sync["s_per_step"] / other["s_per_step"]
-    # A pipeline hides waiting, not CPU work: doing sync's CPU-seconds on this machine's CPUs takes at least
-    # this share of sync's own run, however the work is overlapped.
-    out["cpu_floor"] = sync.get("cpu_busy_frac")
+    # A pipeline hides waiting, not CPU work: doing sync's CPU-seconds of training on this machine's CPUs takes
+    # at least this share of sync's own training, however the work is overlapped (the whole process's share,
+    # start-up included, where the training's own was not measured)
+    busy = sync.get("train_busy_frac")
+    out["cpu_floor"] = busy if busy is not None else sync.get("cpu_busy_frac")
     # What the pipeline can hide of a sync step is its generation and its wait for the verifiers, and its reference
     # log-probs when the async run's workers compute them (its learner then times none); the rest is the learner's
     # own work (update, advantages, logging, other log-probs), done in both modes one step after another.
@@ -442,7 +481,7 @@ def _f(x, fmt: str = ".3f", none: str = "-") -> str:
 def table(scenario: dict) -> list[str]:
     head = (f"{'mode':<10}{'steps':>6}{'wall s':>9}{'start-up s':>11}{'s/step':>8}{'final reward':>13}"
             f"{'verify idle':>12}{'learner idle':>13}{'gen idle':>9}{'stale mean/max':>15}{'dropped':>8}{'load':>11}"
-            f"{'CPU s':>8}{'CPU busy':>9}")
+            f"{'CPU s':>8}{'CPU busy':>9}{'train busy':>11}")
     lines = [head]
     for mode in MODES:
         r = scenario["runs"][mode]
@@ -454,7 +493,7 @@ def table(scenario: dict) -> list[str]:
             f"{_f(r.get('learner_idle_frac'), '.2f'):>13}{_f(r.get('generator_idle_frac'), '.2f'):>9}"
             f"{stale:>15}{_f(r.get('dropped_stale'), '.0f'):>8}"
             f"{'%.1f-%.1f' % tuple(r['load_avg_1min']):>11}{_f(r.get('cpu_s'), '.1f'):>8}"
-            f"{_f(r.get('cpu_busy_frac'), '.2f'):>9}")
+            f"{_f(r.get('cpu_busy_frac'), '.2f'):>9}{_f(r.get('train_busy_frac'), '.2f'):>11}")
     for mode in MODES:
         r = scenario["runs"][mode]
         if "final_rewards" in r:
@@ -474,8 +513,8 @@ def table(scenario: dict) -> list[str]:
         lines.append(f"  learner floor: {c['learner_floor']:.2f} x sync's s/step is what is left of its step without its "
                      f"generation and its wait for the verifiers{moved}: the learner's own work, which no overlap hides")
     if c.get("cpu_floor") is not None:
-        lines.append(f"  CPU floor: sync kept the {CPUS} CPUs {c['cpu_floor']:.0%} busy, so its CPU work cannot take less "
-                     f"than {c['cpu_floor']:.2f} x its wall-clock on this machine, however it is overlapped")
+        lines.append(f"  CPU floor: sync's training kept the {CPUS} CPUs {c['cpu_floor']:.0%} busy, so its CPU work cannot "
+                     f"take less than {c['cpu_floor']:.2f} x its wall-clock on this machine, however it is overlapped")
     s = c["sync_reaches_at"]
     lines.append(f"  (sync itself first reaches it at step {s['step']}, {s['elapsed_s']:.1f} s; "
                  f"s/step sync / async = {_f(c['speedup_s_per_step'], '.2f')})" if s else
@@ -522,13 +561,14 @@ def bench(args: argparse.Namespace) -> dict:
                                       extra)
                 print(f"[{name}/{mode}/seed {seed}] cohort train --config {config}", flush=True)
                 load_before = os.getloadavg()[0]
-                seconds, cpu_s = run_trainer(f"{name}/{mode}", config, run_dir / "train.log", args.run_timeout)
+                process = run_trainer(f"{name}/{mode}", config, run_dir / "train.log", args.run_timeout,
+                                      run_dir / "run" / "metrics.jsonl", args.steps)
                 load_after = os.getloadavg()[0]
                 metrics = run_dir / "run" / "metrics.jsonl"
                 records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
                 if len(records) != args.steps:
                     raise BenchError(f"{name}/{mode}: {len(records)} steps in {metrics}, not {args.steps}")
-                per_seed.append(summarise(mode, records, chunks, seconds, cpu_s) | {
+                per_seed.append(summarise(mode, records, chunks, process) | {
                     "seed": seed, "load_avg_1min": [round(load_before, 2), round(load_after, 2)]})
             scenario["runs"][mode] = combine(per_seed)
         scenario["comparison"] = compare(scenario["runs"]["sync"], scenario["runs"]["async"])

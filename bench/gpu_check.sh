@@ -22,7 +22,7 @@ WHEELS=bench/wheels
 NEEDED=(pydantic pyyaml jaxtyping)
 # --tests: the project's runtime dependencies too (verifier servers, the CLI, pytest), all from bench/wheels/
 TEST_NEEDED=(pytest typer rich grpcio grpcio-health-checking grpcio-reflection "protobuf>=7.35.1" sympy
-             latex2sympy2_extended prometheus-client pyseccomp jsonschema)
+             latex2sympy2_extended prometheus-client pyseccomp jsonschema cachetools)
 TESTS=0
 if [ "${1:-}" = "--tests" ]; then TESTS=1; shift; fi
 PY=${PYTHON:-python3}

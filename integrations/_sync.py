@@ -2,7 +2,7 @@
 
 The client is asyncio/grpc.aio; it lives on the one private event loop thread of every blocking
 Cohort caller (:class:`cohort.rpc.loop.BackgroundLoop`, shared with the trainer's scorer), started
-here and stopped by :meth:`SyncScorer.close` (or a ``with`` block, or at interpreter exit). Every
+here and stopped by :meth:`SyncScorer.close` (or at interpreter exit). Every
 public call blocks the caller until the loop answers.
 """
 
@@ -18,16 +18,16 @@ from cohort.verifiers.client import ScoredRollout, ScoreRequest, VerifierClient,
 class SyncScorer:
     """Blocking ``score`` / ``handshake`` over a :class:`VerifierClient` on a private event loop thread.
 
-    >>> with SyncScorer([WeightedVerifier("math", 1.0, ["127.0.0.1:50051"])]) as scorer:  # doctest: +SKIP
-    ...     scorer.handshake()
-    ...     scorer.score([ScoreRequest("q1", (Rollout(0, "\\\\boxed{4}"),), Reference(answer="4"))])
+    >>> scorer = SyncScorer([WeightedVerifier("math", 1.0, ["127.0.0.1:50051"])])  # doctest: +SKIP
+    >>> scorer.handshake()  # doctest: +SKIP
+    >>> scorer.score([ScoreRequest("q1", (Rollout(0, "\\\\boxed{4}"),), Reference(answer="4"))])  # doctest: +SKIP
+    >>> scorer.close()  # doctest: +SKIP
     """
 
-    def __init__(self, verifiers: Sequence[WeightedVerifier], *, timeout_s: float = 60.0, retries: int = 4,
-                 backoff_s: float = 0.05) -> None:
+    def __init__(self, verifiers: Sequence[WeightedVerifier], *, timeout_s: float = 60.0, retries: int = 4) -> None:
         self._bg = BackgroundLoop("cohort-verifier-loop")
         try:
-            self.client = VerifierClient(list(verifiers), timeout_s=timeout_s, retries=retries, backoff_s=backoff_s)
+            self.client = VerifierClient(list(verifiers), timeout_s=timeout_s, retries=retries)
         except BaseException:
             self._bg.close()
             raise
@@ -56,9 +56,3 @@ class SyncScorer:
     def close(self) -> None:
         """Close the channels, stop the loop and join its thread. Idempotent."""
         self._bg.close()
-
-    def __enter__(self) -> SyncScorer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

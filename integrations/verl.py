@@ -37,33 +37,9 @@ How verl calls it, as read in verl 0.9.1 (the PyPI wheel; the same calls are in 
   ``reward_extra_info`` (so every row returns the same keys; string values are skipped by the validation
   metrics).
 
-Mapping of a row (``data_source``, ``ground_truth``, ``extra_info``) to a Cohort request:
-
-- verifier(s): ``extra_info["cohort_verifier"]`` (a name or a list), else ``verifier_map[data_source]``,
-  else ``data_source`` itself when it names a configured verifier, else the ``verifier`` kwarg. Several
-  verifiers are combined with ``weights`` (default 1.0 each), as in ``cohort verify``.
-- reference: code tests when ``extra_info["code_tests"]`` is set or ``ground_truth`` is a mapping or a
-  JSON object with ``asserts`` / ``test_code`` + ``entry_point`` / ``io`` (the ``cohort verify`` format) or
-  ``inputs`` + ``outputs`` (stdin/stdout lists); otherwise the answer ``str(ground_truth)``.
-- options: ``options[verifier]`` (kwarg) updated by ``extra_info["cohort_options"][verifier]``.
-
-**A failed verification** (status not OK: verifier down, timeout, bad reference) has no masked form in
-verl: the reward tensor takes a number for every row. The row's dict says what happened
-(``cohort_status``: ``ok`` / ``dependency_unavailable`` / ..., ``cohort_usable``: 1.0 / 0.0), and its
-``score`` is chosen to push the policy as little as possible (``unusable`` kwarg):
-
-- ``"group_mean"`` (default): the mean of the usable scores of the rows of the same group in this call
-  (rows with the same data source, reference and ``extra_info["index"]``: verl's samples of one prompt).
-  A row at its group's mean gets a GRPO advantage of exactly 0 and leaves the group's mean unchanged, so
-  it teaches nothing, whereas 0 would teach "this answer is wrong" to a possibly correct answer (STYLE A2).
-  When no row of the group is usable (an outage), every row gets ``unusable_score``: equal scores give a
-  zero GRPO advantage for the whole group. Only the batched form sees groups: called per sample (verl
-  0.9.1's reward loop), a failed row scores ``unusable_score``, which is harmless when the whole group
-  failed (an outage) and a wrong-answer signal when one rollout of a group failed alone.
-- ``"constant"``: always ``unusable_score`` (default 0.0).
-- ``"raise"``: raise :class:`VerificationUnavailable` (the step fails instead of training on a guess).
-
-Also ``timeout_s`` (60) and ``retries`` (4) of the client. Clients are cached per process and endpoint
+How a row maps to a request (verifiers, their ``weights``, reference, options) and what a failed
+verification scores (``unusable``: ``group_mean``, ``constant`` or ``raise``) are written once, in
+``docs/integrations.md`` ("verl"). Also ``timeout_s`` (60) and ``retries`` (4) of the client. Clients are cached per process and endpoint
 set, handshake on first use (an unreachable verifier raises at the first step), and close at exit or by
 :func:`close_clients`.
 """

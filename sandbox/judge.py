@@ -231,11 +231,7 @@ def _cause_of(result: ExecResult | None) -> Cause:
 
 def _send(sock: socket.socket, message: dict, deadline: float) -> None:
     """One frame; raises TimeoutError when the peer does not take it before ``deadline``."""
-    sock.settimeout(max(0.001, deadline - time.monotonic()))
-    try:
-        sock.sendall(pack(message))
-    except socket.timeout:
-        raise TimeoutError from None
+    _send_raw(sock, pack(message), deadline)
 
 
 def _recv(sock: socket.socket, deadline: float, cap: int = MAX_FRAME) -> dict | None:

@@ -13,7 +13,6 @@ their rollouts are masked, never scored).
 
 from __future__ import annotations
 
-import json
 import time
 import zlib
 from collections.abc import Sequence
@@ -103,9 +102,6 @@ class ToolClient:
 
     def describe(self) -> list[str]:
         return [s.describe() for s in self.servers]
-
-    def schemas(self) -> dict[str, dict]:
-        return {name: json.loads(s.tools[name].parameters_json_schema or "{}") for name, s in self.by_tool.items()}
 
     def execute(self, calls: Sequence[Call]) -> list[CallResult]:
         """One result per call, in order (blocking)."""

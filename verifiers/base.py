@@ -24,10 +24,13 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from cachetools import LRUCache
 
 
 class RolloutStatus(enum.Enum):
@@ -284,3 +287,26 @@ def float_option(group: GroupRequest, key: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise InvalidRequest(f"option {key}={raw!r} for verifier {group.verifier!r}: expected a number") from None
+
+
+class LRU:
+    """A verdict cache for a verifier's threads: the ``capacity`` most recently used entries
+    (``cachetools.LRUCache`` under one lock; 0 keeps nothing). ``hits`` counts the lookups it answered."""
+
+    def __init__(self, capacity: int) -> None:
+        self._data: LRUCache | None = LRUCache(capacity) if capacity > 0 else None
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def get(self, key: Any) -> Any | None:
+        if self._data is None:
+            return None
+        with self._lock:
+            value = self._data.get(key)
+            self.hits += value is not None
+            return value
+
+    def put(self, key: Any, value: Any) -> None:
+        if self._data is not None:
+            with self._lock:
+                self._data[key] = value

@@ -1,7 +1,7 @@
 """Async client of ``grpo.verifier.v1``: what the trainer (and ``cohort verify``) use to score.
 
 - One ``BatchVerifyGroups`` per batch per verifier (split only above the server's advertised
-  ``max_groups_per_batch``, or into ``calls_per_batch`` calls spread over replicas).
+  ``max_groups_per_batch``).
 - Several endpoints per verifier, tried by the one retry/failover policy of every Cohort client
   (:mod:`cohort.rpc.retry`): round robin across calls, failover to the next endpoint on
   UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED / INTERNAL / UNKNOWN, exponential backoff
@@ -78,7 +78,6 @@ class Availability:
     down_since: float | None = None
     failed_calls: int = 0
     last_error: str = ""
-    outages: int = 0
     down_s: float = 0.0
     """Seconds unavailable over the ended outages (:meth:`total_down_s` adds the current one)."""
     _last_report: float = 0.0
@@ -88,7 +87,6 @@ class Availability:
         self.last_error = error
         if self.down_since is None:
             self.down_since, self._last_report, self.failed_calls = now, now, 1
-            self.outages += 1
             log.warning("verifier %s unavailable (%s)%s", self.name, error, f"; {self.note}" if self.note else "")
             return
         self.failed_calls += 1
@@ -202,7 +200,6 @@ class VerifierClient:
         timeout_s: float = 60.0,
         retries: int = 4,
         backoff_s: float = 0.05,
-        calls_per_batch: int = 1,
         tls: ClientTls | None = None,
         attempt_timeout_s: float | None = None,
         outage_note: str = "",
@@ -216,13 +213,10 @@ class VerifierClient:
         names = [v.name for v in verifiers]
         if len(set(names)) != len(names):
             raise ValueError(f"verifier configured twice: {names}")
-        if timeout_s <= 0 or retries < 0 or calls_per_batch < 1:
-            raise ValueError("timeout_s must be > 0, retries >= 0, calls_per_batch >= 1")
+        if timeout_s <= 0 or retries < 0:
+            raise ValueError("timeout_s must be > 0, retries >= 0")
         self.verifiers = {v.name: v for v in verifiers}
         self.timeout_s = timeout_s
-        self.retries = retries
-        self.backoff_s = backoff_s
-        self.calls_per_batch = calls_per_batch
         self.policy = RetryPolicy(attempts=retries + 1, backoff_s=backoff_s, attempt_timeout_s=attempt_timeout_s)
         self._pools = {v.name: _Pool(v.endpoints, v.tls, self.policy) for v in verifiers}
         self.versions: dict[str, str] = {}
@@ -302,8 +296,7 @@ class VerifierClient:
         deadline = time.monotonic() + self.timeout_s
 
         async def run(name: str, positions: list[int]) -> None:
-            chunk_size = -(-len(positions) // self.calls_per_batch)
-            chunk_size = min(chunk_size, self.max_groups.get(name, chunk_size))
+            chunk_size = min(len(positions), self.max_groups.get(name, len(positions)))
             chunks = [positions[i : i + chunk_size] for i in range(0, len(positions), chunk_size)]
             results = await asyncio.gather(*(self._call(name, [groups[p] for p in c], deadline, unreachable)
                                              for c in chunks))
@@ -366,10 +359,6 @@ class VerifierClient:
         results = iter(await self.verify_groups(groups))
         return [combine(req.rollouts, {r.name: next(results) for r in routes}, {r.name: r.weight for r in routes})
                 for req, _, routes in plan]
-
-    @property
-    def weights(self) -> dict[str, float]:
-        return {name: v.weight for name, v in self.verifiers.items()}
 
 
 def _describe(address: str, resp: pb.ListVerifiersResponse) -> str:

@@ -192,18 +192,16 @@ def _task_from(rec: _TaskIn, default_id: str, source: str) -> Task:
                 {k: dict(v) for k, v in rec.options.items()}, rec.source or source, rec.rollout_timeout_s)
 
 
-def parse_task(obj: object, default_id: str, source: str = "", require_reference: bool = True) -> Task:
-    """A task row (no rollouts) from a JSON-like object; raises :class:`RecordError`.
-
-    Training and evaluation rows need a reference (``answer`` or ``code_tests``); ``cohort verify``
-    records may go without one (format-only scoring)."""
+def parse_task(obj: object, default_id: str, source: str = "") -> Task:
+    """A training or evaluation row (no rollouts) from a JSON-like object, with its reference (``answer`` or
+    ``code_tests``); raises :class:`RecordError`."""
     try:
         task = _task_from(_TaskIn.model_validate(obj), default_id, source)
     except (ValidationError, ValueError) as exc:
         raise RecordError(_one_line(exc)) from None
     if task.messages is None and not task.prompt:
         raise RecordError("needs a non-empty prompt (or messages)")
-    if require_reference and task.reference.kind == "none":
+    if task.reference.kind == "none":
         raise RecordError("needs a reference: answer or code_tests")
     return task
 

@@ -78,7 +78,7 @@ def _serve(conn, setup: Callable[..., Callable[[Any], Any]], setup_args: tuple) 
 
 
 class _Worker:
-    def __init__(self, ctx, setup, setup_args: tuple, name: str, on_ready: Callable[[], None] | None = None) -> None:
+    def __init__(self, ctx, setup, setup_args: tuple, name: str, on_ready: Callable[[], None]) -> None:
         self.conn, child = ctx.Pipe(duplex=True)
         self.process = ctx.Process(target=_serve, args=(child, setup, setup_args), daemon=True, name=name)
         self.process.start()
@@ -124,8 +124,7 @@ class _Worker:
         if message != _READY:
             raise RuntimeError(f"worker {self.process.pid} sent {message!r} instead of saying it is ready")
         self.ready = True
-        if self._on_ready is not None:
-            self._on_ready()  # the pool's count of workers in a row that failed to start goes back to 0
+        self._on_ready()  # the pool's count of workers in a row that failed to start goes back to 0
 
     async def _receive_async(self):
         """The next message, read by the event loop once the pipe is readable."""
@@ -239,7 +238,6 @@ class WorkerPool:
                 w._check_ready(w.receive(deadline))
             except (TimeoutError, EOFError, OSError) as exc:
                 raise RuntimeError(f"{self._name} process {w.process.pid} did not start within {ready_timeout_s}s ({exc!r})") from None
-            self._started_one()
 
     def _add_worker(self) -> _Worker | None:
         if self.broken:

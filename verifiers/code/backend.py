@@ -91,7 +91,7 @@ class GrpcBackend:
     MARGIN_S = 30.0
     """Time a call may take beyond the program's own limits (queueing for a slot, judge start-up)."""
 
-    def __init__(self, endpoints: str | list[str], connect_timeout_s: float = 5.0, tls: ClientTls | None | str = "env",
+    def __init__(self, endpoints: str | list[str], tls: ClientTls | None | str = "env",
                  policy: RetryPolicy | None = None) -> None:
         from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
         from cohort.rpc.retry import Failover, RetryPolicy
@@ -109,7 +109,6 @@ class GrpcBackend:
         self.concurrency = IN_FLIGHT_PER_ENDPOINT * len(names)
         self.policy = policy or RetryPolicy()
         self.failover = Failover(len(names), self.policy)
-        self.connect_timeout_s = connect_timeout_s
 
     def _call(self, method: str, request, work_s: float, tenant: str):
         """``work_s``: what the sandbox needs at most; each attempt gets that plus MARGIN_S, and the whole

@@ -226,10 +226,7 @@ class _LoopBackend:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name=f"judge-{cfg.backend}")
         self._thread.start()
-        self._limiter: Limiter = self._on_loop(self._make_limiter())
-
-    async def _make_limiter(self) -> Limiter:
-        return Limiter(self.cfg.concurrency, self.cfg.rate_per_s)
+        self._limiter = Limiter(self.cfg.concurrency, self.cfg.rate_per_s)  # its semaphore binds to the loop on first use
 
     def _on_loop(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)

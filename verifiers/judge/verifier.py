@@ -30,14 +30,13 @@ in it): a re-score is free and identical.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cachetools import LRUCache
 
 from cohort.verifiers.base import (
+    LRU,
     GroupRequest,
     InvalidRequest,
     RolloutResult,
@@ -130,9 +129,7 @@ class JudgeVerifier:
     def __init__(self, config: JudgeConfig | None = None) -> None:
         self.config = config or JudgeConfig.from_env()
         self.backend = make_backend(self.config)
-        self.cache: LRUCache[str, Answer] | None = LRUCache(self.config.cache_size) if self.config.cache_size else None
-        self._cache_lock = threading.Lock()
-        self.cache_hits = 0
+        self.cache = LRU(self.config.cache_size)
         self.backend.on_answers = self._store  # answers that arrive after their call gave up (see LocalBackend)
 
     def close(self) -> None:
@@ -222,14 +219,7 @@ class JudgeVerifier:
     def _ask(self, queries: Sequence[Query], deadline: float) -> list[Answer] | Failed:
         """Answers from the cache, the rest from the back-end in one call; a status when the judge failed."""
         keys = [q.digest(self.backend.model_id) for q in queries]
-        found: dict[str, Answer] = {}
-        if self.cache is not None:
-            with self._cache_lock:
-                for key in keys:
-                    hit = self.cache.get(key)
-                    if hit is not None:
-                        found[key] = hit
-                self.cache_hits += len(found)
+        found: dict[str, Answer] = {key: hit for key in keys if (hit := self.cache.get(key)) is not None}
         missing = {key: q for key, q in zip(keys, queries) if key not in found}
         if missing:
             try:
@@ -246,12 +236,8 @@ class JudgeVerifier:
         return [found[key] for key in keys]
 
     def _store(self, queries: Sequence[Query], answers: Sequence[Answer]) -> None:
-        if self.cache is None:
-            return
-        keys = [q.digest(self.backend.model_id) for q in queries]  # computed outside the lock
-        with self._cache_lock:
-            for key, answer in zip(keys, answers):
-                self.cache[key] = answer
+        for query, answer in zip(queries, answers):
+            self.cache.put(query.digest(self.backend.model_id), answer)
 
     def _read(self, answer: Answer, opts: JudgeOptions) -> tuple[float, str] | str:
         """(value in [0, 1], what was read), or the reason the answer is unreadable."""

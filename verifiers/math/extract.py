@@ -327,8 +327,7 @@ def extract_answer(response: str) -> Extraction:
     if boxes:
         return _from_boxes(text, boxes, flags)
 
-    if markers:  # a marker with nothing after it on the line: fall through to bare
-        pass
+    # no box, and no marker with an answer after it on its line: a bare answer
     stripped = text.strip()
     if not stripped:
         return Extraction((), "none", tuple(flags))

@@ -49,7 +49,6 @@ _NOISE = [
     (re.compile(r">="), r"\\ge "),
     (re.compile(r"\\(?:textnormal|textrm|mbox|mathrm|textup|textbf|mathbf|textit|mathit|text)\s*\{"), r"\\text{"),
     (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree"), r"^\\circ"),
-    (re.compile(r"\\dfrac|\\tfrac"), r"\\frac"),
     (re.compile(r"\\operatorname\s*\{(\w+)\}"), r"\\\1"),
     (re.compile(r"\\text\{\s*(?:all real numbers|all reals)\s*\}|^(?:all real numbers|all reals)$", re.I), r"\\mathbb{R}"),
     (re.compile(r"\\(?:bm|boldsymbol)\s*\{"), "{"),  # bold maths is the same maths

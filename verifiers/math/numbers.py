@@ -50,11 +50,7 @@ def parse_number(s: str) -> Number | None:
 
 
 def _mixed_slash(s: str) -> Number | None:
-    m = _MIXED_SLASH.match(s)
-    if m and int(m.group(3)) != 0 and int(m.group(2)) < int(m.group(3)):  # '2 1/4' is a mixed number
-        whole, frac = int(m.group(1)), Fraction(int(m.group(2)), int(m.group(3)))
-        return Number(whole - frac if m.group(1).startswith("-") else whole + frac, None)
-    return None
+    return _mixed(s, _MIXED_SLASH, proper=True)  # '2 1/4' is a mixed number
 
 
 def _repeating(s: str) -> Number | None:
@@ -95,11 +91,11 @@ def _slash(s: str) -> Number | None:
     return None
 
 
-def _mixed(s: str) -> Number | None:
-    m = _MIXED.match(s)
-    if m and int(m.group(3)) != 0:
-        whole = int(m.group(1))
-        frac = Fraction(int(m.group(2)), int(m.group(3)))
+def _mixed(s: str, pattern: re.Pattern = _MIXED, proper: bool = False) -> Number | None:
+    """A whole number and a fraction (``proper``: only a fraction below 1)."""
+    m = pattern.match(s)
+    if m and int(m.group(3)) != 0 and not (proper and int(m.group(2)) >= int(m.group(3))):
+        whole, frac = int(m.group(1)), Fraction(int(m.group(2)), int(m.group(3)))
         return Number(whole - frac if m.group(1).startswith("-") else whole + frac, None)
     return None
 

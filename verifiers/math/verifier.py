@@ -37,12 +37,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from cohort.verifiers.base import (CANDIDATE_LIMIT, GroupRequest, InvalidRequest, RolloutResult, RolloutStatus, Verdict,
-                                   VerifyContext, float_option, option)
+from cohort.verifiers.base import (CANDIDATE_LIMIT, LRU, GroupRequest, InvalidRequest, RolloutResult, RolloutStatus,
+                                   Verdict, VerifyContext, float_option, option)
 from cohort.verifiers.math.compare import DECIMAL_COMMA_CHOICES, NeedSympy, OverLimits, Policy, cheap_leaf, compare, rounding_request
 from cohort.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer
 from cohort.verifiers.math.normalize import normalize
@@ -66,31 +65,6 @@ class Check:
     flags: tuple[str, ...] = ()
 
 
-class _LRU:
-    def __init__(self, capacity: int):
-        self._data: OrderedDict[tuple, Check] = OrderedDict()
-        self._capacity = capacity
-        self._lock = threading.Lock()
-        self.hits = 0
-
-    def get(self, key: tuple) -> Check | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-                self.hits += 1
-            return value
-
-    def put(self, key: tuple, value: Check) -> None:
-        if self._capacity <= 0:
-            return
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self._capacity:
-                self._data.popitem(last=False)
-
-
 class MathVerifier:
     name = "math"
     version = "1.3.0"  # verdict rules changed (issue 29: self-corrections, attribution): cached 1.2.0 verdicts do not carry over
@@ -100,7 +74,7 @@ class MathVerifier:
     def __init__(self, workers: int | None = None, memory_mb: int = 1536, cache_size: int = 100_000, start_method: str | None = None):
         self.pool = math_pool(workers or default_pool_size(), memory_mb=memory_mb, start_method=start_method)
         self._fanout = ThreadPoolExecutor(max_workers=4 * self.pool.size, thread_name_prefix="math-check")
-        self.cache = _LRU(cache_size)
+        self.cache = LRU(cache_size)
         # Workers start in the background now, so the first request does not pay for it.
         threading.Thread(target=self.pool.start, daemon=True, name="math-pool-start").start()
 

@@ -41,20 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_WORKLOAD = (ROOT / ".." / "shared" / "bench" / "trl_workload").resolve()
-PEER = ROOT / ".venv-peer"
-
-
-def ensure_peer_venv() -> Path:
-    python = PEER / "bin" / "python"
-    ok = python.exists() and subprocess.run([str(python), "-c", "import trl, torch; assert trl.__version__ == '1.16.0'"],
-                                            capture_output=True).returncode == 0
-    if not ok:
-        print(f"creating {PEER} (torch==2.13.0, then trl==1.16.0)", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(PEER)], check=True)
-        pip = [str(python), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "torch==2.13.0"], check=True)
-        subprocess.run([*pip, "trl==1.16.0"], check=True)
-    return python
+sys.path.insert(0, str(ROOT / "bench"))
+from trainer_vs_trl_smollm2 import ensure_peer_venv  # noqa: E402  (one TRL venv: .venv-peer, this checkout in it)
 
 
 def timed(cmd: list[str], env: dict[str, str], log: Path) -> int:

@@ -292,6 +292,7 @@ def run_trainer(label: str, config: Path, log_path: Path, timeout_s: float, metr
     :func:`busy_cpu_s`), and the same over its training only (``train_cpu_s`` over ``train_s``: from the first
     step's record in ``metrics`` to the last one's, so start-up and shut-down are left out; None where
     ``/proc/stat`` is missing). A non-zero exit is a :class:`BenchError`."""
+    metrics.unlink(missing_ok=True)  # an earlier run's records into the same --out would open the window early
     started, cpu_before = time.monotonic(), busy_cpu_s()
     env = {**os.environ, "PYTHONSAFEPATH": "1", "HF_HUB_OFFLINE": "1"}
     with open(log_path, "wb") as log:
@@ -463,6 +464,7 @@ def compare(sync: dict, other: dict) -> dict:
     # start-up included, where the training's own was not measured)
     busy = sync.get("train_busy_frac")
     out["cpu_floor"] = busy if busy is not None else sync.get("cpu_busy_frac")
+    out["cpu_floor_over"] = "training" if busy is not None else "whole process"
     # What the pipeline can hide of a sync step is its generation and its wait for the verifiers, and its reference
     # log-probs when the async run's workers compute them (its learner then times none); the rest is the learner's
     # own work (update, advantages, logging, other log-probs), done in both modes one step after another.
@@ -513,7 +515,7 @@ def table(scenario: dict) -> list[str]:
         lines.append(f"  learner floor: {c['learner_floor']:.2f} x sync's s/step is what is left of its step without its "
                      f"generation and its wait for the verifiers{moved}: the learner's own work, which no overlap hides")
     if c.get("cpu_floor") is not None:
-        lines.append(f"  CPU floor: sync's training kept the {CPUS} CPUs {c['cpu_floor']:.0%} busy, so its CPU work cannot "
+        lines.append(f"  CPU floor: sync's {c['cpu_floor_over']} kept the {CPUS} CPUs {c['cpu_floor']:.0%} busy, so its CPU work cannot "
                      f"take less than {c['cpu_floor']:.2f} x its wall-clock on this machine, however it is overlapped")
     s = c["sync_reaches_at"]
     lines.append(f"  (sync itself first reaches it at step {s['step']}, {s['elapsed_s']:.1f} s; "

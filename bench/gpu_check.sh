@@ -43,7 +43,7 @@ missing=()
 SITE=$(mktemp -d)  # the import root: cohort -> this checkout (the package's folder is the repository root)
 trap 'rm -rf "$SITE"' EXIT
 ln -s "$PWD" "$SITE/cohort"
-if [ $TESTS = 1 ] && ! "$PY" -c "import pytest, typer, grpc_health, grpc_reflection, sympy, jsonschema" 2>/dev/null; then
+if [ $TESTS = 1 ] && ! "$PY" -c "import pytest, typer, grpc_health, grpc_reflection, sympy, jsonschema, cachetools" 2>/dev/null; then
   missing+=("the project's runtime dependencies and pytest")
 fi
 if [ ${#missing[@]} -gt 0 ]; then

@@ -34,7 +34,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-
 from cohort.verifiers.base import (
     LRU,
     GroupRequest,

@@ -54,19 +54,58 @@ class Tool(Protocol):
         thread pool, so it must be thread-safe."""
 
 
-def parse_arguments(spec: ToolSpec, arguments_json: str) -> dict[str, Any] | ToolOutput:
-    """The call's arguments, or the model-facing error when they are not a JSON object matching the schema."""
+MAX_JSON_DEPTH = 64
+"""The deepest nesting of arrays and objects a call's JSON may have: deeper is the call's own error. It
+keeps every later walk of the value (the schema check, ``json.dumps``) far from Python's recursion limit."""
+
+
+def load_json(text: str) -> tuple[Any, str]:
+    """``(value, "")``, or ``(None, why)`` when ``text`` is not JSON this process can take: the one bounded
+    parser of text a model or a client wrote. It never raises: nesting past Python's recursion limit
+    (``json`` raises RecursionError), an integer past ``sys.int_info``'s digit limit (ValueError) and nesting
+    past :data:`MAX_JSON_DEPTH` all come back as the reason."""
     try:
-        arguments = json.loads(arguments_json or "{}")
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
-        return ToolOutput(f"arguments are not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})",
-                          "bad_arguments")
+        return None, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
+    except RecursionError:
+        return None, f"not valid JSON here: arrays and objects nest deeper than {MAX_JSON_DEPTH} levels"
+    except ValueError as exc:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        return None, f"not valid JSON here: {exc}"
+    if json_depth(value) > MAX_JSON_DEPTH:
+        return None, f"not valid JSON here: arrays and objects nest deeper than {MAX_JSON_DEPTH} levels"
+    return value, ""
+
+
+def json_depth(value: Any) -> int:
+    """How deep arrays and objects nest in ``value`` (a scalar is 0), walked without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if depth <= MAX_JSON_DEPTH:  # past the limit the answer is already known
+            stack.extend((c, depth + 1) for c in children)
+    return deepest
+
+
+def parse_arguments(spec: ToolSpec, arguments_json: str) -> dict[str, Any] | ToolOutput:
+    """The call's arguments, or the model-facing error when they are not a JSON object matching the schema.
+    Never raises, whatever ``arguments_json`` holds (:func:`load_json`)."""
+    arguments, why = load_json(arguments_json or "{}")
+    if why:
+        return ToolOutput(f"arguments are {why}", "bad_arguments")
     try:
         jsonschema.validate(arguments, spec.parameters)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
         return ToolOutput(f"arguments do not match the schema of {spec.name}: {exc.message}"
                           + (f" (at {where})" if where else ""), "bad_arguments")
+    except (RecursionError, ValueError) as exc:  # a pathological value the schema's checks cannot walk
+        return ToolOutput(f"arguments cannot be checked against the schema of {spec.name}: {type(exc).__name__}",
+                          "bad_arguments")
     return arguments
 
 

@@ -11,6 +11,8 @@ Two formats (``rollout.tool_format``):
 The result is written inside the same assistant turn (as ReTool and open-instruct do), so it needs
 no chat-template support; its tokens are context for the next turn and never part of the loss.
 A call whose JSON does not parse is the model's error: :class:`Found` carries the message it reads.
+:func:`find_call` never raises, whatever the text (the JSON is read by the bounded
+:func:`cohort.tools.base.load_json`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from cohort.tools.base import CallResult
+from cohort.tools.base import CallResult, load_json
 from cohort.tools.client import Call
 
 Format = Literal["tool_call", "fenced"]
@@ -54,10 +56,9 @@ def find_call(text: str, fmt: Format) -> Found | None:
     if close < 0:
         return None
     end = close + len("</tool_call>")
-    try:
-        body = json.loads(text[start + len("<tool_call>") : close])
-    except json.JSONDecodeError as exc:
-        return Found(end, None, f"the tool call is not valid JSON: {exc.msg}")
+    body, why = load_json(text[start + len("<tool_call>") : close])
+    if why:  # bounded: nesting or numbers no parser here can take are the model's error too
+        return Found(end, None, f"the tool call is {why}")
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):
         return Found(end, None, 'a tool call is {"name": "<tool>", "arguments": {...}}')
     arguments = body.get("arguments", {})

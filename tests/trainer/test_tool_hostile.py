@@ -1,0 +1,99 @@
+"""Hostile tool calls in the learner's path (issue 49), on a real tiny model, the real transformers engine,
+a real arith verifier on loopback and the real scorer.
+
+The model is taught (a few hundred supervised steps, nothing scripted) to write a ``<tool_call>`` whose
+arguments open 1,024 brackets, read the result and answer ``A42``. That call used to raise RecursionError
+out of ``find_call`` and kill the run; now it is the call's own ``bad_arguments`` error: the model reads
+it, its next turn is generated, and the rollout is scored (never masked).
+"""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+import torch
+
+from cohort.rpc.launch import ServiceProcess
+from cohort.tools.base import CallResult
+from cohort.tools.calls import find_call, render
+from cohort.tools.client import ToolClient
+from cohort.trainer import tool_rollouts
+from cohort.trainer.config import TinyModel, load_config
+from cohort.trainer.engines.hf import TransformersEngine
+from cohort.trainer.models import tiny_llama
+from cohort.trainer.scoring import Scorer
+from cohort.verifiers.records import Task
+
+RUN = 64  # one token writes 64 brackets (BPE merges below), so the model learns a short call
+CALL = '<tool_call>{"name":"calculator","arguments":' + "[" * (16 * RUN) + "}</tool_call>"
+ANSWER = "A42"
+
+
+def bracket_tokenizer():
+    """A char-level fast tokenizer (as cohort.trainer.models.char_tokenizer) whose BPE merges also make
+    runs of 2, 4, ... 64 brackets one token each."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    chars = string.ascii_letters + string.digits + " \n<>{}[]\"':,./()-_=*+`!?;"
+    runs = ["[" * (2**k) for k in range(1, 7)]
+    vocab = {t: i for i, t in enumerate(["<pad>", "<eos>", "<bos>", "<unk>", *chars, *runs])}
+    merges = [("[" * (2 ** (k - 1)), "[" * (2 ** (k - 1))) for k in range(1, 7)]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>"))
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens(["<pad>", "<eos>", "<bos>", "<unk>"])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>",
+                                   unk_token="<unk>", padding_side="left", clean_up_tokenization_spaces=False)
+
+
+@pytest.fixture(scope="module")
+def taught():
+    tok = bracket_tokenizer()
+    found = find_call(CALL, "tool_call")
+    result = render(CallResult(True, found.error, "bad_arguments"), "tool_call")
+    ids = tok("Q:")["input_ids"] + tok(CALL + result + ANSWER)["input_ids"] + [tok.eos_token_id]
+    assert len(ids) < 200 and tok.decode(tok(CALL)["input_ids"]) == CALL
+    model = tiny_llama(TinyModel(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                                 max_position_embeddings=256), tok)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    batch = torch.tensor([ids])
+    torch.manual_seed(0)
+    for _ in range(400):
+        loss = model(input_ids=batch, labels=batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05, loss.item()
+    return model.eval(), tok, result
+
+
+def test_a_call_nested_1024_deep_is_the_models_error_and_the_rollout_is_scored(taught):
+    model, tok, result = taught
+    with ServiceProcess(["calculator"]) as calc, ServiceProcess(["arith"]) as arith:
+        cfg = load_config(None, [
+            f'rollout.tools=[{{endpoints: ["{calc.endpoint}"]}}]', "rollout.max_turns=3", "rollout.tool_format=tool_call",
+            "rollout.max_completion_length=200", "rollout.temperature=0.05", "rollout.tool_timeout_s=10",
+            f'scoring.verifiers=[{{name: arith, endpoints: ["{arith.endpoint}"], options: {{format_weight: "0", pick: last}}}}]'])
+        client = ToolClient([[calc.endpoint]], timeout_s=10)
+        client.handshake()
+        engine = tool_rollouts.ToolRollouts(TransformersEngine(cfg.rollout, model, tok, 0), client, tok, cfg.rollout)
+        try:
+            batch = engine.generate([tok("Q:")["input_ids"]], 2)
+        finally:
+            engine.close()
+        scorer = Scorer(cfg.scoring, {"arith": [arith.endpoint]})
+        try:
+            scores = tool_rollouts.mask_failures(
+                scorer.submit([Task.with_answer("Q:", "42")], batch.texts, batch.truncated.tolist()).result(), batch)
+        finally:
+            scorer.close()
+    for row in range(2):
+        length = int(batch.completion_mask[row].sum())
+        transcript = tok.decode(batch.completion_ids[row, :length], skip_special_tokens=True)
+        assert transcript.startswith(CALL) and "[" * 1000 in transcript  # the issue's depth, really written
+        assert result in transcript and "deeper than 64 levels" in result  # the model read its own error
+    assert batch.texts == [CALL + ANSWER] * 2  # and went on to answer in its next turn
+    assert batch.tools.calls.tolist() == [1, 1] and batch.tools.turns.tolist() == [2, 2]
+    assert not batch.tools.failed.any() and batch.tools.errors == [("bad_arguments",)] * 2
+    assert scores.valid.all() and scores.rewards.flatten().tolist() == [1.0, 1.0]  # scored, not masked

@@ -1,0 +1,183 @@
+"""reasoning-gym behind Cohort: its generators as rows, its scorers as the `reasoning_gym` verifier.
+
+Rows come from the real generator (`python -m cohort.verifiers.interop.reasoning_gym`), are read by the one
+row parser (`verifiers/records.py`), and are scored by `cohort serve reasoning_gym` over gRPC on loopback
+through the learner's client. reasoning-gym itself is the installed, pinned package (extra `interop`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("reasoning_gym")
+
+from cohort.rpc.launch import ServiceProcess  # noqa: E402
+from cohort.verifiers.base import GroupRequest, InvalidRequest, Reference, Rollout, RolloutStatus, Verdict, VerifyContext  # noqa: E402
+from cohort.verifiers.client import VerifierClient  # noqa: E402
+from cohort.verifiers.interop import reasoning_gym as rgv  # noqa: E402
+from cohort.verifiers.records import group_requests, read_tasks, route  # noqa: E402
+
+
+def write_rows(path, *args) -> None:
+    out = subprocess.run([sys.executable, "-m", "cohort.verifiers.interop.reasoning_gym", str(path), *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "wrote " in out.stdout
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServiceProcess(["reasoning_gym"]) as proc:
+        yield proc
+
+
+def score(endpoint, groups):
+    async def go():
+        async with VerifierClient({"reasoning_gym": [endpoint]}, timeout_s=60) as client:
+            await client.handshake()
+            return await client.verify_groups(groups)
+    return [g.results for g in asyncio.run(go())]
+
+
+def groups_of(tasks, completions_per_task):
+    defaults = {"reasoning_gym": (1.0, {})}
+    out = []
+    for task, completions in zip(tasks, completions_per_task):
+        rollouts = tuple(Rollout(i, c) for i, c in enumerate(completions))
+        out += group_requests(task, rollouts, route(task, defaults))
+    return out
+
+
+def tag(text: str) -> str:
+    return f"Let me think. <answer>{text}</answer>"
+
+
+def test_generated_rows_score_through_the_server(tmp_path, server):
+    path = tmp_path / "arith.jsonl"
+    write_rows(path, "--task", "basic_arithmetic", "-n", "4", "--seed", "3", "--difficulty", "1")
+    tasks = read_tasks(path)  # the one row parser: the rows are valid training rows
+    assert len(tasks) == 4 and all(t.verifiers[0].name == "reasoning_gym" for t in tasks)
+    assert all("<answer>" in t.prompt and t.answer for t in tasks)
+    completions = [[tag(t.answer), tag(str(int(t.answer) + 1)), "no tags at all", t.answer] for t in tasks]
+    results = score(server.endpoint, groups_of(tasks, completions))
+    for group in results:
+        gold, wrong, untagged, bare = group
+        assert (gold.status, gold.reward, gold.verdict) == (RolloutStatus.OK, 1.0, Verdict.CORRECT)
+        assert (wrong.status, wrong.reward) == (RolloutStatus.OK, 0.0)
+        assert (untagged.status, untagged.reward, untagged.verdict) == (RolloutStatus.OK, 0.0, Verdict.NO_ANSWER)
+        assert (bare.status, bare.reward) == (RolloutStatus.OK, 0.0)  # extract=answer_tag: tags required
+
+
+def test_extract_none_scores_the_whole_completion(tmp_path, server):
+    path = tmp_path / "arith.jsonl"
+    write_rows(path, "--task", "basic_arithmetic", "-n", "1", "--seed", "5")
+    (task,) = read_tasks(path)
+    (group,) = groups_of([task], [[f" {task.answer}\n", tag(task.answer)]])
+    group.options = {**group.options, "extract": "none"}
+    (whole, tagged) = score(server.endpoint, [group])[0]
+    assert whole.reward == 1.0
+    # their default scorer gives containment partial credit (len(gold) / len(answer)): PARTIAL, passed through
+    assert 0.0 < tagged.reward < 1.0 and tagged.verdict is Verdict.PARTIAL
+
+
+def test_a_policys_garbage_is_scored_zero_never_masked(tmp_path, server):
+    """prime_factorization's scorer raises ValueError on a non-number: the policy's doing, reward 0, flagged."""
+    path = tmp_path / "primes.jsonl"
+    write_rows(path, "--task", "prime_factorization", "-n", "1", "--seed", "1")
+    (task,) = read_tasks(path)
+    huge = "1" * (rgv.MAX_ANSWER_CHARS + 1)
+    (group,) = groups_of([task], [[tag("zzz garbage"), tag(task.answer), tag(huge), tag("")]])
+    (results,) = score(server.endpoint, [group])
+    raised, gold, over, empty = results
+    assert (raised.status, raised.reward, raised.flags) == (RolloutStatus.OK, 0.0, (rgv.SCORER_RAISED,))
+    assert "their scorer raised" in raised.detail
+    assert (gold.status, gold.reward) == (RolloutStatus.OK, 1.0)
+    assert (over.status, over.reward, over.flags) == (RolloutStatus.OK, 0.0, ("candidate_limit",))
+    assert empty.status is RolloutStatus.OK and empty.reward < 0.1  # their own value for "" (0.01 here), passed through
+
+
+def test_an_item_that_is_not_the_rows_is_masked_as_invalid_reference(tmp_path, server):
+    path = tmp_path / "arith.jsonl"
+    write_rows(path, "--task", "basic_arithmetic", "-n", "1", "--seed", "2")
+    (task,) = read_tasks(path)
+    (use,) = task.verifiers
+    o = dict(use.options)
+    cases = {
+        "digest": {**o, "digest": "0" * 16},
+        "does not name a reasoning-gym item": {k: v for k, v in o.items() if k != "index"},
+        "no task": {**o, "task": "no_such_task"},
+        "refuses config": {**o, "config": json.dumps({**json.loads(o["config"]), "min_terms": 9, "max_terms": 2})},
+        "not JSON": {**o, "config": "{nope"},
+        "not a non-negative integer": {**o, "index": "-1"},
+    }
+    groups = []
+    for opts in cases.values():
+        (g,) = groups_of([task], [[tag(task.answer)]])
+        g.options = opts
+        groups.append(g)
+    (g,) = groups_of([dataclasses.replace(task, reference=Reference(answer="12345"))], [[tag("12345")]])
+    groups.append(g)  # an edited answer
+    results = score(server.endpoint, groups)
+    for why, (r,) in zip([*cases, "is not the item's"], results):
+        assert r.status is RolloutStatus.INVALID_REFERENCE, (why, r)
+        assert why in r.detail, (why, r.detail)
+
+
+def test_held_out_rows_share_no_question_with_training_rows(tmp_path):
+    held_out, train = tmp_path / "test.jsonl", tmp_path / "train.jsonl"
+    write_rows(held_out, "--task", "basic_arithmetic", "-n", "20", "--seed", "0", "--difficulty", "0")
+    write_rows(train, "--task", "basic_arithmetic", "-n", "40", "--seed", "0", "--difficulty", "0",
+               "--exclude", str(held_out))
+    q_test = {t.prompt for t in read_tasks(held_out)}
+    q_train = {t.prompt for t in read_tasks(train)}
+    assert len(q_train) > 5 and not q_test & q_train
+
+
+def test_bad_generator_input_is_one_line_and_exit_2(tmp_path):
+    for args, needle in [(["--task", "no_such_task", "-n", "2"], "has no task 'no_such_task'"),
+                         (["--task", "basic_arithmetic", "-n", "2", "--config", "[1]"], "JSON object"),
+                         (["--task", "basic_arithmetic", "-n", "2", "--config", '{"min_terms": 9, "max_terms": 2}'],
+                          "refuses config")]:
+        out = subprocess.run([sys.executable, "-m", "cohort.verifiers.interop.reasoning_gym", str(tmp_path / "x.jsonl"),
+                              *args], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_their_scorer_raising_on_its_own_gold_masks_in_process():
+    """A task registered through reasoning-gym's own extension API whose scorer cannot score its gold."""
+    import reasoning_gym.factory as factory
+    from reasoning_gym.dataset import ProceduralDataset
+
+    @dataclasses.dataclass
+    class Cfg:
+        seed: int = 0
+        size: int = 4
+
+    class Broken(ProceduralDataset):
+        def __init__(self, config):
+            super().__init__(config, config.seed, config.size)
+
+        def __getitem__(self, idx):
+            return {"question": f"q{idx}", "answer": "bad gold", "metadata": {"source_dataset": "cohort_broken"}}
+
+        def score_answer(self, answer, entry):
+            int(entry["answer"])  # the gold is malformed
+            return 1.0
+
+    if "cohort_broken" not in factory.DATASETS:
+        factory.register_dataset("cohort_broken", Broken, Cfg)
+    (row,) = rgv.rows("cohort_broken", 1)
+    opts = row["verifiers"][0]["options"]
+    g = GroupRequest("reasoning_gym", (Rollout(0, tag("1")),), Reference(answer="bad gold"), options=opts)
+    (r,) = rgv.ReasoningGymVerifier().verify_group(g, VerifyContext())
+    assert r.status is RolloutStatus.INVALID_REFERENCE and "own answer" in r.detail
+    with pytest.raises(InvalidRequest, match="extract"):
+        rgv.ReasoningGymVerifier().verify_group(dataclasses.replace(g, options={**opts, "extract": "xml"}),
+                                                VerifyContext())

@@ -1,0 +1,298 @@
+"""reasoning-gym behind Cohort: its procedural tasks as task rows, its ``score_answer`` as a verifier.
+
+`reasoning-gym <https://github.com/open-thought/reasoning-gym>`_ (extra ``interop``, pinned there) has
+about a hundred task generators (arithmetic, algebra, logic puzzles, games, graphs, ...) with graded
+difficulty (a *curriculum* per task) and a scorer per task, ``score_answer(answer, entry)``, that needs
+the generated *entry* (question, answer, metadata), not just a gold string.
+
+**Rows** (``python -m cohort.verifiers.interop.reasoning_gym OUT.jsonl --task NAME -n N``, or
+:func:`rows`) are the one row schema of ``verifiers/records.py``: the question as the prompt, the gold
+answer as ``answer`` (``""`` for tasks whose answers are checked by a rule, e.g. ``rush_hour``), and the
+verifier ``reasoning_gym`` with the options that name the item: ``task``, ``config`` (the dataset's
+config as JSON, seed and size included), ``index`` and ``digest`` (of the item's question and answer).
+Difficulty: ``--difficulty LEVEL`` sets every attribute of the task's curriculum to that level
+(reasoning-gym's ``set_global_level``); ``--config JSON`` gives config fields directly.
+``--exclude FILE`` skips items whose question is in another rows file (held-out rows never trained on).
+
+**The verifier** regenerates the entry from those options (reasoning-gym's generators are deterministic
+in ``seed`` and ``index``), checks it is the row's (digest and answer), pulls the answer out of the
+completion (``extract``: ``answer_tag``, reasoning-gym's ``<answer>...</answer>`` convention, default;
+``none``: the whole completion, stripped) and returns their score. Statuses:
+
+- their score (0..1) is OK with that reward (CORRECT at 1, INCORRECT at 0, PARTIAL between); no answer
+  is OK, reward 0, NO_ANSWER: a policy's garbage answer is a 0, never a mask;
+- their scorer raising on the *policy's* answer (it scores the gold answer fine): OK, reward 0, flag
+  ``scorer_raised`` (a mask would reward a policy for breaking their scorer); an answer over
+  ``MAX_ANSWER_CHARS`` is not scored: OK, reward 0, flag ``candidate_limit``;
+- an item that cannot be regenerated (unknown task, a config their ``validate()`` rejects, missing
+  options), a regenerated item that is not the row's (another reasoning-gym version, an edited row),
+  or their scorer raising on the gold answer: INVALID_REFERENCE (masked);
+- a score that is not a number in [0, 1]: VERIFIER_ERROR (masked; their bug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cohort.verifiers.base import (
+    CANDIDATE_LIMIT,
+    LRU,
+    GroupRequest,
+    RolloutResult,
+    RolloutStatus,
+    Verdict,
+    VerifyContext,
+    option,
+)
+
+NAME = "reasoning_gym"
+SCORER_RAISED = "scorer_raised"
+"""The flag of a rollout whose answer made their scorer raise (scored 0, not masked)."""
+MAX_ANSWER_CHARS = 4096
+"""Longer extracted answers are not handed to their scorer (some parse with SymPy)."""
+INSTRUCTION = "Give only your final answer inside <answer></answer> tags."
+
+
+class ItemError(ValueError):
+    """The options do not name an item this reasoning-gym can generate (the row's reference is unusable)."""
+
+
+def _rg():
+    try:
+        import reasoning_gym
+        import reasoning_gym.factory
+    except ImportError:
+        raise ImportError("the reasoning_gym verifier needs reasoning-gym: pip install 'cohort-rl[interop]'") from None
+    return reasoning_gym
+
+
+def digest(entry: dict[str, Any]) -> str:
+    """16 hex digits of SHA-256 over the item's question and answer: which item a row was made from."""
+    text = json.dumps([entry["question"], entry.get("answer")], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def gold(entry: dict[str, Any]) -> str:
+    return "" if entry.get("answer") is None else str(entry["answer"])
+
+
+def resolve_config(task: str, *, seed: int, size: int, difficulty: int | None = None,
+                   config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The dataset config of ``task`` as JSON-able fields: the curriculum at ``difficulty`` (every attribute
+    at that level), then ``config``'s fields over it, then ``seed`` and ``size``. Raises ItemError."""
+    rg = _rg()
+    if task not in rg.factory.DATASETS:
+        raise ItemError(f"reasoning-gym has no task {task!r} (it has {len(rg.factory.DATASETS)}: "
+                        f"{', '.join(sorted(rg.factory.DATASETS)[:8])}, ...)")
+    fields: dict[str, Any] = {}
+    if difficulty is not None:
+        if not rg.factory.has_curriculum(task):
+            raise ItemError(f"reasoning-gym task {task!r} has no curriculum, so no difficulty levels; give --config")
+        curriculum = rg.factory.create_curriculum(task)
+        curriculum.set_global_level(difficulty)
+        fields = dataclasses.asdict(curriculum.generate_configuration({}))
+    fields = {**fields, **(config or {}), "seed": seed, "size": size}
+    try:
+        as_json = json.loads(json.dumps(fields))
+    except (TypeError, ValueError) as exc:
+        raise ItemError(f"the config of reasoning-gym task {task!r} cannot be written as JSON ({exc}); "
+                        "this task is not supported as rows") from None
+    _dataset(task, json.dumps(as_json, sort_keys=True))  # their validate() on what the verifier will rebuild
+    return as_json
+
+
+_DATASETS = LRU(64)
+_ITEMS = LRU(4096)
+
+
+def _dataset(task: str, config_json: str):
+    key = (task, config_json)
+    found = _DATASETS.get(key)
+    if found is None:
+        rg = _rg()
+        if task not in rg.factory.DATASETS:
+            raise ItemError(f"reasoning-gym has no task {task!r}")
+        try:
+            fields = json.loads(config_json)
+        except ValueError as exc:
+            raise ItemError(f"option config is not JSON: {exc}") from None
+        if not isinstance(fields, dict):
+            raise ItemError(f"option config must be a JSON object, got {type(fields).__name__}")
+        try:
+            found = rg.create_dataset(task, **fields)
+        except Exception as exc:  # their config class / validate() refusing the fields
+            raise ItemError(f"reasoning-gym refuses config {config_json[:120]} for task {task!r}: {exc!r}") from None
+        _DATASETS.put(key, found)
+    return found
+
+
+def item(task: str, config_json: str, index: int) -> tuple[Any, dict[str, Any]]:
+    """(dataset, entry) for item ``index`` of ``task`` under ``config_json``; raises ItemError."""
+    dataset = _dataset(task, config_json)
+    key = (task, config_json, index)
+    entry = _ITEMS.get(key)
+    if entry is None:
+        try:
+            entry = dataset[index]
+        except Exception as exc:
+            raise ItemError(f"reasoning-gym could not generate item {index} of {task!r}: {exc!r}") from None
+        _ITEMS.put(key, entry)
+    return dataset, entry
+
+
+def rows(task: str, n: int, *, seed: int = 0, difficulty: int | None = None, config: dict[str, Any] | None = None,
+         instruction: str = INSTRUCTION, exclude: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """``n`` task rows of ``task`` (JSON objects of the row schema), items 0, 1, ... of the dataset seeded
+    ``seed``, skipping items whose question is in ``exclude`` (questions of held-out rows)."""
+    if n < 1:
+        raise ItemError("n must be at least 1")
+    excluded = set(exclude)
+    size = n + len(excluded)
+    fields = resolve_config(task, seed=seed, size=size, difficulty=difficulty, config=config)
+    config_json = json.dumps(fields, sort_keys=True)
+    out = []
+    for index in range(size):
+        if len(out) == n:
+            break
+        _, entry = item(task, config_json, index)
+        if entry["question"] in excluded:
+            continue
+        use = {"name": NAME, "options": {"task": task, "config": config_json, "index": str(index),
+                                         "digest": digest(entry)}}
+        prompt = f"{entry['question']}\n\n{instruction}" if instruction else entry["question"]
+        out.append({"id": f"rg/{task}/{seed}/{index}", "source": f"reasoning_gym/{task}", "prompt": prompt,
+                    "answer": gold(entry), "verifiers": [use]})
+    if len(out) < n:
+        raise ItemError(f"only {len(out)} of {n} rows of {task!r} are left after excluding {len(excluded)} questions")
+    return out
+
+
+def questions(path: Path) -> set[str]:
+    """The questions of a rows file written by :func:`rows` (for ``--exclude``)."""
+    found = set()
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            for use in row.get("verifiers") or ():
+                if isinstance(use, dict) and use.get("name") == NAME:
+                    o = use["options"]
+                    found.add(item(o["task"], o["config"], int(o["index"]))[1]["question"])
+    return found
+
+
+def extract(completion: str, how: str) -> str | None:
+    if how == "none":
+        return completion.strip()
+    from reasoning_gym.utils import extract_answer
+
+    return extract_answer(completion, tag_name="answer", strip=True)
+
+
+class ReasoningGymVerifier:
+    name = NAME
+    version = "1.0.0"
+    description = "reasoning-gym's score_answer for its procedural tasks (options task, config, index, digest)"
+    reference_kinds = ("answer",)
+    max_concurrency = 1  # their scorers are pure Python: threads cannot speed them up
+
+    def __init__(self) -> None:
+        from importlib.metadata import version
+
+        _rg()
+        self.library_version = version("reasoning-gym")  # their __version__ lags the release (0.1.19 in 0.1.25)
+
+    def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:
+        how = option(group, "extract", "answer_tag", ("answer_tag", "none"))
+        try:
+            dataset, entry = self._entry(group)
+        except ItemError as exc:
+            return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(exc)) for r in group.rollouts]
+        out = []
+        for r in group.rollouts:
+            answer = extract(r.completion, how)
+            if answer is None:
+                out.append(RolloutResult.ok(r.index, 0.0, Verdict.NO_ANSWER, detail="no <answer> tags"))
+                continue
+            if len(answer) > MAX_ANSWER_CHARS:
+                out.append(RolloutResult.ok(r.index, 0.0, Verdict.NO_ANSWER, flags=(CANDIDATE_LIMIT,),
+                                            detail=f"answer over {MAX_ANSWER_CHARS} characters (candidate limit)"))
+                continue
+            try:
+                score = dataset.score_answer(answer, entry)
+            except Exception as exc:  # their scorer on the policy's answer: the policy's doing, scored 0
+                out.append(RolloutResult.ok(r.index, 0.0, Verdict.INCORRECT, flags=(SCORER_RAISED,),
+                                            detail=f"their scorer raised on this answer: {exc!r}"[:300]))
+                continue
+            if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) \
+                    or not 0.0 <= score <= 1.0:
+                out.append(RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR,
+                                                  f"reasoning-gym's scorer for {entry['metadata'].get('source_dataset')} "
+                                                  f"returned {score!r}, not a number in [0, 1]"))
+                continue
+            out.append(RolloutResult.ok(r.index, float(score), detail=f"answer {answer[:60]!r}"))
+        return out
+
+    def _entry(self, group: GroupRequest) -> tuple[Any, dict[str, Any]]:
+        missing = [k for k in ("task", "config", "index") if not group.options.get(k)]
+        if missing:
+            raise ItemError(f"the row does not name a reasoning-gym item: options {missing} missing "
+                            "(rows come from `python -m cohort.verifiers.interop.reasoning_gym`)")
+        raw_index = group.options["index"]
+        if not raw_index.isdigit():
+            raise ItemError(f"option index={raw_index!r} is not a non-negative integer")
+        dataset, entry = item(group.options["task"], group.options["config"], int(raw_index))
+        want = group.options.get("digest")
+        if want and want != digest(entry):
+            raise ItemError(f"item {raw_index} of {group.options['task']!r} is not the row's (digest {digest(entry)}, "
+                            f"row {want}): made by another reasoning-gym version ({self.library_version} here) "
+                            "or edited")
+        if group.reference.answer is not None and group.reference.answer != gold(entry):
+            raise ItemError(f"the row's answer {group.reference.answer[:40]!r} is not the item's {gold(entry)[:40]!r}")
+        try:
+            dataset.score_answer(entry.get("answer"), entry)
+        except Exception as exc:  # their scorer cannot score its own gold: the reference is unusable
+            raise ItemError(f"reasoning-gym's scorer raises on the item's own answer: {exc!r}") from None
+        return dataset, entry
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cohort.verifiers.interop.reasoning_gym",
+                                description="Write reasoning-gym task rows (JSONL) for `cohort train` / `cohort eval`.")
+    p.add_argument("out", type=Path, help="the JSONL file to write")
+    p.add_argument("--task", required=True, help="a reasoning-gym dataset name, e.g. basic_arithmetic")
+    p.add_argument("-n", type=int, required=True, help="how many rows")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--difficulty", type=int, default=None, help="curriculum level for every attribute (0 = easiest)")
+    p.add_argument("--config", default=None, help="dataset config fields as a JSON object (over --difficulty)")
+    p.add_argument("--instruction", default=INSTRUCTION, help="text after the question ('' for none)")
+    p.add_argument("--exclude", type=Path, action="append", default=[],
+                   help="a rows file whose questions to skip (held-out rows); repeatable")
+    a = p.parse_args(argv)
+    try:
+        config = json.loads(a.config) if a.config else None
+        if config is not None and not isinstance(config, dict):
+            raise ItemError("--config must be a JSON object")
+        excluded: set[str] = set()
+        for path in a.exclude:
+            excluded |= questions(path)
+        out = rows(a.task, a.n, seed=a.seed, difficulty=a.difficulty, config=config, instruction=a.instruction,
+                   exclude=excluded)
+    except (ItemError, ImportError, OSError, ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out))
+    print(f"wrote {len(out)} rows of {a.task} to {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

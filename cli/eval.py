@@ -12,8 +12,9 @@ from cohort.cli import app, fail
 @app.command("eval")
 def eval_(
     overrides: list[str] = typer.Argument(None, help="Config overrides, e.g. data.path=rows.jsonl rollout.temperature=0.6."),
-    config: Path | None = typer.Option(None, "--config", "-c", help="YAML config (model, data, scoring, rollout); "
-                                                                    "default: the embedded one."),
+    config: list[Path] = typer.Option([], "--config", "-c", help="YAML config (model, data, scoring, rollout), "
+                                                                  "repeatable (later files win); default: the "
+                                                                  "embedded one."),
     model: str | None = typer.Option(None, "--model", "-m", help="A checkpoint folder (e.g. runs/x/final) or a "
                                                                  "packaged model name; default: the config's model."),
     data: str | None = typer.Option(None, "--data", "-d", help="Task rows (JSONL, Parquet, datasets folder) instead "

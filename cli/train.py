@@ -1,4 +1,4 @@
-"""``cohort train [--config FILE] [section.field=value ...]``: GRPO training (no file: the embedded default)."""
+"""``cohort train [-c FILE ...] [section.field=value ...]``: GRPO training (no file: the embedded default)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from cohort.cli import app, fail
 def train(
     overrides: list[str] = typer.Argument(
         None, help="Overrides such as grpo.beta=0.04 run.max_steps=50 (applied last)."),
-    config: Path | None = typer.Option(None, "--config", "-c",
-                                       help="YAML layered over the embedded default: give only what differs."),
+    config: list[Path] = typer.Option([], "--config", "-c",
+                                      help="YAML layered over the embedded default: give only what differs. "
+                                           "Repeatable: each file over the ones before (later ones win)."),
     print_config: bool = typer.Option(False, "--print-config",
                                       help="Print the resolved config (and its layers) and exit."),
 ) -> None:
@@ -28,8 +29,9 @@ def train(
 
     from cohort.trainer.config import dump_config, explain, load_config
 
-    if config is not None and not config.is_file():
-        fail(f"error: config file {config} does not exist")
+    for path in config:
+        if not path.is_file():
+            fail(f"error: config file {path} does not exist")
     try:
         cfg = load_config(config, overrides or [])
     except ValidationError as exc:

@@ -7,10 +7,11 @@ sections. Overrides are dotted ``section.field=value`` strings (values parsed as
 
 With no file at all, :func:`load_config` returns the embedded default (``trainer/default.yaml``):
 a char-level tiny Llama built locally, learning small-operand addition against the ``math`` and
-``arith`` verifiers started on loopback. A user file is layered over that default (as TRL users expect
-of a partial config), and command-line overrides over both: mappings merge key by key, lists and
-scalars replace, and a section's alternatives (``model.path`` / ``model.tiny``, ``data.path`` /
-``data.arithmetic``) replace each other, so ``model: {path: ...}`` drops the default's ``tiny``.
+``arith`` verifiers started on loopback. User files (``-c`` repeated) are layered over that default in
+order (as TRL users expect of a partial config), and command-line overrides over them all: mappings merge
+key by key, lists and scalars replace, and a section's alternatives (``model.path`` / ``model.tiny``, ``data.path`` /
+``data.arithmetic``) replace each other, so ``model: {path: ...}`` (or ``model.path=DIR``) drops the
+default's ``tiny``.
 The merge is :func:`layer` (a dozen lines): OmegaConf is not a dependency, and no generic merge knows
 the alternatives rule.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -30,6 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _given(keys: list[str]) -> str:
+    """What a section of alternatives got: none, or the several that one layer set together."""
+    return "none is set" if not keys else f"one layer sets {' and '.join(keys)}: keep one"
 
 
 class TinyModel(_Section):
@@ -63,10 +70,10 @@ class ModelSection(_Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:
-        if sum(x is not None for x in (self.path, self.name, self.tiny)) != 1:
+        given = [key for key in ("path", "name", "tiny") if getattr(self, key) is not None]
+        if len(given) != 1:
             raise ValueError("model: set exactly one of `path` (a checkpoint folder), `name` (a packaged model) "
-                             "or `tiny` (build locally); over the embedded default's tiny model: "
-                             "model.tiny=null model.path=DIR (or model.name=NAME)")
+                             f"or `tiny` (build locally); {_given(given)}")
         return self
 
 
@@ -149,10 +156,10 @@ class DataSection(_Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSection:
-        if sum(x is not None for x in (self.path, self.arithmetic, self.sources)) != 1:
+        given = [key for key in ("path", "arithmetic", "sources") if getattr(self, key) is not None]
+        if len(given) != 1:
             raise ValueError("data: set exactly one of `path` (task rows), `arithmetic` (the embedded task) "
-                             "or `sources` (several); over the embedded default's task: "
-                             "data.arithmetic=null data.path=FILE")
+                             f"or `sources` (several); {_given(given)}")
         if self.sources is not None and len({s.weight is None for s in self.sources}) > 1:
             raise ValueError("data.sources: give every source a `weight`, or none (weights are relative shares)")
         if self.system_prompt is not None and self.chat_template == "off":
@@ -512,9 +519,17 @@ def layer(base: dict, top: dict, at: tuple[str, ...] = ()) -> dict:
 
 
 def _set_dotted(tree: dict, dotted: str, value: object) -> None:
+    """``section.field=value`` into ``tree``; setting one of a section's :data:`ALTERNATIVES` (to anything but
+    null) drops the others, as a file's layer does (``data.sources=[...]`` replaces the default's arithmetic)."""
     keys = dotted.split(".")
     node = tree
-    for key in keys[:-1]:
+    for depth, key in enumerate(keys):
+        if value is not None and key in ALTERNATIVES.get(tuple(keys[:depth]), ()):
+            for other in ALTERNATIVES[tuple(keys[:depth])]:
+                if other != key:
+                    node.pop(other, None)
+        if depth == len(keys) - 1:
+            break
         child = node.setdefault(key, {})
         if not isinstance(child, dict):
             raise ValueError(f"override {dotted!r}: {key!r} is not a section")
@@ -552,13 +567,15 @@ def _first_line(exc: yaml.YAMLError) -> str:
     return where + str(getattr(exc, "problem", None) or exc).splitlines()[0]
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
-    """The embedded default, then ``path`` layered over it, then ``section.field=value`` overrides; validated once."""
+def load_config(path: str | Path | Sequence[str | Path] | None = None,
+                overrides: list[str] | None = None) -> TrainConfig:
+    """The embedded default, then each file of ``path`` layered over it in order (later ones win), then
+    ``section.field=value`` overrides; validated once."""
     tree = _read_yaml(resources.files("cohort.trainer").joinpath(DEFAULT_CONFIG).read_text(), DEFAULT_CONFIG)
     layers = [f"(embedded) trainer/{DEFAULT_CONFIG}"]
-    if path is not None:
-        tree = layer(tree, _read_yaml(Path(path).read_text(), str(path)))
-        layers.append(str(path))
+    for one in [] if path is None else [path] if isinstance(path, (str, Path)) else path:
+        tree = layer(tree, _read_yaml(Path(one).read_text(), str(one)))
+        layers.append(str(one))
     for key, value in parse_overrides(overrides or []):
         _set_dotted(tree, key, value)
     if overrides:

@@ -29,7 +29,7 @@ def test_overrides_are_typed_and_validated():
     with pytest.raises(ValidationError, match="Extra inputs"):
         load_config(None, ["grpo.betta=0.1"])
     with pytest.raises(ValidationError, match="exactly one"):
-        load_config(None, ["model.path=/x"])  # both path and tiny
+        load_config(None, ["model.tiny=null"])  # none of path, name, tiny (model.path=/x replaces tiny)
     with pytest.raises(ValueError, match="section.field=value"):
         load_config(None, ["grpo.beta"])
 

@@ -154,6 +154,10 @@ def health(
             known = health_services(endpoint, timeout, tls)
             serves = f"it serves: {', '.join(known)}" if known else "it does not list its services"
             fail(f"{endpoint}: service {service!r} is unknown to this server ({serves})")
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            from cohort.rpc.diagnose import explain
+
+            fail(f"{endpoint}: {exc.code().name}: {explain(endpoint, exc.details() or '', tls)}", 1)
         details = (exc.details() or "").splitlines()
         fail(f"{endpoint}: {exc.code().name}: {details[0] if details else 'no details'}", 1)
     typer.echo(f"{endpoint} {service or '(overall)'}: {status}")

@@ -113,11 +113,14 @@ class Target:
         try:
             grpc.channel_ready_future(self.channel).result(timeout=timeout_s)
         except grpc.FutureTimeoutError:
-            hint = " (or does it require TLS? see --tls-ca, --tls-cert, --tls-key)" if self.options.tls is None else (
-                " (with TLS: check the CA, the client certificate and the server name)")
-            raise EndpointUnreachable(
-                f"cannot connect to {self.endpoint} within {timeout_s:g}s: is the server running and listening there?{hint}"
-            ) from None
+            from cohort.rpc.diagnose import explain
+
+            try:  # one call, for gRPC's reason of the failure, which names the cause
+                pb_grpc.VerifierServiceStub(self.channel).ListVerifiers(pb.ListVerifiersRequest(), timeout=2.0)
+                why = "it answers now (it was starting?)"
+            except grpc.RpcError as exc:
+                why = explain(self.endpoint, exc.details() or "", self.options.tls)
+            raise EndpointUnreachable(f"cannot connect to {self.endpoint} within {timeout_s:g}s: {why}") from None
 
     def fetch_limits(self) -> None:
         """The advertised limits, if ListVerifiers answers (the list_verifiers rule judges it)."""

@@ -28,6 +28,7 @@ import grpc
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
+from cohort.rpc.diagnose import explain
 from cohort.rpc.retry import Exhausted, Failover, RequestRejected, RetryPolicy, call_with_failover, short_error
 from cohort.rpc.tls import ClientTls, aio_channel
 from cohort.verifiers import convert
@@ -248,11 +249,13 @@ class VerifierClient:
                 try:
                     resp = await ep.stub.ListVerifiers(pb.ListVerifiersRequest(), timeout=timeout_s)
                 except grpc.aio.AioRpcError as exc:
-                    hint = ""
-                    if exc.code() is grpc.StatusCode.UNAVAILABLE:
-                        hint = (" (no TLS configured for it: does the server require TLS?)" if pool.tls is None
-                                else " (TLS configured: check the CA, client certificate and server name)")
-                    problems.append(f"{name} @ {ep.address}: {exc.code().name} {exc.details()}{hint}")
+                    if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                        # the real cause (DNS, refused, TLS expected, certificate...): may take a TLS probe
+                        why = await asyncio.to_thread(explain, ep.address, exc.details() or "", pool.tls)
+                        why = f"{exc.code().name}: {why}"
+                    else:
+                        why = f"{exc.code().name} {exc.details()}"
+                    problems.append(f"{name} @ {ep.address}: {why}")
                     continue
                 served = {v.name: v.version for v in resp.verifiers}
                 if name not in served:

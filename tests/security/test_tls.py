@@ -99,7 +99,7 @@ def test_plaintext_client_to_a_tls_server_fails_clearly_and_never_scores_zero(mt
 
     message, [result] = asyncio.run(run())
     assert mtls_server.endpoint in message and "UNAVAILABLE" in message
-    assert "does the server require TLS?" in message
+    assert "requires mutual TLS and this client is plaintext" in message  # test_connection_errors.py: every cause
     assert {r.status for r in result.results} == {RolloutStatus.DEPENDENCY_UNAVAILABLE}
     assert_still_serving(mtls_server, pki)
 
@@ -193,7 +193,7 @@ def test_conformance_kit_over_mutual_tls(mtls_server, pki):
     out = cohort("conformance", mtls_server.endpoint, "--verifier", "math", "--rule", "health",
                  "--cases", str(ROOT / "tests" / "conformance" / "cases" / "math.jsonl"), "--connect-timeout", "2")
     assert out.returncode == 2  # plaintext cannot even connect
-    assert "cannot connect" in out.stderr and "does it require TLS?" in out.stderr
+    assert "cannot connect" in out.stderr and "requires mutual TLS and this client is plaintext" in out.stderr
 
 
 def test_code_verifier_reaches_the_sandbox_over_mutual_tls(pki):

@@ -21,7 +21,6 @@ importance-sampling weights (``trainer.is_correction``).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,8 +35,10 @@ from cohort.trainer.config import TrainConfig
 from cohort.trainer.data import PromptSampler
 from cohort.trainer.distributed import SINGLE, Comm
 from cohort.trainer.is_correction import rollout_correction
-from cohort.trainer.forward import batched_logprobs
+from cohort.trainer.forward import batched_logprobs, micro_batch
 from cohort.trainer.learner import UpdateBatch
+from cohort.trainer.models import adapters_off
+from cohort.trainer.precision import resolve
 from cohort.trainer.metrics import StepTimer
 from cohort.trainer.rollout import RolloutBatch, concat_batches
 from cohort.trainer.scoring import Scorer, Scores, merge_scores
@@ -119,12 +120,19 @@ class Sources:
 
 def reference_logprobs(reference: torch.nn.Module | None, cfg: TrainConfig) -> LogProbs | None:
     """No-grad log-probs of the frozen reference: a plain local module on every rank (so the CPU fast
-    path when it is a Llama), micro-batched like the policy."""
+    path when it is a Llama), micro-batched like the policy; with LoRA the policy itself with its adapters
+    switched off (``models.frozen_reference``: no copy)."""
     if reference is None:
         return None
-    return functools.partial(batched_logprobs, reference, temperature=cfg.rollout.temperature,
-                             micro_batch=cfg.optim.micro_batch_size or cfg.batch_size,
-                             forward_cost=cfg.optim.micro_batch_cost_tokens, forward=forward.choose(reference, SINGLE))
+    back_end = forward.choose(reference, SINGLE, precision=resolve(cfg.model.dtype, next(reference.parameters()).device))
+
+    def logprobs(input_ids: Tensor, attention_mask: Tensor, completion_len: int) -> Tensor:
+        mb = micro_batch(cfg.optim, input_ids.shape[1], input_ids.shape[0])
+        with adapters_off(reference):
+            return batched_logprobs(reference, input_ids, attention_mask, completion_len, cfg.rollout.temperature, mb,
+                                    cfg.optim.micro_batch_cost_tokens, back_end)
+
+    return logprobs
 
 
 def collect_round(src: Sources, comm: Comm, timer: StepTimer) -> Round:

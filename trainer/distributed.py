@@ -216,11 +216,14 @@ def fsdp_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if isinstance(m, FSDPModule)]
 
 
-def wrap(model: torch.nn.Module, comm: Comm) -> torch.nn.Module:
+def wrap(model: torch.nn.Module, comm: Comm, precision: Any = None) -> torch.nn.Module:
     """DDP or FSDP2 around ``model`` (identical weights on every rank); the model itself for none.
 
     FSDP2 shards each transformer block (``model._no_split_modules``, e.g. LlamaDecoderLayer) and
-    then the root (embeddings, final norm, head). Build the optimizer *after* this call.
+    then the root (embeddings, final norm, head). Build the optimizer *after* this call. Mixed precision
+    (``trainer.precision``, float32 masters): FSDP2 all-gathers bf16 copies of the shards and reduce-scatters
+    gradients in float32 (``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``); DDP's
+    parameters, and so its gradients and their all-reduce, are the float32 masters (autocast casts per op).
     """
     if comm.parallel == "none":
         return model
@@ -229,15 +232,17 @@ def wrap(model: torch.nn.Module, comm: Comm) -> torch.nn.Module:
         ddp.register_comm_hook(None, _sum_allreduce_hook)
         return ddp
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     device = next(model.parameters()).device.type
     mesh = init_device_mesh(device, (comm.world_size,))
+    mixed = precision is not None and precision.mixed
+    mp = MixedPrecisionPolicy(param_dtype=precision.compute, reduce_dtype=torch.float32) if mixed else MixedPrecisionPolicy()
     blocks = set(getattr(model, "_no_split_modules", None) or [])
     for module in list(model.modules()):
         if module is not model and type(module).__name__ in blocks:
-            fully_shard(module, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+            fully_shard(module, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
     sum_only = dist.get_backend() == "gloo"
     for module in fsdp_modules(model):
         module.set_gradient_divide_factor(1.0)  # gradients are summed: the loss is already a global share
@@ -261,8 +266,12 @@ def full_state_dict(model: torch.nn.Module, comm: Comm) -> dict[str, Tensor]:
 
 
 def save_pretrained(model: torch.nn.Module, tokenizer: Any, folder: str | Path, comm: Comm) -> None:
-    """transformers format from rank 0 (the full state dict gathered from the shards). Collective."""
+    """transformers format from rank 0 (the full state dict gathered from the shards). Collective. A LoRA policy
+    (peft) is saved merged, as a plain model any engine loads: its adapters are folded into the base in place, so
+    call this last."""
     if not comm.distributed:
+        if hasattr(model, "peft_config"):
+            model = model.merge_and_unload()
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         return

@@ -21,17 +21,24 @@ so the learner never branches on which one it has. Equivalence test against the 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 import torch
-from jaxtyping import Float, Int
+import torch.nn.functional as F
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from cohort.trainer import llama_forward
+from cohort.trainer.config import OptimSection
 from cohort.trainer.distributed import Comm
-from cohort.trainer.llama_forward import logits_with_pattern
+from cohort.trainer.llama_forward import hidden_with_pattern
 from cohort.trainer.packing import MAX_PACKED_TOKENS, pack, packed_lengths
+from cohort.trainer.precision import FLOAT32, Precision
 
 LogProbsFn = Callable[..., tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]]
 """(model, input_ids, attention_mask, completion_len, temperature=1.0, with_entropy=False) -> (log-probs, entropy)."""
@@ -39,33 +46,123 @@ MicroBatches = list[tuple[Int[Tensor, "b"], int]]
 """(row indices, completion width to keep) per micro-batch."""
 
 
-def _from_logits(logits: Float[Tensor, "B T V"], targets: Int[Tensor, "B T"], valid: Tensor, temperature: float,
-                 with_entropy: bool) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
-    logits = logits.float()
+HEAD_CHUNK_ELEMENTS = 1 << 26
+"""Logits computed at once through the LM head: at most this many (64 Mi: 256 MB in float32), so a micro-batch
+never holds (B, T, V) logits; 441 tokens a chunk for a 151,936-token vocabulary."""
+
+
+def _head_chunk(hidden: Float[Tensor, "n D"], weight: Float[Tensor, "V D"], targets: Int[Tensor, "n"],
+                temperature: float, with_entropy: bool) -> tuple[Float[Tensor, "n"], Float[Tensor, "n"]]:
+    logits = F.linear(hidden, weight).float()  # (n, V); bf16 matmul under autocast, float32 after
     if temperature != 1.0:
         logits = logits / temperature
-    logz = torch.logsumexp(logits, dim=-1)  # (B, T)
-    logprobs = logits.gather(-1, targets[..., None]).squeeze(-1) - logz  # (B, T)
-    logprobs = torch.where(valid, logprobs, torch.zeros_like(logprobs))
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():  # row by row: two (T, V) temporaries instead of two (B, T, V)
-            mean_logit = torch.zeros(logz.shape, dtype=logits.dtype, device=logits.device)  # (B, T): E_p[logit]
-            for b, row in enumerate(logits.detach()):
-                mean_logit[b] = (torch.softmax(row, dim=-1) * row).sum(-1)
-            entropy = torch.where(valid, logz.detach() - mean_logit, torch.zeros_like(mean_logit))  # (B, T)
+    logz = torch.logsumexp(logits, dim=-1)  # (n,)
+    logprobs = logits.gather(-1, targets[:, None]).squeeze(-1) - logz  # (n,)
+    if not with_entropy:
+        return logprobs, torch.zeros_like(logz.detach())
+    with torch.no_grad():
+        entropy = logz - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # (n,): log Z - E_p[logit]
     return logprobs, entropy
+
+
+def head_logprobs(hidden: Float[Tensor, "N D"], weight: Float[Tensor, "V D"], targets: Int[Tensor, "N"],
+                  temperature: float = 1.0, with_entropy: bool = False
+                  ) -> tuple[Float[Tensor, "N"], Float[Tensor, "N"] | None]:
+    """log pi(target) of each hidden state through the LM head ``weight`` (and the no-grad entropy), in chunks of
+    :data:`HEAD_CHUNK_ELEMENTS` logits: under autograd each chunk keeps only its inputs and recomputes its logits
+    in the backward pass, so neither the float32 logits nor their gradient ever exist for more than one chunk.
+    The same values and gradients as ``log_softmax(hidden @ weight.T)`` (tests/trainer/test_head.py)."""
+    chunk = max(1, HEAD_CHUNK_ELEMENTS // weight.shape[0])
+    grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    logprobs, entropies = [], []
+    for h, y in zip(hidden.split(chunk), targets.split(chunk)):
+        if grad:
+            lp, ent = torch.utils.checkpoint.checkpoint(_head_chunk, h, weight, y, temperature, with_entropy,
+                                                        use_reentrant=False)
+        else:
+            lp, ent = _head_chunk(h, weight, y, temperature, with_entropy)
+        logprobs.append(lp)
+        entropies.append(ent)
+    if not logprobs:  # no valid position
+        empty = hidden.new_zeros(0, dtype=torch.float32)
+        return empty, (empty if with_entropy else None)
+    return torch.cat(logprobs), (torch.cat(entropies) if with_entropy else None)
+
+
+def _scatter(values: Float[Tensor, "N"] | None, valid: Bool[Tensor, "B T"]) -> Float[Tensor, "B T"] | None:
+    """Values of the valid positions back in place, 0 elsewhere (differentiable)."""
+    if values is None:
+        return None
+    return torch.zeros(valid.shape, dtype=values.dtype, device=valid.device).masked_scatter(valid, values)
+
+
+@dataclass(frozen=True)
+class _HeadRequest:
+    targets: Int[Tensor, "B T"]
+    valid: Bool[Tensor, "B T"]
+    temperature: float
+    with_entropy: bool
+
+
+_HEAD_REQUEST: contextvars.ContextVar[_HeadRequest | None] = contextvars.ContextVar("cohort_head_request", default=None)
+
+
+def _head_forward(head: torch.nn.Module, hidden: Float[Tensor, "B T1 D"]) -> Tensor:
+    """The LM head's forward while it is chunked (:func:`_chunked_head`): log-probs and entropies (B, T+1, 2) for a
+    pending :class:`_HeadRequest`, else the module's own logits."""
+    req = _HEAD_REQUEST.get()
+    if req is None:
+        return type(head).forward(head, hidden)
+    h = hidden[:, :-1]  # (B, T, D): the positions that predict the completion's tokens
+    lp, ent = head_logprobs(h[req.valid], head.weight, req.targets[req.valid], req.temperature, req.with_entropy)
+    ent = _scatter(ent, req.valid) if ent is not None else torch.zeros(req.valid.shape, device=req.valid.device)
+    out = torch.stack([_scatter(lp, req.valid), ent], dim=-1)  # (B, T, 2)
+    return F.pad(out, (0, 0, 0, 1))  # (B, T+1, 2): the "logits" of the T+1 positions the model keeps
+
+
+def _chunked_head(model: torch.nn.Module) -> bool:
+    """Make the model's LM head answer log-probs instead of logits while a :class:`_HeadRequest` is set (in this
+    thread's context; every other call gets logits as before). The log-probs are computed inside the model's own
+    forward, so DDP's and FSDP2's hooks see them as its output. A bound method, so a deep copy of the model (the
+    frozen reference) binds to its own head. False for a model whose logits change after the head (soft-capping,
+    or a LoRA-adapted head), which keeps the full-logits path."""
+    inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    head = inner.get_output_embeddings()
+    if head is None or getattr(getattr(inner, "config", None), "final_logit_softcapping", None):
+        return False
+    if "forward" in vars(head):
+        return getattr(vars(head)["forward"], "__func__", None) is _head_forward
+    if type(head).forward is not torch.nn.Linear.forward:  # e.g. peft's LoRA layer, a quantised head
+        return False
+    head.forward = types.MethodType(_head_forward, head)
+    return True
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
                    completion_len: int, temperature: float = 1.0, with_entropy: bool = False
                    ) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
-    """The transformers module's log-probs of the last ``completion_len`` positions (and entropies)."""
+    """The transformers module's log-probs of the last ``completion_len`` positions (and entropies), through the
+    LM head in chunks (:func:`head_logprobs`)."""
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
+    targets = input_ids[:, -completion_len:]  # (B, T)
+    valid = attention_mask[:, -completion_len:].bool()  # (B, T): completions are right-padded
+    if _chunked_head(model):
+        token = _HEAD_REQUEST.set(_HeadRequest(targets, valid, temperature, with_entropy))
+        try:
+            out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                        logits_to_keep=completion_len + 1, use_cache=False).logits  # (B, T+1, 2)
+        finally:
+            _HEAD_REQUEST.reset(token)
+        return out[:, :-1, 0], (out[:, :-1, 1].detach() if with_entropy else None)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                   logits_to_keep=completion_len + 1, use_cache=False).logits  # (B, T+1, V)
-    return _from_logits(logits[:, :-1], input_ids[:, -completion_len:], attention_mask[:, -completion_len:].bool(),
-                        temperature, with_entropy)  # completions are right-padded
+                   logits_to_keep=completion_len + 1, use_cache=False).logits[:, :-1].float()  # (B, T, V)
+    logits = logits / temperature if temperature != 1.0 else logits
+    logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)  # (B, T)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = torch.where(valid, -(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum(-1), 0.0)
+    return torch.where(valid, logprobs, torch.zeros_like(logprobs)), entropy
 
 
 def packed_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],
@@ -74,9 +171,10 @@ def packed_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], atten
     """:func:`token_logprobs` with the rows sharing a prompt forwarded as one sequence (``trainer.packing``)
     through ``llama_forward`` (a plain Llama on the CPU)."""
     pk = pack(input_ids, attention_mask, completion_len)
-    # (B, T, V): only the logits that predict a completion token, not those of prompts or packing
-    logits = logits_with_pattern(model, pk.input_ids, pk.position_ids, pk.attend, checkpoint, pk.source)
-    return _from_logits(logits, pk.targets, pk.valid, temperature, with_entropy)
+    # (B, T, D): only the hidden states that predict a completion token, not those of prompts or packing
+    hidden = hidden_with_pattern(model, pk.input_ids, pk.position_ids, pk.attend, checkpoint, pk.source)
+    lp, ent = head_logprobs(hidden[pk.valid], model.lm_head.weight, pk.targets[pk.valid], temperature, with_entropy)
+    return _scatter(lp, pk.valid), _scatter(ent, pk.valid)
 
 
 def completion_lengths(attention_mask: Int[Tensor, "B L"], completion_len: int) -> Int[Tensor, "B"]:
@@ -146,9 +244,17 @@ def prompt_buckets(input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B
 
 
 class Forward:
-    """The transformers module's forward, rows cut by completion length (any model, any world size)."""
+    """The transformers module's forward, rows cut by completion length (any model, any world size), in
+    ``precision`` (autocast to bf16 over float32 masters with ``model.dtype: bfloat16``)."""
 
     name = "module"
+
+    def __init__(self, precision: Precision = FLOAT32):
+        self.precision = precision
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The context every forward of this back-end runs in (the backward runs outside it)."""
+        return self.precision.autocast()
 
     def plan(self, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
              micro_batch: int, forward_cost: int) -> tuple[MicroBatches, LogProbsFn]:
@@ -165,7 +271,8 @@ class LlamaCPUForward(Forward):
 
     name = "llama_cpu"
 
-    def __init__(self, checkpoint: bool = False):
+    def __init__(self, checkpoint: bool = False, precision: Precision = FLOAT32):
+        super().__init__(precision)
         self.checkpoint = checkpoint
 
     def plan(self, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"], completion_len: int,
@@ -182,7 +289,7 @@ class LlamaCPUForward(Forward):
 MODULE, LLAMA_CPU = Forward(), LlamaCPUForward()
 
 
-def choose(model: torch.nn.Module, comm: Comm, checkpoint: bool = False) -> Forward:
+def choose(model: torch.nn.Module, comm: Comm, checkpoint: bool = False, precision: Precision = FLOAT32) -> Forward:
     """The back-end for ``model``: the CPU fast path for a plain Llama in one process, else the module's.
     ``checkpoint`` (activation checkpointing: each decoder layer recomputed in the backward pass): the fast
     path's own for packed rows, and transformers' on the module for everything the module runs."""
@@ -192,8 +299,16 @@ def choose(model: torch.nn.Module, comm: Comm, checkpoint: bool = False) -> Forw
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if not comm.distributed and llama_forward.supports(model):
-        return LlamaCPUForward(checkpoint) if checkpoint else LLAMA_CPU
-    return MODULE
+        return LlamaCPUForward(checkpoint, precision)
+    return Forward(precision)
+
+
+def micro_batch(optim: OptimSection, width: int, rows: int) -> int:
+    """Rows per forward/backward: ``optim.micro_batch_size``, or as many rows of ``width`` tokens (prompt plus
+    completion) as ``optim.micro_batch_tokens`` holds, at least 1 and at most ``rows``."""
+    if optim.micro_batch_size:
+        return optim.micro_batch_size
+    return max(1, min(max(rows, 1), optim.micro_batch_tokens // max(width, 1)))
 
 
 @torch.no_grad()
@@ -207,7 +322,8 @@ def batched_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], atte
     device = next(model.parameters()).device
     buckets, logprobs_of = forward.plan(input_ids, attention_mask, completion_len, micro_batch, forward_cost)
     for idx, width in buckets:
-        lp, _ = logprobs_of(model, input_ids[idx, : tp + width].to(device), attention_mask[idx, : tp + width].to(device),
-                            width, temperature)
+        with forward.autocast():
+            lp, _ = logprobs_of(model, input_ids[idx, : tp + width].to(device),
+                                attention_mask[idx, : tp + width].to(device), width, temperature)
         out[idx, :width] = lp.float().cpu()
     return out

@@ -16,8 +16,9 @@ from cohort.trainer.config import TrainConfig
 from cohort.trainer import forward
 from cohort.trainer.is_correction import rollout_correction
 from cohort.trainer.distributed import SINGLE, Comm, pad_rows
-from cohort.trainer.forward import batched_logprobs, token_logprobs
+from cohort.trainer.forward import batched_logprobs, micro_batch, token_logprobs
 from cohort.trainer.loss import LossConfig, LossInputs, normaliser, policy_loss
+from cohort.trainer.precision import resolve
 
 __all__ = ["Learner", "UpdateBatch", "batched_logprobs", "make_optimizer", "make_scheduler", "token_logprobs"]
 # batched_logprobs and token_logprobs (the module forward) live in trainer.forward; named here for callers
@@ -89,8 +90,9 @@ class Learner:
         # micro-batch) and not across ranks (every rank must run the same number of forward/backward passes).
         fixed = cfg.grpo.loss_type == "bnpo" or comm.distributed
         self.forward_cost = 0 if fixed else cfg.optim.micro_batch_cost_tokens
-        self.forward = forward.choose(policy, comm, cfg.optim.gradient_checkpointing)  # the CPU fast path, or the module
         self.device = next(policy.parameters()).device
+        self.precision = resolve(cfg.model.dtype, self.device)  # bf16 autocast over float32 masters, or one dtype
+        self.forward = forward.choose(policy, comm, cfg.optim.gradient_checkpointing, self.precision)  # CPU fast path or module
         self.last_logprobs: Tensor | None = None  # (B, T) log-probs of the last step's rows before its update
 
     def step(self, batch: UpdateBatch) -> dict[str, float]:
@@ -98,7 +100,7 @@ class Learner:
         policy.train()
         batch = batch.to(self.device)
         n_rows = batch.input_ids.shape[0]
-        mb = cfg.optim.micro_batch_size or max(n_rows, 1)
+        mb = micro_batch(cfg.optim, comm.max_int(batch.input_ids.shape[1]), n_rows)
         n_micro = max(1, comm.max_int(-(-batch.input_ids.shape[0] // mb)))  # the same on every rank; >= 1
         batch = pad_rows(batch, (n_micro - 1) * mb + 1)  # short ranks: zero-loss rows (no-op in one process)
         t = batch.loss_mask.shape[1]
@@ -112,8 +114,10 @@ class Learner:
         logprobs_before = torch.zeros(batch.loss_mask.shape, device=batch.loss_mask.device)  # (n, T) before the update
         for k, (sl, w) in enumerate(buckets):
             comm.grad_sync(policy, k == len(buckets) - 1)  # reduce gradients once, in the last micro-batch
-            logprobs, entropy = logprobs_of(policy, batch.input_ids[sl, : tp + w], batch.attention_mask[sl, : tp + w],
-                                            w, cfg.rollout.temperature, with_entropy=True)
+            with self.forward.autocast():  # bf16 matmuls over the float32 masters (model.dtype: bfloat16)
+                logprobs, entropy = logprobs_of(policy, batch.input_ids[sl, : tp + w],
+                                                batch.attention_mask[sl, : tp + w], w, cfg.rollout.temperature,
+                                                with_entropy=True)
             logprobs_before[sl, :w] = logprobs.detach().float()
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl, :w]
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl, :w]
@@ -171,7 +175,8 @@ class Learner:
                  completion_len: int) -> Float[Tensor, "B T"]:
         """The policy's no-grad log-probs of a batch, with the learner's forward and micro-batches."""
         return batched_logprobs(self.policy, input_ids, attention_mask, completion_len, self.cfg.rollout.temperature,
-                                self.cfg.optim.micro_batch_size or self.cfg.batch_size, self.forward_cost, self.forward)
+                                micro_batch(self.cfg.optim, input_ids.shape[1], input_ids.shape[0]), self.forward_cost,
+                                self.forward)
 
     def skip(self, iterations: int = 1) -> dict[str, float]:
         """No row carries signal this round: no optimizer step, but the schedule advances by the round's

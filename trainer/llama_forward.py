@@ -45,21 +45,20 @@ def _rotate_half(x: Tensor) -> Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def logits_with_pattern(
+def hidden_with_pattern(
     model: torch.nn.Module,
     input_ids: Int[Tensor, "B L"],
     position_ids: Int[Tensor, "B L"],
     attend: Bool[Tensor, "B L L"],
     checkpoint: bool = False,
     select: Int[Tensor, "B T"] | None = None,
-) -> Float[Tensor, "B L V"]:
+) -> Float[Tensor, "B L D"]:
     """The Llama forward with an explicit attention pattern (``attend[b, i, j]``: query i sees key j):
-    logits of every position, or of those in ``select``. A query that sees nothing attends to itself
+    the final (normalised) hidden state of every position, or of those in ``select``, for the LM head. A query that sees nothing attends to itself
     (its output stays finite; such positions are padding, never attended to and never scored).
     ``checkpoint``: under autograd, keep only each layer's input and recompute the layer in the backward
     pass (activation memory of one layer instead of all of them, for about one more forward).
-    ``select``: flat indices (row * L + position) of the positions to return logits for, (B', T') -> logits
-    (B', T', V), computed only there (the LM head's output is the largest tensor of a forward)."""
+    ``select``: flat indices (row * L + position) of the positions to return, (B', T') -> (B', T', D)."""
     cfg, m = model.config, model.model
     n = input_ids.shape[1]
     h = F.embedding(input_ids, m.embed_tokens.weight, m.embed_tokens.padding_idx)  # (B, L, D); pad's row: no grad
@@ -74,7 +73,7 @@ def logits_with_pattern(
             h = _layer(layer, h, cos, sin, mask, cfg)
     if select is not None:
         h = h.flatten(0, 1)[select]  # (B', T', D)
-    return F.linear(_rms(h, m.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)  # (B, L, V) or (B', T', V)
+    return _rms(h, m.norm.weight, cfg.rms_norm_eps)  # (B, L, D) or (B', T', D)
 
 
 def _layer(layer: torch.nn.Module, h: Float[Tensor, "B L D"], cos: Tensor, sin: Tensor,

@@ -10,13 +10,15 @@ use converts one to a plain transformers folder in the cache (``COHORT_CACHE_DIR
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
 
 from cohort.trainer import distributed
-from cohort.trainer.config import ModelSection, TinyModel
+from cohort.trainer.config import LoraSpec, ModelSection, TinyModel
+from cohort.trainer.precision import resolve
 
 SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>")  # ids 0..3
 CHARS = "0123456789+-*= "
@@ -65,8 +67,13 @@ def tiny_llama(spec: TinyModel, tokenizer: PreTrainedTokenizerBase) -> LlamaForC
     return model.float()
 
 
-def build_policy(cfg: ModelSection) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
-    """The trainable policy and its tokenizer."""
+def build_policy(cfg: ModelSection, for_engine: bool = False) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+    """The trainable policy and its tokenizer, its parameters in the master dtype (``trainer.precision``); with
+    ``for_engine`` (a rollout worker's copy, which only generates) in the compute dtype. With ``model.lora`` the
+    model is peft's, only its adapters trainable."""
+    device = distributed.local_device(cfg.device)
+    precision = resolve(cfg.dtype, device)
+    dtype = precision.compute if for_engine else precision.master
     if cfg.tiny is not None:
         tokenizer = char_tokenizer()
         model = tiny_llama(cfg.tiny, tokenizer)
@@ -77,14 +84,47 @@ def build_policy(cfg: ModelSection) -> tuple[torch.nn.Module, PreTrainedTokenize
 
             path = str(named_model_folder(cfg.name))
         tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, cfg.dtype))
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; set one in its tokenizer_config.json")
     if tokenizer.eos_token_id is None:
         raise ValueError("the tokenizer has no eos token")
-    model.to(device=distributed.local_device(cfg.device), dtype=getattr(torch, cfg.dtype))
+    model.to(device=device, dtype=dtype)
     model.config.use_cache = True
+    if cfg.lora is not None:
+        model = with_lora(model, cfg.lora)
     return model, tokenizer
+
+
+def with_lora(model: torch.nn.Module, spec: LoraSpec) -> torch.nn.Module:
+    """peft's LoRA around ``model``: the base frozen, adapters (in the base's dtype) the only trainable parameters.
+    Adapter weights start from peft's own seeded-by-torch initialisation, drawn from a fixed seed so that the
+    learner and every rollout worker build the same adapters."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
+                        target_modules=spec.target_modules, bias="none", task_type="CAUSAL_LM")
+    state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    try:
+        return get_peft_model(model, config)
+    finally:
+        torch.random.set_rng_state(state)  # the adapters' seed never leaks into the run's RNG stream
+
+
+def is_lora(model: torch.nn.Module) -> bool:
+    return hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
+
+
+def adapters_off(model: torch.nn.Module) -> contextlib.AbstractContextManager:
+    """The base model of a LoRA policy (its adapters switched off for the duration); any other model as it is."""
+    return model.disable_adapter() if is_lora(model) else contextlib.nullcontext()
+
+
+def trained_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters the optimizer steps, in ``parameters()`` order: all of them, or a LoRA policy's adapters.
+    What checkpoints hold and what weight pushes carry."""
+    return [p for p in model.parameters() if p.requires_grad]
 
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
@@ -104,9 +144,13 @@ def stop_token_ids(tokenizer: PreTrainedTokenizerBase, model: torch.nn.Module | 
     return sorted(ids)
 
 
-def frozen_reference(policy: torch.nn.Module) -> torch.nn.Module:
-    """A frozen copy of the policy as it is now (call before the first update)."""
+def frozen_reference(policy: torch.nn.Module, cfg: ModelSection) -> torch.nn.Module:
+    """A frozen copy of the policy as it is now (call before the first update), in the compute dtype (a reference
+    is only ever forwarded: bf16 under ``model.dtype: bfloat16``). A LoRA policy is its own reference: its log-probs are taken with the
+    adapters switched off (:func:`adapters_off`), so the base is held once."""
+    if is_lora(policy):
+        return policy
     ref = copy.deepcopy(policy).eval()
     for p in ref.parameters():
         p.requires_grad_(False)
-    return ref
+    return ref.to(resolve(cfg.dtype, next(ref.parameters()).device).compute)

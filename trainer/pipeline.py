@@ -67,6 +67,7 @@ from cohort.trainer.advantages import group_advantages
 from cohort.trainer.collect import Round, pad_right
 from cohort.trainer.config import TrainConfig
 from cohort.trainer.metrics import StepTimer
+from cohort.trainer.precision import resolve
 from cohort.trainer.rollout import RolloutBatch, concat_batches
 from cohort.trainer.rollout_worker import BYE, STOP, Order
 from cohort.trainer.scoring import Scores, merge_scores
@@ -121,6 +122,7 @@ class Pipeline:
         self._buffers: list[torch.Tensor | None] = [None, None]
         """Host memory the versions alternate between (page-locked for a policy on a GPU): version v is written
         into ``v % 2`` while v - 1 may still be on the wire; v - 2's broadcast was done before v - 1's began."""
+        self._push_dtype = resolve(cfg.model.dtype, distributed.local_device(cfg.model.device)).compute  # bf16 copy
         self._closing = False
         self._init = ""
         self.dropped_stale = 0
@@ -291,7 +293,7 @@ class Pipeline:
         """The policy's full weights, flat (FSDP2: gathered from every learner's shards, so collective)."""
         slot = self.version % 2
         with distributed.gathered(policy):
-            self._buffers[slot] = wire.flat_parameters(distributed.unwrap(policy), self._buffers[slot])
+            self._buffers[slot] = wire.flat_parameters(distributed.unwrap(policy), self._buffers[slot], self._push_dtype)
         return self._buffers[slot]
 
     def _broadcast(self) -> None:

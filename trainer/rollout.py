@@ -21,6 +21,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from cohort.trainer.config import RolloutSection
+from cohort.trainer.precision import FLOAT32, Precision
 
 ENGINES: dict[str, str] = {
     "transformers": "cohort.trainer.engines.hf:TransformersEngine",
@@ -136,7 +137,7 @@ class RolloutEngine(Protocol):
 
 
 def build_engine(cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int,
-                 client: int = 0) -> RolloutEngine:
+                 client: int = 0, precision: Precision = FLOAT32) -> RolloutEngine:
     """The configured engine. ``client``: which engine of the job this is (the lock-step learner's rank, a
     rollout worker's number): with several ``rollout.vllm.servers``, it drives entry ``client`` (modulo)."""
     if len(servers := cfg.vllm.servers) > 1:
@@ -145,7 +146,7 @@ def build_engine(cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, s
         raise ValueError(f"unknown rollout engine {cfg.engine!r}; registered: {', '.join(ENGINES)}")
     module, _, attr = ENGINES[cfg.engine].partition(":")
     factory = getattr(importlib.import_module(module), attr)
-    engine = factory(cfg, policy, tokenizer, seed)
+    engine = factory(cfg, policy, tokenizer, seed, precision)  # precision: the learner's compute dtype
     if not isinstance(engine, RolloutEngine):
         raise TypeError(f"rollout engine {cfg.engine!r} does not implement RolloutEngine")
     return engine

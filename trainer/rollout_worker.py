@@ -67,7 +67,7 @@ class _Weights:
         self.version, self.error = -1, ""
         self._pending: tuple[int, torch.Tensor] | None = None
         self._cond = threading.Condition()
-        param = next(model.parameters())
+        param = wire.pushed_parameters(model)[0]
         pin = param.is_cuda if pin is None else pin
         self._thread = threading.Thread(target=self._receive, args=(links, param.dtype, pin), daemon=True,
                                         name="weights")
@@ -128,11 +128,11 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner:
         cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(
             update={"vllm": cfg.rollout.vllm.model_copy(update={"separate_process": True})})})
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-    model, tokenizer = build_policy(cfg.model)
+    model, tokenizer = build_policy(cfg.model, for_engine=True)  # the compute dtype: bf16 under mixed precision
     model.eval()
     reference = None  # before any weights arrive: the model as built is the learner's reference
     if cfg.grpo.beta > 0 and cfg.rollout.engine == "transformers":
-        reference = reference_logprobs(frozen_reference(model), cfg)
+        reference = reference_logprobs(frozen_reference(model, cfg.model), cfg)
     base = build_engine(cfg.rollout, model, tokenizer,
                         cfg.run.seed + SEED_STRIDE * (rank + learner * (1 + cfg.rollout.workers)),
                         client=learner * cfg.rollout.workers + rank - 1)

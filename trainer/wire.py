@@ -79,27 +79,36 @@ def receive(group, src: int | None = None) -> tuple[int, Any]:
     return src, pickle.loads(data.numpy().tobytes())
 
 
-def flat_parameters(model: torch.nn.Module, out: Tensor | None = None) -> Tensor:
-    """Every parameter, in ``parameters()`` order, as one 1-D tensor in host memory (a snapshot: the model may move
+def pushed_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """What a weight push carries, in ``parameters()`` order: the trained parameters (every one, or a LoRA policy's
+    adapters: the workers build the same frozen base themselves)."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def flat_parameters(model: torch.nn.Module, out: Tensor | None = None, dtype: torch.dtype | None = None) -> Tensor:
+    """The pushed parameters (:func:`pushed_parameters`) in ``dtype`` (the engines' compute dtype; default the
+    parameters' own), in ``parameters()`` order, as one 1-D tensor in host memory (a snapshot: the model may move
     on), written into ``out`` when it fits (the caller's buffer, reused from version to version; else a new one,
     page-locked for a model on a GPU). On the CPU one concatenation straight into it, no copy of the copy (a
     second one cost 0.21 s a step for SmolLM2's 135 M parameters, on the learner's critical path); on a GPU one
     concatenation there and one copy to the host (gloo sends from host memory): for a 0.63 B model on an H200 the
     learner's share of a hand-off was 0.03 s into page-locked memory, against 0.68-0.97 s into pageable memory
     (``bench/gpu_check.sh --overlap``, docs/async.md)."""
-    params = [p.detach().reshape(-1) for p in model.parameters()]
-    numel, gpu = sum(p.numel() for p in params), params[0].is_cuda
-    if out is None or out.numel() != numel or out.dtype != params[0].dtype:
-        out = torch.empty(numel, dtype=params[0].dtype, pin_memory=gpu)
+    params = [p.detach().reshape(-1) for p in pushed_parameters(model)]
+    numel, gpu, dtype = sum(p.numel() for p in params), params[0].is_cuda, dtype or params[0].dtype
+    if out is None or out.numel() != numel or out.dtype != dtype:
+        out = torch.empty(numel, dtype=dtype, pin_memory=gpu)
     if gpu:
-        return out.copy_(torch.cat(params))
+        return out.copy_(torch.cat([p.to(dtype) for p in params]))  # cast on the GPU, one copy to the host
+    if dtype != params[0].dtype:
+        return torch.cat([p.to(dtype) for p in params], out=out)
     return torch.cat(params, out=out)
 
 
 def load_flat(model: torch.nn.Module, flat: Tensor) -> None:
     """The parameters become views of ``flat`` (no copy), moved first to the model's device: weights arrive
     on the CPU, and a view of a CPU tensor would move a GPU model's parameters to the CPU."""
-    params = list(model.parameters())
+    params = pushed_parameters(model)
     with torch.no_grad():
         torch.nn.utils.vector_to_parameters(flat.to(params[0].device), params)
 

@@ -60,7 +60,7 @@ def test_resampled_rows_carry_their_own_is_weights_and_logprobs(arith):
     with torch.no_grad():
         for p in policy.parameters():
             p.add_(torch.randn_like(p) * 0.3)  # a policy whose groups are sometimes flat, sometimes not
-    reference = frozen_reference(policy)
+    reference = frozen_reference(policy, cfg.model)
     learner = Learner(policy, cfg)
     examples = load_examples(cfg.data)
     engine = ReportingEngine(cfg.rollout, policy, tok, seed=1)

@@ -18,6 +18,7 @@ from torch import Tensor
 from transformers import DynamicCache
 
 from cohort.trainer.config import RolloutSection
+from cohort.trainer.precision import FLOAT32, Precision
 from cohort.trainer.engines import llama_decode
 from cohort.trainer.models import stop_token_ids
 from cohort.trainer.rollout import RolloutBatch
@@ -41,8 +42,10 @@ def sample_next(logits: Tensor, temperature: float, top_p: float, generator: tor
 
 
 class TransformersEngine:
-    def __init__(self, cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int):
+    def __init__(self, cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int,
+                 precision: Precision = FLOAT32):
         self.cfg = cfg
+        self.precision = precision  # sampling in the learner's compute dtype (bf16 autocast over float32 masters)
         self.policy = policy
         self.tokenizer = tokenizer
         self.pad_id = int(tokenizer.pad_token_id)
@@ -90,7 +93,8 @@ class TransformersEngine:
         prompt_ids = unique_ids.repeat_interleave(num_generations, dim=0)
         prompt_mask = unique_mask.repeat_interleave(num_generations, dim=0)
         max_new = max_new_tokens or self.cfg.max_completion_length
-        tokens, logprobs = self._decode(unique_ids, unique_mask, num_generations, max_new)  # (B, T) with pad after the stop token
+        with self.precision.autocast():
+            tokens, logprobs = self._decode(unique_ids, unique_mask, num_generations, max_new)  # (B, T), pad after stop
         is_eos = torch.isin(tokens, self.stop_ids)  # (B, T)
         has_eos = is_eos.any(dim=1)
         first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), tokens.shape[1])

@@ -18,8 +18,9 @@ from torch import Tensor
 
 
 def supports(model: torch.nn.Module) -> bool:
+    """A plain transformers Llama (not one wrapped by peft: its adapters live in the modules this reads around)."""
     cfg = getattr(model, "config", None)
-    if cfg is None or getattr(cfg, "model_type", None) != "llama":
+    if cfg is None or getattr(cfg, "model_type", None) != "llama" or hasattr(model, "peft_config"):
         return False
     rope = (getattr(cfg, "rope_parameters", None) or {}).get("rope_type", "default")
     return (rope == "default" and not cfg.attention_bias and not cfg.mlp_bias and cfg.hidden_act == "silu"

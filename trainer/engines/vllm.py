@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from cohort.trainer.config import RolloutSection
+from cohort.trainer.precision import FLOAT32, Precision
 from cohort.trainer.rollout import RolloutBatch
 
 DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
@@ -91,7 +92,8 @@ class PushedWeights:
 
 
 class VLLMEngine(PushedWeights):
-    def __init__(self, cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int):
+    def __init__(self, cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int,
+                 precision: Precision = FLOAT32):
         self.cfg, self.opts = cfg, cfg.vllm
         self.policy = policy
         self.pad_id = int(tokenizer.pad_token_id)
@@ -124,7 +126,7 @@ class VLLMEngine(PushedWeights):
         model_dir = self.workdir / "model"
         policy.save_pretrained(model_dir, safe_serialization=True)
         tokenizer.save_pretrained(model_dir)
-        dtype = DTYPES.get(next(policy.parameters()).dtype, "auto")
+        dtype = DTYPES.get(precision.compute if precision.mixed else next(policy.parameters()).dtype, "auto")
         self.llm = vllm.LLM(
             model=str(model_dir), tokenizer=str(model_dir), dtype=dtype, seed=seed,
             distributed_executor_backend="uni", enforce_eager=self.opts.enforce_eager,

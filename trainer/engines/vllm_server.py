@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 
 from cohort.trainer.config import RolloutSection
+from cohort.trainer.precision import FLOAT32, Precision
 from cohort.trainer.engines.vllm import PushedWeights, rows_to_batch
 from cohort.trainer.rollout import RolloutBatch
 
@@ -47,7 +48,8 @@ def join_transfer_group(address: str, port: int, rank: int, world_size: int, tim
 
 
 class VLLMServerEngine(PushedWeights):
-    def __init__(self, cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int):
+    def __init__(self, cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int,
+                 precision: Precision = FLOAT32):
         import httpx
 
         from cohort.trainer.models import stop_token_ids

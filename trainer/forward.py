@@ -53,7 +53,8 @@ never holds (B, T, V) logits; 441 tokens a chunk for a 151,936-token vocabulary.
 
 def _head_chunk(hidden: Float[Tensor, "n D"], weight: Float[Tensor, "V D"], targets: Int[Tensor, "n"],
                 temperature: float, with_entropy: bool) -> tuple[Float[Tensor, "n"], Float[Tensor, "n"]]:
-    logits = F.linear(hidden, weight).float()  # (n, V); bf16 matmul under autocast, float32 after
+    logits = F.linear(hidden, weight)  # (n, V); a bf16 matmul under autocast
+    logits = logits.float() if logits.element_size() < 4 else logits  # the softmax in float32 (or wider)
     if temperature != 1.0:
         logits = logits / temperature
     logz = torch.logsumexp(logits, dim=-1)  # (n,)

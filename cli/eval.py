@@ -38,8 +38,10 @@ def eval_(
     from cohort.trainer.config import load_config
 
     extra = list(overrides or [])
-    if model is not None:
-        kind = "path" if Path(model).exists() else "name"
+    if model is not None:  # a packaged model's name, else a folder (one that is missing is named as such below)
+        from cohort.trainer.gguf_models import NAMED_MODELS
+
+        kind = "name" if model in NAMED_MODELS and not Path(model).exists() else "path"
         extra += ["model.tiny=null", "model.path=null", "model.name=null", f"model.{kind}={model}"]
     if data is not None:
         extra += ["data.arithmetic=null", "data.path=null", "data.sources=null",
@@ -49,6 +51,12 @@ def eval_(
     except (ValidationError, ValueError, OSError) as exc:
         fail(f"error: invalid config: {exc}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from cohort.trainer.preflight import check as check_inputs
+
+    try:  # a missing model folder, a bad row, an unreachable endpoint: reported before the model loads
+        check_inputs(cfg, "--model" if model is not None else None)
+    except ValueError as exc:
+        fail(f"error: {exc}")
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table

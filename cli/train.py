@@ -23,7 +23,8 @@ def train(
 
     Re-running with the same run.output_dir resumes from its newest checkpoint; run.resume=false starts
     fresh there (its old checkpoints are deleted), or pick a new run.output_dir. Exit codes: 0 done,
-    1 the run failed, 2 bad config.
+    1 the run failed, 2 bad config or input (a missing model folder, a malformed data row, an unreachable or
+    misconfigured verifier endpoint: checked in seconds, before the model is built).
     """
     from pydantic import ValidationError
 
@@ -56,6 +57,12 @@ def train(
             fail(f"error: {exc}", 1)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from cohort.trainer.preflight import check as check_inputs
+
+    try:  # a missing model folder, a bad row, an unreachable endpoint: reported now, not minutes into the start
+        check_inputs(cfg)
+    except ValueError as exc:
+        fail(f"error: {exc}")
     # SIGTERM unwinds like Ctrl-C, so local verifier services are stopped and the metrics file closed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from cohort.trainer import spawn_workers

@@ -19,13 +19,14 @@ import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from cohort.trainer.config import ArithmeticTask, CodeFunctionsTask, DataSection, DataSource
 from cohort.verifiers.base import CodeTests, Reference
 from cohort.verifiers.records import RecordError, Task, VerifierUse, read_tasks
+
+if TYPE_CHECKING:  # imported where used: reading and checking rows (cohort.trainer.preflight) needs no torch
+    import torch
 
 
 def arithmetic_task(task: ArithmeticTask) -> list[Task]:
@@ -227,10 +228,12 @@ class PromptSampler:
             raise ValueError(f"grpo.prompts_per_step={per_round} exceeds the dataset size {n}")
         self.n, self.per_round, self.seed = n, per_round, seed
         self.position = 0  # prompts drawn so far
-        self._epoch, self._perm = -1, torch.empty(0, dtype=torch.long)
+        self._epoch, self._perm = -1, None
 
     def _order(self, epoch: int) -> torch.Tensor:
         if epoch != self._epoch:
+            import torch
+
             gen = torch.Generator().manual_seed(self.seed + epoch)
             self._epoch, self._perm = epoch, torch.randperm(self.n, generator=gen)
         return self._perm

@@ -144,14 +144,14 @@ def test_progress_lines_reach_a_redirected_stdout_while_training(tmp_path, arith
     assert all(" reward " in line and " elapsed " in line and " eta " in line for line in lines)
 
 
-def test_a_checkpoint_in_the_old_layout_is_refused_in_one_line_not_skipped(tmp_path):
+def test_a_checkpoint_in_the_old_layout_is_refused_in_one_line_not_skipped(tmp_path, arith):
     """A step folder of the older single-file layout is never passed over (that restarted the run at step 0,
     truncating its metrics): the run stops before training, in one line, naming the way out."""
     old = tmp_path / "checkpoints" / "step_000004"
     old.mkdir(parents=True)
     (old / "state.pt").write_bytes(b"")
     (tmp_path / "metrics.jsonl").write_text('{"step": 4, "reward/mean": 0.5}\n')
-    r = train(*tiny(tmp_path, "127.0.0.1:1"))
+    r = train(*tiny(tmp_path, arith.endpoint))  # a reachable verifier: an unreachable one is reported first
     assert r.exit_code == 1
     assert r.output.splitlines() == [
         f"error: {old} is a checkpoint in the old single-file layout (state.pt), which this version cannot "

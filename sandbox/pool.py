@@ -15,6 +15,7 @@ shared by the slots' cgroups (cgroup.py).
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import posixpath
@@ -65,6 +66,40 @@ def as_tenant(tenant: str, fn: Callable, *args):
         return fn(*args)
     finally:
         _TENANT.name = previous
+
+
+class Cancelled(Exception):
+    """The execution was cancelled before it started (its caller gave up)."""
+
+
+class Cancel:
+    """Stops one execution from another thread (a tool call whose client gave up): cancelled before it has
+    a slot, it never starts (:class:`Cancelled`); while it runs, its job is killed (the result is whatever
+    the killed program left). Once the execution has given its slot back, cancelling does nothing: the
+    kill can never reach a later job in that slot."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._slot: Slot | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            if self._slot is not None:
+                self._slot.kill_current()
+
+    @contextmanager
+    def running(self, slot: Slot) -> Iterator[None]:
+        with self._lock:
+            if self.cancelled:
+                raise Cancelled("cancelled before it started")
+            self._slot = slot
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._slot = None
 
 
 class SlotPool:
@@ -199,22 +234,34 @@ class Sandbox:
             cgroup.sweep()  # slot cgroups left by service processes that died without closing their sandbox
         self.candidates = SlotPool(self.options.config, size, "candidate", self.options.max_per_tenant)
         self.judges = SlotPool(self.options.config, size, "judge", self.options.max_per_tenant)
+        self.extra: list[SlotPool] = []
+
+    def add_pool(self, name: str, size: int) -> SlotPool:
+        """A further pool of ``size`` candidate slots for one user (the ``python`` tool's own slots, so tool
+        calls and the code verifier never wait for each other), closed with the sandbox."""
+        pool = SlotPool(self.options.config, size, name, max_per_tenant=size)
+        self.extra.append(pool)
+        return pool
 
     def clamp(self, limits: policy.Limits | None) -> policy.Limits:
         return (limits or policy.Limits(0, 0, 0, 0, 0, 0)).clamp(self.options.maxima, self.options.defaults)
 
     def execute(self, code: str, stdin: bytes = b"", limits: policy.Limits | None = None,
-                files: dict[str, bytes] | None = None) -> ExecResult:
-        """Run ``code`` as a program (``__main__``) with ``stdin`` and ``files`` placed in its work dir.
+                files: dict[str, bytes] | None = None, pool: SlotPool | None = None,
+                cancel: Cancel | None = None, acquire_timeout_s: float = ACQUIRE_TIMEOUT_S) -> ExecResult:
+        """Run ``code`` as a program (``__main__``) with ``stdin`` and ``files`` placed in its work dir, in a
+        slot of ``pool`` (default: the candidate slots); ``cancel`` may stop it from another thread.
 
-        Raises SandboxError on infra failure and ValueError for a bad file path.
+        Raises SandboxError on infra failure, ValueError for a bad file path, :class:`Cancelled` when
+        cancelled before it started.
         """
         clamped = self.clamp(limits)
         job = {"mode": "exec", "code": code}
         if files:
             job["files"] = [[check_file_path(p), base64.b64encode(c).decode()] for p, c in files.items()]
-        with self.candidates.acquire() as slot:
-            return slot.run(job, clamped, stdin=stdin)
+        with (pool or self.candidates).acquire(acquire_timeout_s) as slot:
+            with cancel.running(slot) if cancel is not None else contextlib.nullcontext():
+                return slot.run(job, clamped, stdin=stdin)
 
     def run_tests(self, code: str, spec, per_test_timeout_s: float, stop_first: bool = False,
                   limits: policy.Limits | None = None):
@@ -225,6 +272,8 @@ class Sandbox:
     def close(self) -> None:
         self.candidates.close()
         self.judges.close()
+        for pool in self.extra:
+            pool.close()
         if self.options.config.use_cgroups:
             cgroup.sweep()  # anything a slot's own removal could not finish in time
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
 from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
 from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
+from cohort.rpc.gate import FairGate
 from cohort.sandbox import convert
 from cohort.sandbox.executor import SandboxError
 from cohort.sandbox.judge import InvalidTests
@@ -28,51 +29,9 @@ log = logging.getLogger("cohort.sandbox")
 SERVICE_NAME = "grpo.sandbox.v1.SandboxService"
 TENANT_METADATA = convert.TENANT_METADATA
 """One tenant (the code verifier sends one per group) holds at most half the slots of each pool and at most
-``max_calls_per_tenant`` of the RPC threads (:class:`TenantGate`)."""
+``max_calls_per_tenant`` of the RPC threads (:class:`~cohort.rpc.gate.FairGate`)."""
 MAX_CALLS_ENV = "COHORT_SANDBOX_MAX_CALLS_PER_TENANT"
 WAITING_PER_RUNNING = 4
-
-
-class TenantGate:
-    """Fair admission to the RPC threads: one tenant runs at most ``max_running`` calls on threads at a
-    time; its further calls wait on the event loop (holding no thread), up to ``max_waiting``; past that
-    they are refused at once (RESOURCE_EXHAUSTED, which clients back off on). Calls without a tenant
-    are not gated. Event-loop only (not thread-safe by design: every call enters it on the loop)."""
-
-    def __init__(self, max_running: int, max_waiting: int) -> None:
-        if max_running < 1 or max_waiting < 0:
-            raise ValueError("max_running must be >= 1 and max_waiting >= 0")
-        self.max_running = max_running
-        self.max_waiting = max_waiting
-        self._slots: dict[str, asyncio.Semaphore] = {}
-        self._users: Counter[str] = Counter()
-
-    def full(self, tenant: str) -> bool:
-        """Would one more call of ``tenant`` be refused?"""
-        return bool(tenant) and self._users[tenant] >= self.max_running + self.max_waiting
-
-    async def acquire(self, tenant: str) -> None:
-        """Wait for one of ``tenant``'s thread places; pair with :meth:`release` when the thread's work ends."""
-        if not tenant:
-            return
-        self._users[tenant] += 1
-        sem = self._slots.setdefault(tenant, asyncio.Semaphore(self.max_running))
-        try:
-            await sem.acquire()
-        except BaseException:  # cancelled while waiting (the client gave up): it never held a place
-            self._forget(tenant)
-            raise
-
-    def release(self, tenant: str) -> None:
-        if not tenant:
-            return
-        self._slots[tenant].release()
-        self._forget(tenant)
-
-    def _forget(self, tenant: str) -> None:
-        self._users[tenant] -= 1
-        if not self._users[tenant]:
-            del self._users[tenant], self._slots[tenant]
 
 
 class SandboxServicer(pb_grpc.SandboxServiceServicer):
@@ -86,7 +45,7 @@ class SandboxServicer(pb_grpc.SandboxServiceServicer):
         self.runtime = runtime
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-rpc")
         cap = max_calls_per_tenant or max(1, workers // 2)
-        self.gate = TenantGate(max_running=cap, max_waiting=WAITING_PER_RUNNING * cap)
+        self.gate = FairGate(per_key=cap, max_waiting=WAITING_PER_RUNNING * cap)
         """One tenant holds at most ``cap`` RPC threads (default half) and queues ``4 * cap`` more calls."""
 
     async def _run(self, context, fn, *args):
@@ -95,17 +54,19 @@ class SandboxServicer(pb_grpc.SandboxServiceServicer):
         tenant = dict(context.invocation_metadata() or ()).get(TENANT_METADATA, "")
         if self.gate.full(tenant):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"tenant {tenant!r} has {self.gate.max_running + self.gate.max_waiting} calls "
+                                f"tenant {tenant!r} has {self.gate.per_key + self.gate.max_waiting} calls "
                                 "running or queued; retry later")
         loop = asyncio.get_running_loop()
         track = self.runtime.track() if self.runtime is not None else contextlib.nullcontext()
         with track:
             await self.gate.acquire(tenant)
-            work = loop.run_in_executor(self.pool, as_tenant, tenant, fn, *args)
+            started = time.monotonic()
+            job = self.pool.submit(as_tenant, tenant, fn, *args)
             # the place is the thread's: it is given back when the work ends, even if the caller gave up first
-            work.add_done_callback(lambda _: self.gate.release(tenant))
+            job.add_done_callback(lambda _: loop.call_soon_threadsafe(
+                self.gate.release, tenant, time.monotonic() - started))
             try:
-                return await work
+                return await asyncio.wrap_future(job)
             except SandboxError as exc:
                 log.error("sandbox failure: %s", exc)
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"sandbox failure: {exc}")

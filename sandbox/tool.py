@@ -1,57 +1,93 @@
 """The ``python`` tool (``grpo.tool.v1``), served by the sandbox service with the sandbox's isolation.
 
 Each call runs the model's code as a fresh program in a sandbox slot (no state is kept between calls:
-a rollout that needs an earlier value computes it again), under :data:`LIMITS`, as the tenant
-``tools``: all tool calls together hold at most half of the candidate slots, so the code verifier
-keeps the rest. The result is what the model reads next: its stdout, plus the end of stderr when the
-program failed. A program that raises, loops or exhausts its limits is the call's own failure (an OK
-result with ``error_kind``); a sandbox that cannot run it is :class:`~cohort.tools.base.ToolUnavailable`
-(the rollout is masked).
+a rollout that needs an earlier value computes it again), under :data:`LIMITS` (the wall time
+configurable: ``COHORT_TOOL_WALL_S``). The tool has its own slots, ``COHORT_TOOL_SLOTS_PER_CORE`` per
+CPU (:data:`SLOTS_PER_CORE`, at least :data:`MIN_SLOTS`), apart from the code verifier's, so neither
+waits for the other; the tool server shares them fairly between sessions and gives every call its own
+budget (``cohort.tools.server``). The result is what the model reads next: its stdout, plus the end of
+stderr when the program failed. A program that raises, loops or exhausts its limits is the call's own
+failure (an OK result with ``error_kind``); a call stopped before its full time limit because the server
+was busy (its budget ran out while it waited) says ``busy``; a sandbox that cannot run it is
+:class:`~cohort.tools.base.ToolUnavailable` (the rollout is masked).
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from typing import Any
 
 from cohort import __version__
 from cohort.sandbox.executor import ExecStatus, SandboxError
 from cohort.sandbox.policy import Limits
-from cohort.sandbox.pool import Sandbox, as_tenant
+from cohort.sandbox.pool import Cancel, Cancelled, Sandbox
 from cohort.tools.base import ToolOutput, ToolSpec, ToolUnavailable, cut
+from cohort.tools.server import BUSY, current_call
 
 LIMITS = Limits(wall_s=5.0, cpu_s=5.0, memory_bytes=256 << 20, output_bytes=16 << 10, max_processes=8,
                 disk_bytes=16 << 20)
-TENANT = "tools"
+SLOTS_PER_CORE = 2.0
+"""Default tool slots per CPU: a slot whose program loops holds one CPU, one that sleeps none; two per
+CPU keep the CPUs busy while half the slots wait on their programs' deadlines."""
+MIN_SLOTS = 4
+WALL_ENV, SLOTS_ENV = "COHORT_TOOL_WALL_S", "COHORT_TOOL_SLOTS_PER_CORE"
 STDERR_TAIL = 800
 """Characters of stderr shown to the model after a failure (the traceback's end says what went wrong)."""
 
-_KINDS = {ExecStatus.TIME_LIMIT_EXCEEDED: ("time_limit", "time limit exceeded ({:g} s)".format(LIMITS.wall_s)),
-          ExecStatus.MEMORY_LIMIT_EXCEEDED: ("memory_limit", "memory limit exceeded"),
-          ExecStatus.OUTPUT_LIMIT_EXCEEDED: ("output_limit", "output limit exceeded")}
+
+def tool_slots(per_core: float = 0.0) -> int:
+    """The tool's slots on this machine: ``per_core`` (default ``$COHORT_TOOL_SLOTS_PER_CORE`` or
+    :data:`SLOTS_PER_CORE`) per CPU, at least :data:`MIN_SLOTS`."""
+    per_core = per_core or float(os.environ.get(SLOTS_ENV, "0") or 0) or SLOTS_PER_CORE
+    return max(MIN_SLOTS, round(per_core * (os.cpu_count() or 1)))
 
 
 class PythonTool:
-    spec = ToolSpec(
-        name="python",
-        description="Run a Python 3 program and return what it prints (stdout). Each call starts a fresh "
-                    "interpreter: print the values you need. No network, no files outside the work dir.",
-        parameters={"type": "object", "properties": {"code": {"type": "string", "maxLength": 65536}},
-                    "required": ["code"], "additionalProperties": False},
-        max_wall_s=LIMITS.wall_s, max_output_bytes=4096)
-
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, slots: int = 0, wall_s: float = 0.0) -> None:
+        wall_s = wall_s or float(os.environ.get(WALL_ENV, "0") or 0) or LIMITS.wall_s
+        if not 0 < wall_s <= sandbox.options.maxima.wall_s:
+            raise ValueError(f"the python tool's wall time must be in (0, {sandbox.options.maxima.wall_s}] s, "
+                             f"got {wall_s}")
+        self.limits = replace(LIMITS, wall_s=wall_s, cpu_s=min(LIMITS.cpu_s, wall_s))
+        self.spec = ToolSpec(
+            name="python",
+            description="Run a Python 3 program and return what it prints (stdout). Each call starts a fresh "
+                        "interpreter: print the values you need. No network, no files outside the work dir.",
+            parameters={"type": "object", "properties": {"code": {"type": "string", "maxLength": 65536}},
+                        "required": ["code"], "additionalProperties": False},
+            max_wall_s=wall_s, max_output_bytes=4096)
         self.sandbox = sandbox
+        self.capacity = slots or tool_slots()
+        """Calls that run at once (the tool server's places for this tool): one slot each."""
+        self.slots = sandbox.add_pool("tool", self.capacity)
 
     def run(self, arguments: dict[str, Any], session_id: str) -> ToolOutput:
+        call = current_call()
+        wall = self.limits.wall_s if call is None else min(self.limits.wall_s, call.time_left())
+        if wall <= 0:
+            return ToolOutput("the tool server was busy: no time was left for this call; call again", BUSY)
+        cancel = Cancel()
+        if call is not None:
+            call.on_cancel(cancel.cancel)
         try:
-            result = as_tenant(TENANT, self.sandbox.execute, arguments["code"], b"", LIMITS)
+            result = self.sandbox.execute(arguments["code"], b"", replace(self.limits, wall_s=wall), pool=self.slots,
+                                          cancel=cancel, acquire_timeout_s=max(wall, 1.0))
+        except Cancelled:
+            return ToolOutput("cancelled: the client gave up on this call", BUSY)
         except SandboxError as exc:
             raise ToolUnavailable(f"sandbox failure: {exc}") from None
         # room for the error's own words after the output, within what the server passes on
         stdout, cut_here = cut(result.stdout.decode(errors="replace"), self.spec.max_output_bytes - STDERR_TAIL - 100)
         truncated = result.stdout_truncated or cut_here
-        if result.status in _KINDS:
-            kind, message = _KINDS[result.status]
+        if result.status is ExecStatus.TIME_LIMIT_EXCEEDED and wall < self.limits.wall_s:
+            return ToolOutput(f"{stdout}\nstopped after {wall:.1f} s of its {self.limits.wall_s:g} s: the tool server "
+                              "was busy; call again".strip(), BUSY, truncated)
+        kinds = {ExecStatus.TIME_LIMIT_EXCEEDED: ("time_limit", f"time limit exceeded ({self.limits.wall_s:g} s)"),
+                 ExecStatus.MEMORY_LIMIT_EXCEEDED: ("memory_limit", "memory limit exceeded"),
+                 ExecStatus.OUTPUT_LIMIT_EXCEEDED: ("output_limit", "output limit exceeded")}
+        if result.status in kinds:
+            kind, message = kinds[result.status]
             return ToolOutput(f"{stdout}\n{message}".strip(), kind, truncated)
         if result.exit_code != 0 or result.signal:
             stderr = result.stderr.decode(errors="replace")[-STDERR_TAIL:]

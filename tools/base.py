@@ -41,7 +41,8 @@ class ToolOutput:
     truncated: bool = False
 
 
-ERROR_KINDS = ("bad_arguments", "unknown_tool", "runtime_error", "time_limit", "memory_limit", "output_limit")
+ERROR_KINDS = ("bad_arguments", "unknown_tool", "runtime_error", "time_limit", "memory_limit", "output_limit",
+               "busy")
 """The error kinds every tool shares (a tool may add its own ``[a-z_]+`` word)."""
 
 

@@ -35,8 +35,8 @@ def test_a_server_that_masks_the_calls_fault_fails() -> None:
             return ToolOutput(str(arguments))
 
     class Masking(tool_server.ToolServicer):  # reports malformed arguments as an infrastructure failure
-        def _one(self, call):
-            result = super()._one(call)
+        def _one(self, *args):
+            result = super()._one(*args)
             if result.error_kind == "bad_arguments":
                 result.status, result.error_kind = pb.CALL_STATUS_INTERNAL, ""
             return result

@@ -97,4 +97,4 @@ def test_the_head_still_answers_logits_outside_a_request():
     a, _ = token_logprobs(model, ids, mask, 6)
     b, _ = token_logprobs(twin, ids, mask, 6)
     assert not torch.allclose(a, b)
-    torch.testing.assert_close(b, full_logprobs(twin, ids, mask, 6)[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(b, full_logprobs(twin, ids, mask, 6)[0], rtol=1e-6, atol=1e-6)

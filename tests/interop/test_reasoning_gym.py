@@ -181,3 +181,15 @@ def test_their_scorer_raising_on_its_own_gold_masks_in_process():
     with pytest.raises(InvalidRequest, match="extract"):
         rgv.ReasoningGymVerifier().verify_group(dataclasses.replace(g, options={**opts, "extract": "xml"}),
                                                 VerifyContext())
+
+
+def test_a_long_gold_answer_is_scored_not_cut_by_the_candidate_limit():
+    """number_sorting's gold lists pass 4,096 characters at level 1: the limit is twice the gold's length there."""
+    longest = max(rgv.rows("number_sorting", 3, seed=0, difficulty=1), key=lambda r: len(r["answer"]))
+    assert len(longest["answer"]) > rgv.MAX_ANSWER_CHARS
+    opts = longest["verifiers"][0]["options"]
+    rollouts = (Rollout(0, tag(longest["answer"])), Rollout(1, tag("9" * (2 * len(longest["answer"]) + 1))))
+    g = GroupRequest("reasoning_gym", rollouts, Reference(answer=longest["answer"]), options=opts)
+    gold, over = rgv.ReasoningGymVerifier().verify_group(g, VerifyContext())
+    assert (gold.status, gold.reward) == (RolloutStatus.OK, 1.0)
+    assert (over.status, over.reward, over.flags) == (RolloutStatus.OK, 0.0, ("candidate_limit",))

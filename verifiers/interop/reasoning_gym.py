@@ -22,8 +22,8 @@ completion (``extract``: ``answer_tag``, reasoning-gym's ``<answer>...</answer>`
 - their score (0..1) is OK with that reward (CORRECT at 1, INCORRECT at 0, PARTIAL between); no answer
   is OK, reward 0, NO_ANSWER: a policy's garbage answer is a 0, never a mask;
 - their scorer raising on the *policy's* answer (it scores the gold answer fine): OK, reward 0, flag
-  ``scorer_raised`` (a mask would reward a policy for breaking their scorer); an answer over
-  ``MAX_ANSWER_CHARS`` is not scored: OK, reward 0, flag ``candidate_limit``;
+  ``scorer_raised`` (a mask would reward a policy for breaking their scorer); an answer longer than
+  ``MAX_ANSWER_CHARS`` and twice the gold is not scored: OK, reward 0, flag ``candidate_limit``;
 - an item that cannot be regenerated (unknown task, a config their ``validate()`` rejects, missing
   options), a regenerated item that is not the row's (another reasoning-gym version, an edited row),
   or their scorer raising on the gold answer: INVALID_REFERENCE (masked);
@@ -57,7 +57,8 @@ NAME = "reasoning_gym"
 SCORER_RAISED = "scorer_raised"
 """The flag of a rollout whose answer made their scorer raise (scored 0, not masked)."""
 MAX_ANSWER_CHARS = 4096
-"""Longer extracted answers are not handed to their scorer (some parse with SymPy)."""
+"""Extracted answers longer than this and than twice the gold answer are not handed to their scorer (some parse
+with SymPy); some golds are long themselves (number_sorting's lists: 4,800 characters at level 1)."""
 INSTRUCTION = "Give only your final answer inside <answer></answer> tags."
 
 
@@ -215,15 +216,16 @@ class ReasoningGymVerifier:
             dataset, entry = self._entry(group)
         except ItemError as exc:
             return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(exc)) for r in group.rollouts]
+        limit = max(MAX_ANSWER_CHARS, 2 * len(gold(entry)))
         out = []
         for r in group.rollouts:
             answer = extract(r.completion, how)
             if answer is None:
                 out.append(RolloutResult.ok(r.index, 0.0, Verdict.NO_ANSWER, detail="no <answer> tags"))
                 continue
-            if len(answer) > MAX_ANSWER_CHARS:
+            if len(answer) > limit:
                 out.append(RolloutResult.ok(r.index, 0.0, Verdict.NO_ANSWER, flags=(CANDIDATE_LIMIT,),
-                                            detail=f"answer over {MAX_ANSWER_CHARS} characters (candidate limit)"))
+                                            detail=f"answer over {limit} characters (candidate limit)"))
                 continue
             try:
                 score = dataset.score_answer(answer, entry)

@@ -52,6 +52,9 @@ def serve(
         tls = ServerTls.from_options(tls_cert, tls_key, client_ca)
     except TlsError as exc:
         fail(f"error: {exc}")
+    # loading a verifier (SymPy for math), the sandbox's self-test: seconds before "serving ..." on a busy machine
+    logging.getLogger("cohort.grpc").info("starting %s on %s ...", ", ".join(names),
+                                          f"{host}:{port}" if port else f"{host} (a free port)")
     options = RuntimeOptions(
         host=host, port=port, max_message_bytes=int(max_message_mb * 1024 * 1024), grace_s=grace,
         drain_delay_s=drain_delay, port_file=port_file, tls=tls,

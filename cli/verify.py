@@ -36,6 +36,9 @@ def verify(
 ) -> None:
     """Score rollouts with one or more verifiers, print a table (or JSON) and totals.
 
+    On a terminal the table is drawn to its width; into a pipe or a file it is plain text, one tab-separated
+    line per rollout under a header line (group, idx, each verifier, reward, detail).
+
     Exit codes: 0 scored (whatever the verdicts), 2 bad input, 3 a verifier is unreachable at startup.
     """
     import asyncio

@@ -72,21 +72,23 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
                                   **({"steps": [[x.end, x.reward] for x in g.results[pos].steps]} if g.results[pos].steps else {}),
                                   } for n, g in by_name.items()},
             }))
+    elif not out.is_terminal:  # a pipe or a file: plain lines, no box drawn at a guessed width
+        print("\t".join(["group", "idx", *names, "reward", "detail"]))
+        for rec, rollout, by_name, s in rows[:max_rows]:
+            cells = [_cell(by_name.get(n), rec.rollouts.index(rollout))[0] for n in names]
+            reward = f"{s.reward:.3g}" if s.usable else "unusable"
+            group = " ".join(rec.task.id.split())  # whitespace collapsed: a tab or newline would break the line
+            print("\t".join([group, str(rollout.index), *cells, reward, " ".join(s.detail.split())]))
     else:
         # rich wraps the detail at word boundaries (fold: a long token such as a LaTeX answer breaks
         # rather than ending in "…"); only a very long detail is shortened, at a word, with an ellipsis
         table = Table(Column("group", overflow="fold"), "idx", *names, "reward",
                       Column("detail", overflow="fold", min_width=24), title=f"{len(rows)} rollouts")
         for rec, rollout, by_name, s in rows[:max_rows]:
-            pos = rec.rollouts.index(rollout)
             cells = []
             for n in names:
-                g = by_name.get(n)
-                if g is None:
-                    cells.append("-")
-                    continue
-                r = g.results[pos]
-                cells.append(f"{r.reward:g} {r.verdict.value}" if r.usable else f"[red]{r.status.value}[/]")
+                text, usable = _cell(by_name.get(n), rec.rollouts.index(rollout))
+                cells.append(text if usable else f"[red]{text}[/]")
             detail = textwrap.shorten(s.detail, DETAIL_CHARS, placeholder=" …") if s.detail else ""
             table.add_row(Text(rec.task.id), str(rollout.index), *cells,
                           f"{s.reward:.3g}" if s.usable else "[red]unusable[/]", Text(detail))  # Text: no markup
@@ -95,5 +97,13 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
     usable = [s.reward for *_, s in rows if s.usable]
     mean = sum(usable) / len(usable) if usable else float("nan")
     console.print(f"groups {len(records)}  rollouts {len(rows)}  usable {len(usable)}  mean reward {mean:.4f}  "
-                  f"statuses {dict(statuses)}")
+                  f"statuses {dict(statuses)}", soft_wrap=True)
     return 0
+
+
+def _cell(g: GroupResult | None, pos: int) -> tuple[str, bool]:
+    """One verifier's cell for one rollout: ``reward verdict``, its status when unusable, ``-`` when not asked."""
+    if g is None:
+        return "-", True
+    r = g.results[pos]
+    return (f"{r.reward:g} {r.verdict.value}", True) if r.usable else (r.status.value, False)

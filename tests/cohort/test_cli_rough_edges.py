@@ -20,6 +20,11 @@ def run(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess
                           env={**os.environ, **(env or {})})
 
 
+def errors(r: subprocess.CompletedProcess) -> list[str]:
+    """stderr without the server's log lines (``... INFO cohort.grpc: starting format on ...``)."""
+    return [line for line in r.stderr.splitlines() if " INFO cohort." not in line]
+
+
 @pytest.fixture()
 def taken_port():
     """A loopback port with a listener on it (what `cohort serve` finds when another server runs)."""
@@ -37,14 +42,14 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(taken_port, what):
     r = run("serve", *args)
     assert r.returncode == 1, r.stderr
     where = f"127.0.0.1:{taken_port}" + (" (--metrics-port)" if what == "metrics" else "")
-    assert r.stderr.splitlines() == [f"cohort serve: cannot bind {where}: address in use "
+    assert errors(r) == [f"cohort serve: cannot bind {where}: address in use "
                                      "(pick another port; 0 picks a free one)"], r.stderr
 
 
 def test_serve_on_an_address_not_of_this_machine():
     r = run("serve", "format", "--host", "192.0.2.1", "--port", "50051")  # TEST-NET-1: never local
     assert r.returncode == 1
-    assert r.stderr.splitlines() == ["cohort serve: cannot bind 192.0.2.1:50051: not an address of this machine"]
+    assert errors(r) == ["cohort serve: cannot bind 192.0.2.1:50051: not an address of this machine"]
 
 
 def test_health_of_an_unknown_service_names_what_the_server_serves(format_server):
@@ -91,6 +96,28 @@ def test_help_only_mentions_commands_and_options_that_exist():
     assert mentions >= 2  # the check did look at something
 
 
+def on_terminal(*args: str, columns: int) -> tuple[int, str]:
+    """``cohort ARGS`` with its stdout on a pseudo-terminal ``columns`` wide (what a user at one sees; TERM=dumb:
+    no colour codes); its exit code and that text."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([*COHORT, *args], stdout=follower, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                            env={**os.environ, "COLUMNS": str(columns), "TERM": "dumb"})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed its side
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    return proc.wait(timeout=120), b"".join(chunks).decode().replace("\r\n", "\n")
+
+
 @pytest.mark.parametrize("columns", [80, 200])
 def test_verify_table_keeps_whole_words_of_long_details(format_server, tmp_path, columns):
     path = tmp_path / "rollouts.jsonl"
@@ -100,10 +127,10 @@ def test_verify_table_keeps_whole_words_of_long_details(format_server, tmp_path,
     full = json.loads(as_json.stdout.splitlines()[1])
     detail = "format: " + full["verifiers"]["format"]["detail"]
     assert len(detail) > 80 and detail.endswith("unbalanced_tags")  # longer than the old cut
-    r = run("verify", str(path), "-e", f"format={format_server.endpoint}", env={"COLUMNS": str(columns)})
-    assert r.returncode == 0, r.stderr
-    body = [line for line in r.stdout.splitlines() if line.startswith("│")]
-    assert body and all(len(line) <= columns for line in r.stdout.splitlines())
+    code, stdout = on_terminal("verify", str(path), "-e", f"format={format_server.endpoint}", columns=columns)
+    assert code == 0, stdout
+    body = [line for line in stdout.splitlines() if line.startswith("│")]
+    assert body and all(len(line) <= columns for line in stdout.splitlines())
     cells = [line.split("│")[-2].strip() for line in body]  # the detail column, wrapped rows in order
     shown = " ".join(c for c in cells if c)
     assert shown.endswith(detail), shown  # every word, none cut, none lost

@@ -69,12 +69,19 @@ def find_call(text: str, fmt: Format) -> Found | None:
 
 def render(result: CallResult, fmt: Format) -> str:
     """The text written into the transcript after a call: what the model reads next."""
+    return "".join(render_parts(result, fmt))
+
+
+def render_parts(result: CallResult, fmt: Format) -> tuple[str, str, str]:
+    """:func:`render` in three parts: (the format's opening, the result's text, its closing). The opening and
+    closing are the template's own markup; the middle is a program's output, to be encoded as plain text
+    (``cohort.verifiers.base.encode_text``: a printed ``<|im_end|>`` never becomes the token)."""
     body = result.output.rstrip("\n")
     if result.truncated:
         body += "\n[output truncated]"
     if fmt == "fenced":
-        return f"\n```output\n{body}\n```\n"
-    return f"\n<tool_response>\n{body}\n</tool_response>\n"
+        return "\n```output\n", body, "\n```\n"
+    return "\n<tool_response>\n", body, "\n</tool_response>\n"
 
 
 def choose_format(fmt: str, chat_template: str | None) -> Format:

@@ -10,7 +10,9 @@ too) when ``rollout.max_turns > 1``. One :meth:`~ToolRollouts.generate` is a loo
    with no call, or the last allowed turn, ends the row as it was generated.
 3. The calls of all rows in flight go out as one batch (``cohort.tools.client``: one ``ExecuteTools``
    per server). Each result is written back into the transcript as tokens marked in
-   ``ToolTrace.tool_mask``: context for the next turn, never part of the loss or the KL
+   ``ToolTrace.tool_mask``, the program's output encoded as plain text
+   (:func:`cohort.verifiers.base.encode_text`: a printed ``<|im_end|>`` is those characters, never the
+   token, so a program cannot end the turn or forge one): context for the next turn, never part of the loss or the KL
    (``RolloutBatch.loss_mask``). Generated tokens keep the sampler's log-probs across turns.
 4. A call that hit an infrastructure failure (the sandbox down, a server unreachable past
    ``rollout.tool_timeout_s``) stops its row; :func:`mask_failures` masks that rollout after scoring.
@@ -38,12 +40,13 @@ from typing import Any
 import torch
 
 from cohort.tools.base import CallResult
-from cohort.tools.calls import Found, choose_format, find_call, render
+from cohort.tools.calls import Found, choose_format, find_call, render_parts
 from cohort.tools.client import ToolClient
 from cohort.trainer.config import RolloutSection, TrainConfig
 from cohort.trainer.distributed import SINGLE, Comm
 from cohort.trainer.rollout import RolloutBatch, ToolTrace
 from cohort.trainer.scoring import Scores
+from cohort.verifiers.base import encode_text
 
 MASKED_STATUS = "tool_unavailable"
 
@@ -174,9 +177,14 @@ class ToolRollouts:
                 continue
             if result.error_kind:
                 r.errors.append(result.error_kind)
-            ids = self.tokenizer.encode(render(result, self.format), add_special_tokens=False)
+            head, body, tail = render_parts(result, self.format)  # the body is a program's: text, never control tokens
+            ids = self._markup(head) + encode_text(self.tokenizer, body) + self._markup(tail)
             ids = ids[: min(self.cfg.tool_result_tokens, budget - len(r.tokens))]
             r.add(ids, [0.0] * len(ids), True)
+
+    def _markup(self, text: str) -> list[int]:
+        """The format's own markup around a result (``<tool_response>`` may be a template token)."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def _batch(self, rows: list[_Row], first: RolloutBatch) -> RolloutBatch:
         b, t = len(rows), max(1, max(len(r.tokens) for r in rows))

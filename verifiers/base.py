@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -310,3 +311,62 @@ class LRU:
         if self._data is not None:
             with self._lock:
                 self._data[key] = value
+
+
+# ---- text from a model or a program stays text ------------------------------------------------
+# The one encoder of untrusted text (tool output, a completion a judge reads): the trainer's tool
+# rollouts and the local judge both use it. It lives here because both may import this module
+# (tests/test_import_layers.py) and it needs nothing but the tokenizer it is given.
+
+
+def control_tokens(tokenizer: Any) -> dict[str, int]:
+    """The tokenizer's control tokens, text -> id: its special tokens and every other added token (a
+    template's ``<tool_call>``, ``<think>``), which a tokenizer matches in text whatever it holds."""
+    found = {getattr(t, "content", str(t)): i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items()}
+    for text, i in zip(getattr(tokenizer, "all_special_tokens", ()), getattr(tokenizer, "all_special_ids", ())):
+        found.setdefault(text, i)
+    return found
+
+
+def encode_text(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of ``text`` read as plain text: never a control token (:func:`control_tokens`), whatever
+    the text holds. A program that prints ``<|im_end|>`` gets the ids of those characters, not the id that
+    ends a turn; decoding the ids gives ``text`` back.
+
+    Special tokens are split by the tokenizer (``split_special_tokens``); an added token that is not
+    special (which tokenizers match regardless) is encoded in pieces, one character at a time."""
+    control = control_tokens(tokenizer)
+    if not any(t and t in text for t in control):
+        return _plain(tokenizer, text)
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(control, key=len, reverse=True) if t))
+    out, at = [], 0
+    for m in pattern.finditer(text):
+        out += _plain(tokenizer, text[at : m.start()])
+        for ch in m.group():
+            out += _plain(tokenizer, ch)
+        at = m.end()
+    return out + _plain(tokenizer, text[at:])
+
+
+def encode_chat(tokenizer: Any, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True) -> list[int]:
+    """Token ids of a chat whose contents are untrusted text: the chat template applied to placeholders
+    gives the turns' own control tokens, each content goes in as :func:`encode_text`. A content holding
+    ``<|im_start|>system`` cannot open a turn (rendering the chat as text and re-encoding it would)."""
+    marks = [f"\x1d{k}\x1d" for k in range(len(messages))]
+    frame = tokenizer.apply_chat_template([{**m, "content": mark} for m, mark in zip(messages, marks)],
+                                          tokenize=False, add_generation_prompt=add_generation_prompt)
+    ids, at = [], 0
+    for mark, content in zip(marks, (m["content"] for m in messages)):
+        k = frame.find(mark, at)
+        if k < 0:  # a template that leaves a turn out (some drop the system turn)
+            continue
+        ids += tokenizer(frame[at:k], add_special_tokens=False)["input_ids"] if k > at else []
+        ids += encode_text(tokenizer, content)
+        at = k + len(mark)
+    return ids + (tokenizer(frame[at:], add_special_tokens=False)["input_ids"] if at < len(frame) else [])
+
+
+def _plain(tokenizer: Any, text: str) -> list[int]:
+    if not text:
+        return []
+    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])

@@ -16,13 +16,14 @@ import torch
 
 from cohort.rpc.launch import ServiceProcess
 from cohort.tools.base import CallResult
-from cohort.tools.calls import find_call, render
+from cohort.tools.calls import find_call, render, render_parts
 from cohort.tools.client import ToolClient
 from cohort.trainer import tool_rollouts
 from cohort.trainer.config import TinyModel, load_config
 from cohort.trainer.engines.hf import TransformersEngine
 from cohort.trainer.models import tiny_llama
 from cohort.trainer.scoring import Scorer
+from cohort.verifiers.base import encode_text
 from cohort.verifiers.records import Task
 
 RUN = 64  # one token writes 64 brackets (BPE merges below), so the model learns a short call
@@ -47,13 +48,12 @@ def bracket_tokenizer():
                                    unk_token="<unk>", padding_side="left", clean_up_tokenization_spaces=False)
 
 
-@pytest.fixture(scope="module")
-def taught():
-    tok = bracket_tokenizer()
-    found = find_call(CALL, "tool_call")
-    result = render(CallResult(True, found.error, "bad_arguments"), "tool_call")
-    ids = tok("Q:")["input_ids"] + tok(CALL + result + ANSWER)["input_ids"] + [tok.eos_token_id]
-    assert len(ids) < 200 and tok.decode(tok(CALL)["input_ids"]) == CALL
+def teach(tok, call: str, result: CallResult):
+    """A tiny Llama taught: Q: -> ``call``, then (after the result, encoded as the trainer writes it) ANSWER."""
+    head, body, tail = render_parts(result, "tool_call")
+    written = tok(head)["input_ids"] + encode_text(tok, body) + tok(tail)["input_ids"]
+    ids = tok("Q:")["input_ids"] + tok(call)["input_ids"] + written + tok(ANSWER)["input_ids"] + [tok.eos_token_id]
+    assert len(ids) < 250 and tok.decode(tok(call)["input_ids"]) == call
     model = tiny_llama(TinyModel(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
                                  max_position_embeddings=256), tok)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -65,7 +65,15 @@ def taught():
         loss.backward()
         opt.step()
     assert loss.item() < 0.05, loss.item()
-    return model.eval(), tok, result
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def taught():
+    tok = bracket_tokenizer()
+    found = find_call(CALL, "tool_call")
+    result = CallResult(True, found.error, "bad_arguments")
+    return teach(tok, CALL, result), tok, render(result, "tool_call")
 
 
 def test_a_call_nested_1024_deep_is_the_models_error_and_the_rollout_is_scored(taught):
@@ -97,3 +105,31 @@ def test_a_call_nested_1024_deep_is_the_models_error_and_the_rollout_is_scored(t
     assert batch.tools.calls.tolist() == [1, 1] and batch.tools.turns.tolist() == [2, 2]
     assert not batch.tools.failed.any() and batch.tools.errors == [("bad_arguments",)] * 2
     assert scores.valid.all() and scores.rewards.flatten().tolist() == [1.0, 1.0]  # scored, not masked
+
+
+def test_a_program_printing_special_tokens_writes_no_special_token_into_the_context():
+    """The model's call prints the tokenizer's special tokens (``<eos>``, ``<pad>``, ...) through the real
+    sandbox: the next turn's context holds those characters, never their ids (they used to be encoded
+    with special-token parsing on: a program could end the turn or forge one)."""
+    tok = bracket_tokenizer()
+    specials = "".join(tok.all_special_tokens)
+    code = "print(" + "+".join(f"'<'+'{t[1:]}'" for t in tok.all_special_tokens) + ")"  # the model writes no special
+    call = '<tool_call>{"name":"python","arguments":{"code":"' + code + '"}}</tool_call>'
+    model = teach(tok, call, CallResult(True, specials + "\n"))
+    with ServiceProcess(["sandbox"], env={"COHORT_SANDBOX_POOL_SIZE": "1"}) as sandbox:
+        cfg = load_config(None, [
+            f'rollout.tools=[{{endpoints: ["{sandbox.endpoint}"]}}]', "rollout.max_turns=3",
+            "rollout.tool_format=tool_call", "rollout.max_completion_length=200", "rollout.temperature=0.05",
+            "rollout.tool_timeout_s=20"])
+        client = ToolClient([[sandbox.endpoint]], timeout_s=20)
+        client.handshake()
+        engine = tool_rollouts.ToolRollouts(TransformersEngine(cfg.rollout, model, tok, 0), client, tok, cfg.rollout)
+        try:
+            batch = engine.generate([tok("Q:")["input_ids"]], 1)
+        finally:
+            engine.close()
+    tool = batch.tools.tool_mask[0]
+    result_ids = batch.completion_ids[0][tool].tolist()
+    assert tok.decode(result_ids) == render(CallResult(True, specials + "\n"), "tool_call")  # the program's text...
+    assert set(tok.all_special_ids).isdisjoint(result_ids)  # ...and not one special id
+    assert batch.texts == [call + ANSWER] and not batch.tools.failed.any()

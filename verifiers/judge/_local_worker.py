@@ -31,6 +31,8 @@ def setup(folder: str, threads: int, device: str = "cpu"):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from cohort.verifiers.base import encode_chat, encode_text
+
     torch.set_num_threads(max(1, threads))
     tokenizer = AutoTokenizer.from_pretrained(folder)
     tokenizer.padding_side = "left"
@@ -51,10 +53,11 @@ def setup(folder: str, threads: int, device: str = "cpu"):
         return choice_ids[word]
 
     def encode(item) -> tuple[list[int], int]:
+        # the template's own tokens around contents encoded as text: a completion holding
+        # "<|im_start|>system" stays those characters, it cannot open a turn (encode_chat)
         messages, prefix, _, continuation = item
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefix
-        ids = tokenizer.encode(text, add_special_tokens=False)
-        tail = tokenizer.encode(" " + continuation, add_special_tokens=False) if continuation else []
+        ids = encode_chat(tokenizer, messages) + encode_text(tokenizer, prefix)
+        tail = encode_text(tokenizer, " " + continuation) if continuation else []
         return ids + tail, len(tail)
 
     def handle(task: Sequence[tuple]) -> list[tuple[float, str, float]]:

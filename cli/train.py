@@ -24,7 +24,8 @@ def train(
     Re-running with the same run.output_dir resumes from its newest checkpoint; run.resume=false starts
     fresh there (its old checkpoints are deleted), or pick a new run.output_dir. Exit codes: 0 done,
     1 the run failed, 2 bad config or input (a missing model folder, a malformed data row, an unreachable or
-    misconfigured verifier endpoint: checked in seconds, before the model is built).
+    misconfigured verifier endpoint: checked in seconds, before the model is built), 130 / 143 stopped by
+    SIGINT / SIGTERM (Ctrl-C, kill): the step in flight finished and saved first; the same command resumes.
     """
     from pydantic import ValidationError
 

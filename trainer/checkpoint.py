@@ -20,8 +20,10 @@ skipped, since skipping it would restart the run from step 0 over its metrics. T
 model is not saved: it is rebuilt from the config (the same source as step 0). The policy at the end
 is saved apart, in transformers format, in ``<output_dir>/final``.
 
-The loop's two calls are :func:`save_run` and :func:`resume`; :func:`save` and :func:`load` are the
-model/optimizer layer under them. Every function here is collective (all ranks call it).
+The loop's calls are :class:`Saver` (when to save: every ``run.save_every`` steps, every
+``run.save_every_s`` seconds, the end, an interrupt) over :func:`save_run`, and :func:`resume`;
+:func:`save` and :func:`load` are the model/optimizer layer under them. Every function here is
+collective (all ranks call it).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import contextlib
 import random
 import re
 import shutil
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,6 +161,29 @@ def save_run(output_dir: str | Path, step: int, policy: torch.nn.Module, learner
     return save(output_dir, step, policy, learner.optimizer,
                 {"scheduler": learner.scheduler.state_dict(), "sampler_position": sampler.position},
                 {"engine": engine_state}, comm, keep)
+
+
+class Saver:
+    """The training loop's checkpoints: :meth:`due` every ``run.save_every`` steps and once ``run.save_every_s``
+    seconds have passed since the last save (or the start), :meth:`save` also when the loop asks (the last
+    step, an interrupt). Collective: the ranks agree on a time-based save (any rank's clock that is due)."""
+
+    def __init__(self, run: Any, comm: Comm = SINGLE) -> None:
+        self.run, self.comm = run, comm
+        self.since = time.monotonic()
+        self.last: Path | None = None  # the newest folder this run saved
+
+    def due(self, step: int) -> bool:
+        every, every_s = self.run.save_every, self.run.save_every_s
+        if every and step % every == 0:
+            return True
+        return bool(every_s) and bool(self.comm.max_int(int(time.monotonic() - self.since >= every_s)))
+
+    def save(self, step: int, policy: torch.nn.Module, learner: Any, engine: Any, sampler: Any) -> Path:
+        self.last = save_run(self.run.output_dir, step, policy, learner, engine, sampler, self.comm,
+                             self.run.keep_checkpoints)
+        self.since = time.monotonic()
+        return self.last
 
 
 def resume(run: Any, policy: torch.nn.Module, learner: Any, engine: Any, sampler: Any, comm: Comm = SINGLE) -> int:

@@ -414,7 +414,10 @@ class RunSection(_Section):
     torch_threads: int = Field(0, ge=0)
     """torch intra-op threads; 0 leaves torch's default."""
     save_every: int = Field(0, ge=0)
-    """Checkpoint every k steps (0: only at the end)."""
+    """Checkpoint every k steps (0: by time only). A run also saves at its end and when interrupted."""
+    save_every_s: float = Field(600.0, ge=0)
+    """Checkpoint once this many seconds have passed since the last checkpoint (0: by steps only), so that a
+    run killed without warning loses at most about this much (docs/training.md, "Stopping and resuming")."""
     keep_checkpoints: int = Field(0, ge=0)
     """Keep only the newest k complete checkpoints, deleting older ones after each save (0: keep all). A
     checkpoint holds the weights and the optimizer state: about 1.6 GB for a 135M-parameter model."""

@@ -67,6 +67,9 @@ def start_early(cfg: Any) -> Workers | None:
 
 
 def _entry(cfg_data: dict, rank: int, world: int, init: str, learner: int) -> None:
+    # a process group of its own before anything slow (importing torch): a terminal's Ctrl-C reaches only the
+    # learner, which finishes its step and stops the workers itself (trainer.interrupt)
+    os.setpgrp()
     try:  # ps, top and the tests tell the rollout workers from the verifiers' spawned scoring processes
         Path("/proc/self/comm").write_text(f"cohort-rollout{rank}"[:15])
     except OSError:  # not Linux

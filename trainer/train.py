@@ -2,8 +2,9 @@
 
 Everything else is a named call: a round of experience (``collect``: chunked generation overlapped
 with remote scoring, dynamic resampling, every per-row tensor), the maths (``advantages``,
-``loss``), the optimizer steps (``learner``), ``checkpoint`` (one format for every world size) and
-``metrics`` (one ``StepTimer`` per step). The learner only idles waiting on the verifiers, reported
+``loss``), the optimizer steps (``learner``), ``checkpoint`` (one format for every world size; when to
+save), ``interrupt`` (SIGINT/SIGTERM end the run after the step in flight, saved) and ``metrics`` (one
+``StepTimer`` per step). The learner only idles waiting on the verifiers, reported
 as ``verify/idle_frac``. The old policy's log-probs are the current ones detached in the first of
 the ``num_iterations`` passes (the policy has not moved since sampling), and that pass's log-probs
 serve as pi_old for the later ones: no extra forward (engines that report their own log-probs still
@@ -28,6 +29,7 @@ from cohort.trainer.collect import Round, Sources, collect_round, reference_logp
 from cohort.trainer.config import TrainConfig, dump_config
 from cohort.trainer.data import PromptSampler, encode_prompts, load_examples
 from cohort.trainer.distributed import SINGLE, Comm
+from cohort.trainer.interrupt import Interrupts
 from cohort.trainer.learner import Learner
 from cohort.trainer.metrics import MetricsLog, StepTimer, plot_rewards
 from cohort.trainer.models import build_policy, frozen_reference
@@ -52,8 +54,11 @@ def verifier_endpoints(cfg: TrainConfig) -> Iterator[dict[str, list[str]]]:
         yield {**endpoints, **{name: [started[name]] for name in local}}
 
 
-def train(cfg: TrainConfig, endpoints: dict[str, list[str]], early: spawn_workers.Workers | None = None) -> list[dict]:
-    """The run (``early``: rollout workers ``cohort train`` started before importing the trainer)."""
+def train(cfg: TrainConfig, endpoints: dict[str, list[str]], early: spawn_workers.Workers | None = None,
+          interrupts: Interrupts | None = None) -> list[dict]:
+    """The run (``early``: rollout workers ``cohort train`` started before importing the trainer; ``interrupts``:
+    the signal handlers :func:`run` installed, without which a signal acts as it would anywhere else)."""
+    interrupts = interrupts or Interrupts()
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     torch.manual_seed(cfg.run.seed)
@@ -61,16 +66,17 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]], early: spawn_worker
     # one process, or a torchrun rank (DDP / FSDP2); one pipelined learner under torchrun has workers for ranks 1..
     comm = distributed.SINGLE if pipelined and cfg.distributed.parallel == "none" else distributed.init(cfg)
     if not pipelined:
-        return _train(cfg, endpoints, comm, None)
+        return _train(cfg, endpoints, comm, None, interrupts)
     pipeline = Pipeline(cfg, comm)
     pipeline.spawn(early)  # the rollout workers start up while the learner does
     try:
-        return _train(cfg, endpoints, comm, pipeline)
+        return _train(cfg, endpoints, comm, pipeline, interrupts)
     finally:
         pipeline.close()
 
 
-def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pipeline | None) -> list[dict]:
+def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pipeline | None,
+           interrupts: Interrupts) -> list[dict]:
     pipelined = pipeline is not None
     out_dir = cfg.run.output_dir
     examples = load_examples(cfg.data)  # a bad row, or one naming an unconfigured verifier, fails here
@@ -107,49 +113,55 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
     src = Sources(engine, scorer, examples, prompt_ids, sampler, cfg, int(tokenizer.pad_token_id),
                   reference_logprobs(reference, cfg), learner.logprobs)
     records: list[dict] = []
+    saver = checkpoint.Saver(cfg.run, comm)  # every run.save_every steps / run.save_every_s seconds, and the end
     run_start = time.perf_counter()
-    step = start
+    step, stop = start, False
     try:
-        if pipelined:
-            engine.start(src, policy, start)  # the workers generate from now on
-        while step < cfg.run.max_steps:
-            timer = StepTimer()
-            # 1-3. G completions for each of this rank's P/world prompts, each chunk scored as soon as it
-            #      exists; per-row log-probs while the verifiers work; flat groups resampled (DAPO).
-            #      Pipelined: P scored groups at most rollout.max_staleness versions old from the workers
-            rnd = engine.next_round(src, timer) if pipelined else collect_round(src, comm, timer)
-            # from here on every row is one of this rank's b = P/world * G (whole groups); what needs the
-            # whole round is a sum of this rank's counts over the ranks (trainer.distributed, decision 1)
-            scores = tool_rollouts.mask_failures(rnd.scores, rnd.batch)  # a tool's infrastructure failed: masked
-            masks = MaskCounts.of(scores, comm)  # the round's rollouts: usable, masked by verifier/status
-            alarm = masked_share.observe(masks, comm.say)  # the share each verifier masks, over a window
-            if masked.skip(masks, step, comm.say):  # a round nobody could score trains nothing: not a step
-                continue
-            step += 1
-            # 4. group advantages over valid rollouts; groups without signal drop out
-            adv, token_adv, rows, step_stats = loss_rows(rnd.batch, scores, cfg, tokenizer, comm)  # token_adv: (b, T)
-            # 5. num_iterations optimizer steps on the included rows only; the engine follows the policy
-            with timer("update"):
-                update = learner.update(rnd.update_batch(rows, token_adv), cfg.grpo.num_iterations)
-                engine.sync_weights(distributed.unwrap(policy))
-            # 6. log and checkpoint
-            record = (round_metrics(rnd.batch, scores, adv, len(rows), comm) | step_stats | update | rnd.is_metrics
-                      | resample_metrics(rnd, cfg) | alarm | masked.metrics(scorer.outage_s())
-                      | tool_rollouts.metrics(rnd.batch, comm)
-                      | (engine.metrics(timer) if pipelined else {})
-                      | timer.record(run_start, comm.sum_int(int(rnd.batch.completion_mask.sum()))))
-            log.log(step, record)
-            records.append({"step": step, **record})
-            done = step == cfg.run.max_steps or reached_target([*history, *records], cfg)
-            if done or (cfg.run.save_every and step % cfg.run.save_every == 0):
-                checkpoint.save_run(out_dir, step, policy, learner, engine, sampler, comm, cfg.run.keep_checkpoints)
-            if done:
-                break
+        with interrupts.deferred():  # a first SIGINT/SIGTERM waits for the end of the step in flight
+            if pipelined:
+                engine.start(src, policy, start)  # the workers generate from now on
+            while step < cfg.run.max_steps:
+                timer = StepTimer()
+                # 1-3. G completions for each of this rank's P/world prompts, each chunk scored as soon as it
+                #      exists; per-row log-probs while the verifiers work; flat groups resampled (DAPO).
+                #      Pipelined: P scored groups at most rollout.max_staleness versions old from the workers
+                rnd = engine.next_round(src, timer) if pipelined else collect_round(src, comm, timer)
+                # from here on every row is one of this rank's b = P/world * G (whole groups); what needs the
+                # whole round is a sum of this rank's counts over the ranks (trainer.distributed, decision 1)
+                scores = tool_rollouts.mask_failures(rnd.scores, rnd.batch)  # a tool's infrastructure failed: masked
+                masks = MaskCounts.of(scores, comm)  # the round's rollouts: usable, masked by verifier/status
+                alarm = masked_share.observe(masks, comm.say)  # the share each verifier masks, over a window
+                if masked.skip(masks, step, comm.say):  # a round nobody could score trains nothing: not a step
+                    continue
+                step += 1
+                # 4. group advantages over valid rollouts, token_adv (b, T); groups without signal drop out
+                adv, token_adv, rows, step_stats = loss_rows(rnd.batch, scores, cfg, tokenizer, comm)
+                # 5. num_iterations optimizer steps on the included rows only; the engine follows the policy
+                with timer("update"):
+                    update = learner.update(rnd.update_batch(rows, token_adv), cfg.grpo.num_iterations)
+                    engine.sync_weights(distributed.unwrap(policy))
+                # 6. log and checkpoint
+                record = (round_metrics(rnd.batch, scores, adv, len(rows), comm) | step_stats | update | rnd.is_metrics
+                          | resample_metrics(rnd, cfg) | alarm | masked.metrics(scorer.outage_s())
+                          | tool_rollouts.metrics(rnd.batch, comm)
+                          | (engine.metrics(timer) if pipelined else {})
+                          | timer.record(run_start, comm.sum_int(int(rnd.batch.completion_mask.sum()))))
+                log.log(step, record)
+                records.append({"step": step, **record})
+                done = step == cfg.run.max_steps or reached_target([*history, *records], cfg)
+                stop = not done and interrupts.requested(comm)  # SIGINT/SIGTERM: saved, this step is the last
+                if done or stop or saver.due(step):
+                    saver.save(step, policy, learner, engine, sampler)
+                if done or stop:
+                    break
     finally:
         if pipelined:
             engine.close()  # before the scorer: the workers' last groups are still arriving
         log.close()
         scorer.close()
+    if stop:  # not the end of the run: no final model; one line says where it stopped and how to resume
+        comm.close()
+        raise interrupts.stopped(f"after step {step} of {cfg.run.max_steps}", saver.last, comm)
     distributed.save_pretrained(policy, tokenizer, log.dir / "final", comm)  # rank 0 gathers the shards
     if cfg.run.plot and records and comm.is_main:
         plot_rewards(log.path, log.dir / "reward_curve.png")
@@ -283,8 +295,9 @@ def run(cfg: TrainConfig, early: spawn_workers.Workers | None = None) -> list[di
         return []
     try:
         client_tls(cfg.scoring)
-        with verifier_endpoints(cfg) as endpoints, tool_rollouts.local_servers(cfg) as cfg:
-            return train(cfg, endpoints, early)
+        with (Interrupts() as interrupts, verifier_endpoints(cfg) as endpoints,
+              tool_rollouts.local_servers(cfg) as cfg):
+            return train(cfg, endpoints, early, interrupts)
     finally:
         if early:  # the pipeline reaps them too; a run that failed before it started has them reaped here
             early.reap()

@@ -193,3 +193,15 @@ def test_a_long_gold_answer_is_scored_not_cut_by_the_candidate_limit():
     gold, over = rgv.ReasoningGymVerifier().verify_group(g, VerifyContext())
     assert (gold.status, gold.reward) == (RolloutStatus.OK, 1.0)
     assert (over.status, over.reward, over.flags) == (RolloutStatus.OK, 0.0, ("candidate_limit",))
+
+
+def test_the_reasoning_gym_verifier_passes_the_conformance_kit():
+    """Every rule of the kit (known answers, determinism, order, status codes, deadlines, SIGTERM drain)."""
+    from pathlib import Path
+
+    from cohort.conformance import RULES, load_cases, run_kit
+
+    cases = load_cases(Path(__file__).resolve().parent / "cases" / "reasoning_gym.jsonl", "reasoning_gym")
+    results = run_kit("127.0.0.1:0", "reasoning_gym", cases,
+                      server_cmd=f"{sys.executable} -m cohort.cli serve reasoning_gym --port {{port}}")
+    assert {r.rule: r.status for r in results} == {rule: "pass" for rule in RULES}, [r for r in results if r.status != "pass"]

@@ -216,3 +216,16 @@ def test_a_missing_url_is_a_clear_load_error(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "COHORT_NEMO_GYM_URL=http://HOST:PORT" in out.stderr + out.stdout
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("name", ["nemo_gym", "ors"])
+def test_the_adapters_pass_the_conformance_kit_in_front_of_a_foreign_server(foreign, monkeypatch, name):
+    """The kit over Cohort's wire, with the foreign server behind: known answers (their failures masked),
+    determinism, order, status codes, concurrency, deadlines and the SIGTERM drain."""
+    from cohort.conformance import RULES, load_cases, run_kit
+
+    for key, value in adapter_env(foreign).items():
+        monkeypatch.setenv(key, value)
+    cases = load_cases(HERE / "cases" / f"{name}.jsonl", name)
+    results = run_kit("127.0.0.1:0", name, cases, server_cmd=f"{sys.executable} -m cohort.cli serve {name} --port {{port}}")
+    assert {r.rule: r.status for r in results} == {rule: "pass" for rule in RULES}, [r for r in results if r.status != "pass"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from cohort.trainer.config import ModelSection, TrainConfig
+from cohort.trainer.config import ModelSection, ScoringSection, TrainConfig
 
 ENDPOINT_TIMEOUT_S = 5.0
 """Deadline of one endpoint's handshake here (the run's own handshake waits longer)."""
@@ -73,12 +73,20 @@ def check_data(cfg: TrainConfig) -> int:
     return len(examples)
 
 
+def client_tls(cfg: ScoringSection) -> dict:
+    """``{verifier: ClientTls | None}``, its files read now: a bad one raises ``cohort.rpc.tls.TlsError`` naming it.
+    (Here, not in :mod:`cohort.trainer.scoring`, which imports torch: the endpoint check runs without it.)"""
+    from cohort.rpc.tls import ClientTls
+
+    return {v.name: None if v.tls is None else ClientTls.from_options(v.tls.ca, v.tls.cert, v.tls.key, v.tls.server_name)
+            for v in cfg.verifiers}
+
+
 def check_endpoints(cfg: TrainConfig, timeout_s: float = ENDPOINT_TIMEOUT_S) -> None:
     """Each verifier with endpoints is served at one of them at least (the client's handshake, its TLS
     included), and each tool server with endpoints answers a health check; a failure names its cause
     (:mod:`cohort.rpc.diagnose`)."""
     if any(v.endpoints for v in cfg.scoring.verifiers):
-        from cohort.trainer.scoring import client_tls
         from cohort.verifiers.client import HandshakeError, VerifierClient, WeightedVerifier
 
         tls = client_tls(cfg.scoring)  # a bad certificate file: TlsError (a ValueError) naming it

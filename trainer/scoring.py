@@ -31,6 +31,7 @@ from torch import Tensor
 from cohort.rpc.loop import BackgroundLoop
 from cohort.trainer.config import ScoringSection
 from cohort.trainer.distributed import SINGLE, Comm
+from cohort.trainer.preflight import client_tls
 from cohort.verifiers.records import RecordError, Task, check_routes, group_requests, route
 
 
@@ -62,14 +63,6 @@ class Scores:
 
 OUTAGE_POLL_S = 0.5
 """Longest wait between two tries of an unavailable verifier (channels reconnect as fast: cohort.rpc.tls)."""
-
-
-def client_tls(cfg: ScoringSection) -> dict:
-    """``{verifier: ClientTls | None}``, its files read now: a bad one raises ``cohort.rpc.tls.TlsError`` naming it."""
-    from cohort.rpc.tls import ClientTls
-
-    return {v.name: None if v.tls is None else ClientTls.from_options(v.tls.ca, v.tls.cert, v.tls.key, v.tls.server_name)
-            for v in cfg.verifiers}
 
 
 class OutageError(RuntimeError):

@@ -54,7 +54,7 @@ def eval_(
     from cohort.trainer.preflight import check as check_inputs
 
     try:  # a missing model folder, a bad row, an unreachable endpoint: reported before the model loads
-        check_inputs(cfg, "--model" if model is not None else None)
+        check_inputs(cfg, "--model" if model is not None else None, weighted=False)
     except ValueError as exc:
         fail(f"error: {exc}")
     from rich.console import Console

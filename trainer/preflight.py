@@ -60,12 +60,13 @@ def _in_hub_cache(repo_id: str) -> bool:
         return False
 
 
-def check_data(cfg: TrainConfig) -> int:
-    """Every source read and parsed, every row routed to configured verifiers; the number of rows."""
+def check_data(cfg: TrainConfig, weighted: bool = True) -> int:
+    """Every source read and parsed, every row routed to configured verifiers; the number of rows
+    (``weighted``: mixed by the sources' weights, as training does; evaluation reads each row once)."""
     from cohort.trainer.data import load_examples
     from cohort.verifiers.records import RecordError, check_routes
 
-    examples = load_examples(cfg.data)  # a bad row raises ValueError naming its file and line
+    examples = load_examples(cfg.data, weighted)  # a bad row raises ValueError naming its file and line
     try:
         check_routes(examples, {v.name: (v.weight, v.options) for v in cfg.scoring.verifiers})
     except RecordError as exc:
@@ -120,8 +121,8 @@ def check_endpoints(cfg: TrainConfig, timeout_s: float = ENDPOINT_TIMEOUT_S) -> 
                 raise ValueError("rollout.tools: no replica of a tool server answers: " + "; ".join(problems))
 
 
-def check(cfg: TrainConfig, model_flag: str | None = None) -> None:
+def check(cfg: TrainConfig, model_flag: str | None = None, weighted: bool = True) -> None:
     """The model, the endpoints, then the data. ``model_flag``: the option that gave ``model.path``."""
     check_model(cfg.model, model_flag)
     check_endpoints(cfg)
-    check_data(cfg)
+    check_data(cfg, weighted)

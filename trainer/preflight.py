@@ -30,8 +30,8 @@ def check_model(cfg: ModelSection, flag: str | None = None) -> None:
         path = Path(folder).expanduser()
         if path.is_dir():
             if key == "model.path" and not (path / "config.json").is_file():
-                raise ValueError(f"{where} {folder}: no config.json in that folder (not a transformers checkpoint; "
-                                 "a run's checkpoints are runs/NAME/final and runs/NAME/checkpoint-N)")
+                raise ValueError(f"{where} {folder}: no config.json in that folder (not a transformers checkpoint "
+                                 "folder; a run's trained model is RUN_DIR/final)")
             continue
         if path.exists():
             raise ValueError(f"{where} {folder}: not a folder (a transformers checkpoint folder is expected)")

@@ -61,7 +61,10 @@ def tls_probe(address: str, tls: ClientTls | None = None, timeout_s: float = 2.0
     ctx.verify_mode = ssl.CERT_NONE
     ctx.set_alpn_protocols(["h2"])
     if tls is not None and tls.cert and tls.key:
-        ctx.load_cert_chain(tls.cert, tls.key)
+        try:
+            ctx.load_cert_chain(tls.cert, tls.key)
+        except (OSError, ssl.SSLError):  # unusable here: gRPC's own error already said so
+            pass
     try:
         raw = socket.create_connection((host, port), timeout=timeout_s)
     except OSError:
@@ -99,7 +102,7 @@ def _refused(tls: ClientTls | None) -> str:
 def explain(address: str, details: str, tls: ClientTls | None, probe_timeout_s: float = 2.0) -> str:
     """One line: why connecting to ``address`` failed (``details``: gRPC's ``exc.details()``; ``tls``: the
     client's TLS, None for plaintext). A failure that is not about connecting comes back as gRPC said it."""
-    host, port = split_address(address)
+    host = split_address(address)[0]
     first = (details or "").strip().splitlines()[0] if (details or "").strip() else ""
     text = first.lower()
     mode = "plaintext" if tls is None else ("mutual TLS" if tls.cert else "TLS")
@@ -120,7 +123,7 @@ def explain(address: str, details: str, tls: ClientTls | None, probe_timeout_s: 
                 "signed the server's certificate")
     if tls is not None and ("wrong_version_number" in text or "record_layer_failure" in text):
         return f"the server at {address} speaks plaintext, not TLS: connect without TLS settings (or enable TLS on it)"
-    if "socket closed" in text or "connection reset" in text or "end of file" in text or "eof" in text:
+    if re.search(r"socket closed|connection reset|end of file|\beof\b", text):
         verdict = tls_probe(address, tls, probe_timeout_s)
         if tls is None and verdict == "needs-certificate":
             return (f"the server at {address} requires mutual TLS and this client is plaintext: give the CA of "

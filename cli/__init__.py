@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 
 # Command modules; each does `from cohort.cli import app` and decorates its commands.
-COMMAND_MODULES = ["serve", "verify", "sandbox", "train", "eval", "conformance", "scaffold"]
+COMMAND_MODULES = ["serve", "verify", "sandbox", "train", "plan", "eval", "conformance", "scaffold"]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -28,6 +28,23 @@ def fail(message: str, code: int = 2) -> NoReturn:
     terminal), never a traceback."""
     typer.secho(message, err=True, fg="red")
     raise typer.Exit(code)
+
+
+def train_config(files: list, overrides: list[str]):
+    """The ``TrainConfig`` of ``-c`` files and overrides (``train``, ``plan``), or one line and exit 2."""
+    from pydantic import ValidationError
+
+    from cohort.trainer.config import explain, load_config
+
+    for path in files:
+        if not path.is_file():
+            fail(f"error: config file {path} does not exist")
+    try:
+        return load_config(files, overrides)
+    except ValidationError as exc:
+        fail(f"error: invalid config: {explain(exc)}")
+    except (ValueError, OSError) as exc:
+        fail(f"error: invalid config: {exc}")
 
 
 def _load_commands() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cohort.cli import app, fail
+from cohort.cli import app, fail, train_config
 
 
 @app.command(context_settings={"allow_extra_args": False})
@@ -27,19 +27,9 @@ def train(
     misconfigured verifier endpoint: checked in seconds, before the model is built), 130 / 143 stopped by
     SIGINT / SIGTERM (Ctrl-C, kill): the step in flight finished and saved first; the same command resumes.
     """
-    from pydantic import ValidationError
+    from cohort.trainer.config import dump_config
 
-    from cohort.trainer.config import dump_config, explain, load_config
-
-    for path in config:
-        if not path.is_file():
-            fail(f"error: config file {path} does not exist")
-    try:
-        cfg = load_config(config, overrides or [])
-    except ValidationError as exc:
-        fail(f"error: invalid config: {explain(exc)}")
-    except (ValueError, OSError) as exc:
-        fail(f"error: invalid config: {exc}")
+    cfg = train_config(config, overrides or [])
     if print_config:
         typer.echo(dump_config(cfg))
         return
@@ -56,6 +46,12 @@ def train(
             fail(f"error: invalid config: {exc}")
         except RuntimeError as exc:  # CUDA refused the device (busy, exclusive-process mode)
             fail(f"error: {exc}", 1)
+        from cohort.trainer.memory import check_fits
+
+        try:  # the memory plan (cohort plan) against the GPU, before the model loads
+            check_fits(cfg)
+        except ValueError as exc:
+            fail(f"error: {exc}")
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from cohort.trainer.preflight import check as check_inputs

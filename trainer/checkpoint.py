@@ -42,7 +42,11 @@ import numpy as np
 import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+
+TRAINED = StateDictOptions(ignore_frozen_params=True)
+"""What a checkpoint holds of the model: the trained parameters (all of them, or a LoRA policy's adapters; the
+frozen base is rebuilt from the config, as the reference is)."""
 
 from cohort.trainer.distributed import SINGLE, Comm
 
@@ -98,7 +102,7 @@ def save(output_dir: str | Path, step: int, model: torch.nn.Module, optimizer: t
     if comm.is_main and folder.exists():
         shutil.rmtree(folder)
     comm.barrier()
-    model_state, optim_state = get_state_dict(model, optimizer)  # outside the try: not a write
+    model_state, optim_state = get_state_dict(model, optimizer, options=TRAINED)  # outside the try: not a write
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with _quiet_single_process():
@@ -140,11 +144,13 @@ def load(folder: str | Path, model: torch.nn.Module, optimizer: torch.optim.Opti
     folder = Path(folder)
     if not (folder / "COMPLETE").exists():
         raise ValueError(f"{folder} is not a complete checkpoint (no COMPLETE marker)")
-    model_state, optim_state = get_state_dict(model, optimizer)  # the target layout (initialises Adam state)
+    model_state, optim_state = get_state_dict(model, optimizer, options=TRAINED)  # the target layout (initialises Adam)
     state = {"model": model_state, "optim": optim_state}
     with _quiet_single_process():
         dcp.load(state, checkpoint_id=folder / "dcp", no_dist=not comm.distributed)
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    # dcp.load found every trained key (it fails on one the checkpoint lacks); the frozen ones are not in it
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                   options=StateDictOptions(ignore_frozen_params=True, strict=False))
     shared = torch.load(folder / "meta.pt", map_location="cpu", weights_only=False)
     rank_file = folder / f"rank_{comm.rank}.pt"
     per_rank = None

@@ -51,6 +51,24 @@ class TinyModel(_Section):
     """Seed for the random initialisation (independent of the run seed)."""
 
 
+class LoraSpec(_Section):
+    """LoRA through peft (``peft.LoraConfig``): only the adapters are trained, checkpointed and pushed."""
+
+    rank: int = Field(8, ge=1)
+    alpha: float = Field(16.0, gt=0)
+    """Scale of the adapters' product: ``alpha / rank``."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    """Module names (suffixes) to adapt, or ``all-linear`` (every linear layer but the LM head)."""
+
+    @model_validator(mode="after")
+    def _not_the_head(self) -> LoraSpec:
+        if isinstance(self.target_modules, list) and "lm_head" in self.target_modules:
+            raise ValueError("model.lora.target_modules: lm_head cannot be adapted (the learner computes "
+                             "log-probs through the head in chunks, from its weight)")
+        return self
+
+
 class ModelSection(_Section):
     path: str | None = None
     """A transformers checkpoint folder (policy and, when beta > 0, reference start from it)."""
@@ -61,7 +79,15 @@ class ModelSection(_Section):
     """Tokenizer folder; defaults to ``path``."""
     tiny: TinyModel | None = None
     """Build a random-init tiny Llama + char tokenizer instead of loading ``path``."""
-    dtype: Literal["float32", "bfloat16"] = "float32"
+    dtype: Literal["auto", "float32", "bfloat16", "bfloat16-pure"] = "auto"
+    """``bfloat16``: bf16 compute (autocast) over float32 master weights and optimizer state, as TRL's ``bf16=True``
+    and verl's FSDP mixed precision; the reference, rollout engines and weight pushes get bf16 copies, checkpoints
+    hold the float32 masters. ``bfloat16-pure``: bf16 parameters stepped directly (most small updates round away:
+    the start line says what share one update moves). ``auto``: ``bfloat16`` on a GPU, ``float32`` on the CPU
+    (``trainer.precision``)."""
+    lora: LoraSpec | None = None
+    """Train low-rank adapters (peft) instead of every weight; the frozen base with adapters disabled is the
+    reference (no copy)."""
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
     """Where the policy (and the reference) train: ``auto`` is the GPU of this process (``cuda:$LOCAL_RANK``
     under torchrun, else ``cuda:0``) when every process on the machine gets one, else ``cpu`` for all; ``cuda``
@@ -393,7 +419,12 @@ class OptimSection(_Section):
     lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = Field(0, ge=0)
     micro_batch_size: int | None = Field(None, ge=1)
-    """Sequences per forward/backward (gradient accumulation); None = the whole batch at once."""
+    """Sequences per forward/backward (gradient accumulation); None: as many as ``micro_batch_tokens`` allows
+    (``trainer.forward.micro_batch``)."""
+    micro_batch_tokens: int = Field(16384, ge=1)
+    """With ``micro_batch_size`` None: the token budget of one micro-batch. Each update takes as many rows as fit
+    it at the round's padded width (prompt plus completion), at least one; ``cohort plan`` shows the pick and the
+    memory it takes, and the largest budget that fits the GPU."""
     micro_batch_cost_tokens: int = Field(160, ge=0)
     """Micro-batches are cut by completion length (longest first, each padded only to its own longest
     row). With this > 0 they hold *at most* ``micro_batch_size`` rows and are cut where padded tokens
@@ -477,6 +508,11 @@ class TrainConfig(_Section):
         if self.distributed.parallel != "none" and ":" in self.model.device:
             raise ValueError(f"model.device={self.model.device} puts every rank on one GPU, which NCCL refuses; with "
                              "distributed.parallel use cuda (each rank its cuda:$LOCAL_RANK) or auto")
+        if self.model.lora is not None and self.distributed.parallel != "none":
+            raise ValueError("model.lora with distributed.parallel is not supported yet: train adapters in one process")
+        if self.model.lora is not None and self.rollout.engine != "transformers":
+            raise ValueError(f"model.lora with rollout.engine={self.rollout.engine} is not supported yet (the engine "
+                             "would need merged weights or vLLM's adapter path): use rollout.engine=transformers")
         mb = self.optim.micro_batch_size
         if mb is not None and self.batch_size % mb:
             raise ValueError(f"optim.micro_batch_size={mb} must divide the batch P*G={self.batch_size}")

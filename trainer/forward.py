@@ -156,14 +156,28 @@ def token_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attent
             _HEAD_REQUEST.reset(token)
         return out[:, :-1, 0], (out[:, :-1, 1].detach() if with_entropy else None)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                   logits_to_keep=completion_len + 1, use_cache=False).logits[:, :-1].float()  # (B, T, V)
-    logits = logits / temperature if temperature != 1.0 else logits
-    logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)  # (B, T)
+                   logits_to_keep=completion_len + 1, use_cache=False).logits  # (B, T+1, V)
+    return _from_logits(logits[:, :-1], targets, valid, temperature, with_entropy)
+
+
+def _from_logits(logits: Float[Tensor, "B T V"], targets: Int[Tensor, "B T"], valid: Tensor, temperature: float,
+                 with_entropy: bool) -> tuple[Float[Tensor, "B T"], Float[Tensor, "B T"] | None]:
+    """The full-logits path (a head whose logits change after it: soft-capping, a LoRA-adapted head): float32
+    (B, T, V) logits at once."""
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    logz = torch.logsumexp(logits, dim=-1)  # (B, T)
+    logprobs = logits.gather(-1, targets[..., None]).squeeze(-1) - logz  # (B, T)
+    logprobs = torch.where(valid, logprobs, torch.zeros_like(logprobs))
     entropy = None
     if with_entropy:
-        with torch.no_grad():
-            entropy = torch.where(valid, -(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum(-1), 0.0)
-    return torch.where(valid, logprobs, torch.zeros_like(logprobs)), entropy
+        with torch.no_grad():  # row by row: two (T, V) temporaries instead of two (B, T, V)
+            mean_logit = torch.zeros(logz.shape, dtype=logits.dtype, device=logits.device)  # (B, T): E_p[logit]
+            for b, row in enumerate(logits.detach()):
+                mean_logit[b] = (torch.softmax(row, dim=-1) * row).sum(-1)
+            entropy = torch.where(valid, logz.detach() - mean_logit, torch.zeros_like(mean_logit))  # (B, T)
+    return logprobs, entropy
 
 
 def packed_logprobs(model: torch.nn.Module, input_ids: Int[Tensor, "B L"], attention_mask: Int[Tensor, "B L"],

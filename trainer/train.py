@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from cohort.trainer import checkpoint, distributed, metrics, spawn_workers, tool_rollouts
+from cohort.trainer import checkpoint, distributed, metrics, precision, spawn_workers, tool_rollouts
 from cohort.trainer.advantages import Advantages, batch_std
 from cohort.trainer.collect import Round, Sources, collect_round, reference_logprobs
 from cohort.trainer.config import TrainConfig, dump_config
@@ -82,13 +82,14 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
     examples = load_examples(cfg.data)  # a bad row, or one naming an unconfigured verifier, fails here
     check_routes(examples, {v.name: (v.weight, v.options) for v in cfg.scoring.verifiers})
     policy, tokenizer = build_policy(cfg.model)
-    reference = frozen_reference(policy) if cfg.grpo.beta > 0 else None  # no reference model when beta = 0
-    policy = distributed.wrap(policy, comm)
+    reference = frozen_reference(policy, cfg.model) if cfg.grpo.beta > 0 else None  # no reference model when beta = 0
+    learning_precision = precision.resolve(cfg.model.dtype, next(policy.parameters()).device)  # trainer.precision
+    policy = distributed.wrap(policy, comm, learning_precision)
     prompt_ids = encode_prompts(examples, tokenizer, cfg.data)  # the chat template when the model has one
     sampler = PromptSampler(len(examples), cfg.grpo.prompts_per_step, cfg.data.shuffle_seed)
     engine = pipeline or distributed.for_generation(
         tool_rollouts.wrap(build_engine(cfg.rollout, distributed.unwrap(policy), tokenizer, cfg.run.seed + comm.rank,
-                                        client=comm.rank),
+                                        client=comm.rank, precision=learning_precision),
                            cfg.rollout, tokenizer), policy, comm)  # multi-turn with tools when rollout.max_turns > 1
     learner = Learner(policy, cfg, comm)
     start = checkpoint.resume(cfg.run, policy, learner, engine, sampler, comm)  # 0: a fresh run
@@ -101,8 +102,8 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
         return []
     scorer = Scorer(cfg.scoring, endpoints)  # handshake: fails fast when a verifier is missing
     scorer.check(examples)  # every row routes to verifiers that accept its reference kind
-    first = next(policy.parameters())
-    comm.say(f"policy: {sum(p.numel() for p in policy.parameters()):,} parameters, {first.dtype} on {first.device}")
+    for line in precision.describe(policy, learning_precision, cfg.optim.learning_rate):  # size, dtypes, device
+        comm.say(line)
     for line in scorer.describe():  # endpoints, TLS mode, server version, limits
         comm.say(line)
     masked_share, masked = MaskedShare(cfg.scoring), MaskedRounds(cfg.scoring.max_masked_rounds)

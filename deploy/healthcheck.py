@@ -42,6 +42,10 @@ def check(endpoint: str, service: str = "", timeout: float = 3.0) -> tuple[bool,
     try:
         status = health.health_status(endpoint, service, timeout, tls)
     except grpc.RpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            from cohort.rpc.diagnose import explain  # the cause (refused, TLS expected, ...): only on a failure
+
+            return False, f"{exc.code().name}: {explain(endpoint, exc.details() or '', tls)}"
         return False, f"{exc.code().name}: {exc.details()}"
     return status == health.SERVING, status
 

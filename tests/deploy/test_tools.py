@@ -33,6 +33,7 @@ def test_healthcheck_fails_for_an_unknown_service_and_a_closed_port(format_serve
         port = s.getsockname()[1]
     out = _healthcheck(f"127.0.0.1:{port}", "--timeout", "1")
     assert out.returncode == 1 and "UNAVAILABLE" in out.stderr
+    assert f"nothing is listening at 127.0.0.1:{port} (connection refused)" in out.stderr, out.stderr
 
 
 BASE_PROFILE = {

@@ -115,6 +115,7 @@ def test_cli_health_speaks_tls(mtls_server, pki):
     assert ok.returncode == 0 and "SERVING" in ok.stdout, ok.stdout + ok.stderr
     plain = cohort("health", mtls_server.endpoint, "--timeout", "2")
     assert plain.returncode == 1 and "UNAVAILABLE" in plain.stderr
+    assert "requires mutual TLS and this client is plaintext" in plain.stderr, plain.stderr
 
 
 def test_container_healthcheck_speaks_tls_from_its_environment(mtls_server, pki):
@@ -127,6 +128,7 @@ def test_container_healthcheck_speaks_tls_from_its_environment(mtls_server, pki)
     assert ok.returncode == 0 and "SERVING" in ok.stderr, ok.stderr
     plain = subprocess.run(script, capture_output=True, text=True, timeout=60)
     assert plain.returncode == 1 and "UNAVAILABLE" in plain.stderr
+    assert "requires mutual TLS and this client is plaintext" in plain.stderr, plain.stderr
     env["COHORT_HEALTH_TLS_KEY"] = "/nonexistent.key"
     bad = subprocess.run(script, capture_output=True, text=True, timeout=60, env=env)
     assert bad.returncode == 1 and "TLS key /nonexistent.key: no such file" in bad.stderr, bad.stderr

@@ -17,8 +17,9 @@ Socket closed / reset                      one TLS handshake of our own (:func:`
                                            TLS), or refuses this client's certificate
 ========================================  ======================================================
 
-Used where a connection is first made: the verifier client's handshake (so ``cohort train``,
-``cohort verify``), ``cohort health`` and the conformance kit.
+Used where a connection is first made: the verifier client's handshake (so ``cohort train``'s and
+``cohort eval``'s start-up checks, ``cohort verify``), ``cohort health``, the images' ``cohort-healthcheck``
+and the conformance kit.
 """
 
 from __future__ import annotations

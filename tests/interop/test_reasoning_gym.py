@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -24,9 +26,11 @@ from cohort.verifiers.interop import reasoning_gym as rgv  # noqa: E402
 from cohort.verifiers.records import group_requests, read_tasks, route  # noqa: E402
 
 
-def write_rows(path, *args) -> None:
+def write_rows(path, *args, env=None) -> None:
+    """The generator, with a fixed string-hash seed (its cross-process check, a second Python process, is skipped:
+    the tasks used here do not depend on it; the one that does is tested below)."""
     out = subprocess.run([sys.executable, "-m", "cohort.verifiers.interop.reasoning_gym", str(path), *args],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=env or {**os.environ, "PYTHONHASHSEED": "0"})
     assert out.returncode == 0, out.stderr
     assert "wrote " in out.stdout
 
@@ -150,8 +154,10 @@ def test_bad_generator_input_is_one_line_and_exit_2(tmp_path):
         assert len(out.stderr.strip().splitlines()) == 1
 
 
-def test_their_scorer_raising_on_its_own_gold_masks_in_process():
-    """A task registered through reasoning-gym's own extension API whose scorer cannot score its gold."""
+def test_their_scorer_raising_on_its_own_gold_masks_in_process(monkeypatch):
+    """A task registered through reasoning-gym's own extension API whose scorer cannot score its gold (scored in
+    this process, COHORT_RG_WORKERS=0: worker processes cannot see a task registered here)."""
+    monkeypatch.setenv("COHORT_RG_WORKERS", "0")
     import reasoning_gym.factory as factory
     from reasoning_gym.dataset import ProceduralDataset
 
@@ -183,7 +189,8 @@ def test_their_scorer_raising_on_its_own_gold_masks_in_process():
                                                 VerifyContext())
 
 
-def test_a_long_gold_answer_is_scored_not_cut_by_the_candidate_limit():
+def test_a_long_gold_answer_is_scored_not_cut_by_the_candidate_limit(monkeypatch):
+    monkeypatch.setenv("COHORT_RG_WORKERS", "0")
     """number_sorting's gold lists pass 4,096 characters at level 1: the limit is twice the gold's length there."""
     longest = max(rgv.rows("number_sorting", 3, seed=0, difficulty=1), key=lambda r: len(r["answer"]))
     assert len(longest["answer"]) > rgv.MAX_ANSWER_CHARS
@@ -205,3 +212,29 @@ def test_the_reasoning_gym_verifier_passes_the_conformance_kit():
     results = run_kit("127.0.0.1:0", "reasoning_gym", cases,
                       server_cmd=f"{sys.executable} -m cohort.cli serve reasoning_gym --port {{port}}")
     assert {r.rule: r.status for r in results} == {rule: "pass" for rule in RULES}, [r for r in results if r.status != "pass"]
+
+
+def test_an_answer_that_hangs_their_scorer_is_scored_zero_within_the_budget(tmp_path, slowdown):
+    """polynomial_multiplication's scorer spends minutes on `x**(9**9**9)` (one big-integer power, GIL held): the
+    worker is killed at the budget, the answer scored 0 and flagged; the server answers the next group at once."""
+    path = tmp_path / "poly.jsonl"
+    # its items differ between processes unless the string-hash seed is fixed: the generator refuses, then is given one
+    refused = subprocess.run([sys.executable, "-m", "cohort.verifiers.interop.reasoning_gym", str(path), "--task",
+                              "polynomial_multiplication", "-n", "1"], capture_output=True, text=True, timeout=120,
+                             env={k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"})
+    assert refused.returncode == 2 and "PYTHONHASHSEED" in refused.stderr and not path.exists()
+    write_rows(path, "--task", "polynomial_multiplication", "-n", "1", "--seed", "0",
+               env={**os.environ, "PYTHONHASHSEED": "0"})
+    (task,) = read_tasks(path)
+    budget = 1.0 * slowdown()
+    env = {"COHORT_RG_BUDGET_S": f"{budget:.2f}", "COHORT_RG_WORKERS": "1", "PYTHONHASHSEED": "0"}
+    with ServiceProcess(["reasoning_gym"], env=env) as proc:
+        t0 = time.monotonic()
+        (hang,) = groups_of([task], [[tag("x**(9**9**9)"), tag(task.answer)]])
+        (hung, right) = score(proc.endpoint, [hang])[0]
+        took = time.monotonic() - t0
+        (again,) = score(proc.endpoint, groups_of([task], [[tag(task.answer)]]))[0]
+    assert (hung.status, hung.reward, hung.flags) == (RolloutStatus.OK, 0.0, ("candidate_limit",)), hung
+    assert "budget" in hung.detail and took < 10 * budget + 10
+    assert (right.status, right.reward) == (RolloutStatus.OK, 1.0)
+    assert (again.status, again.reward) == (RolloutStatus.OK, 1.0)

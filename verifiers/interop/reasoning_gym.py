@@ -27,6 +27,10 @@ completion (``extract``: ``answer_tag``, reasoning-gym's ``<answer>...</answer>`
 - an item that cannot be regenerated (unknown task, a config their ``validate()`` rejects, missing
   options), a regenerated item that is not the row's (another reasoning-gym version, an edited row),
   or their scorer raising on the gold answer: INVALID_REFERENCE (masked);
+- their scores run in killable worker processes: an answer their scorer is still on after its budget
+  (``COHORT_RG_BUDGET_S``, while the gold scored within it) is OK, reward 0, flag ``candidate_limit``
+  (``polynomial_multiplication`` spends minutes in one big-integer power on ``x**(9**9**9)``); the gold
+  itself past the budget, or the call's deadline, is VERIFIER_TIMEOUT; a worker that died, VERIFIER_ERROR;
 - a score that is not a number in [0, 1]: VERIFIER_ERROR (masked; their bug).
 """
 
@@ -37,7 +41,11 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
+import resource
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,12 +54,14 @@ from cohort.verifiers.base import (
     CANDIDATE_LIMIT,
     LRU,
     GroupRequest,
+    Rollout,
     RolloutResult,
     RolloutStatus,
     Verdict,
     VerifyContext,
     option,
 )
+from cohort.verifiers.workers import PoolResult, WorkerPool
 
 NAME = "reasoning_gym"
 SCORER_RAISED = "scorer_raised"
@@ -176,6 +186,29 @@ def rows(task: str, n: int, *, seed: int = 0, difficulty: int | None = None, con
     return out
 
 
+HASH_SEED_HINT = ("some tasks' items depend on Python's string hashing (their generators iterate sets: 6 of 106 in "
+                  "reasoning-gym 0.1.25, e.g. polynomial_multiplication, word_ladder): write the rows and run the verifier "
+                  "server (`cohort serve`, or `cohort train`, which starts it) with the same PYTHONHASHSEED, e.g. 0")
+
+
+def check_hash_independent(task: str, written: Sequence[dict[str, Any]], probe: int = 8) -> None:
+    """Raise ItemError when the first rows' items differ in a process with another string-hash seed, unless this
+    process runs with a fixed PYTHONHASHSEED (then a server started with the same one regenerates them)."""
+    if os.environ.get("PYTHONHASHSEED", "random") != "random":
+        return
+    import subprocess
+
+    opts = [use["options"] for r in written[:probe] for use in r["verifiers"] if use["name"] == NAME]
+    code = ("import json, sys\nfrom cohort.verifiers.interop.reasoning_gym import item, digest\n"
+            "print(json.dumps([digest(item(o['task'], o['config'], int(o['index']))[1]) for o in json.load(sys.stdin)]))")
+    other = subprocess.run([sys.executable, "-c", code], input=json.dumps(opts), capture_output=True, text=True,
+                           timeout=600, env={**os.environ, "PYTHONHASHSEED": "12345"})
+    if other.returncode != 0:
+        raise ItemError(f"could not regenerate the rows in a second process: {other.stderr.strip()[-300:]}")
+    if json.loads(other.stdout) != [o["digest"] for o in opts]:
+        raise ItemError(f"the items of {task!r} differ from one Python process to the next: " + HASH_SEED_HINT)
+
+
 def questions(path: Path) -> set[str]:
     """The questions of a rows file written by :func:`rows` (for ``--exclude``)."""
     found = set()
@@ -197,52 +230,138 @@ def extract(completion: str, how: str) -> str | None:
     return extract_answer(completion, tag_name="answer", strip=True)
 
 
+def _worker_setup(memory_bytes: int):
+    """In a fresh worker process: cap its address space, load reasoning-gym; tasks are ``_score_task``'s."""
+    if memory_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    _rg()
+    return _score_task
+
+
+def _score_task(task: tuple[str, str, dict[str, Any], str | None]) -> tuple[str, Any]:
+    """Their scorer on one answer: ("ok", score), ("raised", why) or ("item_error", why)."""
+    name, config_json, entry, answer = task
+    try:
+        dataset = _dataset(name, config_json)
+    except ItemError as exc:
+        return "item_error", str(exc)
+    try:
+        return "ok", dataset.score_answer(answer, entry)
+    except BaseException as exc:  # noqa: BLE001  (MemoryError and RecursionError included: reported, not fatal)
+        return "raised", repr(exc)[:300]
+
+
+def _setting(key: str, default: float) -> float:
+    raw = os.environ.get(f"COHORT_RG_{key}", "").strip()
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"COHORT_RG_{key}={raw!r}: expected a number") from None
+
+
 class ReasoningGymVerifier:
+    """Their scorers run in killable worker processes (``verifiers/workers.py``): ``COHORT_RG_WORKERS``
+    (default: up to 4, one per core; 0 scores in this process, without a time bound), each answer within
+    ``COHORT_RG_BUDGET_S`` seconds (default 5) under ``COHORT_RG_MEMORY_MB`` of address space (default 2048)."""
+
     name = NAME
-    version = "1.0.0"
+    version = "1.1.0"
     description = "reasoning-gym's score_answer for its procedural tasks (options task, config, index, digest)"
     reference_kinds = ("answer",)
-    max_concurrency = 1  # their scorers are pure Python: threads cannot speed them up
 
     def __init__(self) -> None:
         from importlib.metadata import version
 
         _rg()
         self.library_version = version("reasoning-gym")  # their __version__ lags the release (0.1.19 in 0.1.25)
+        workers = int(_setting("WORKERS", min(4, os.cpu_count() or 1)))
+        self.budget_s = _setting("BUDGET_S", 5.0)
+        memory_mb = int(_setting("MEMORY_MB", 2048))
+        if workers < 0 or self.budget_s <= 0:
+            raise ValueError("COHORT_RG_WORKERS must be >= 0 and COHORT_RG_BUDGET_S > 0")
+        self.pool: WorkerPool | None = None
+        if workers:
+            self.pool = WorkerPool(_worker_setup, (memory_mb << 20,), workers, name="reasoning-gym-worker",
+                                   preload=["cohort.verifiers.interop.reasoning_gym"])
+            self.pool.start(ready_timeout_s=120)
+        self._fanout = ThreadPoolExecutor(4 * max(1, workers), thread_name_prefix="reasoning-gym")
+        self._gold = LRU(4096)
+        """item -> None (their scorer scores its gold) or why not; only deterministic outcomes are kept."""
+
+    def close(self) -> None:
+        self._fanout.shutdown(wait=False, cancel_futures=True)
+        if self.pool is not None:
+            self.pool.close()
+
+    def _run(self, task: tuple, deadline: float) -> PoolResult:
+        if self.pool is None:
+            return PoolResult("ok", _score_task(task))
+        return self.pool.run(task, deadline, budget_s=self.budget_s)
 
     def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:
         how = option(group, "extract", "answer_tag", ("answer_tag", "none"))
+        deadline = ctx.deadline if ctx.deadline is not None else time.monotonic() + 60 + self.budget_s
         try:
-            dataset, entry = self._entry(group)
+            key, entry = self._entry(group)
+            masked = self._gold_problem(key, entry, deadline)
         except ItemError as exc:
             return [RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(exc)) for r in group.rollouts]
+        if masked is not None:
+            return [RolloutResult.unusable(r.index, *masked) for r in group.rollouts]
         limit = max(MAX_ANSWER_CHARS, 2 * len(gold(entry)))
-        out = []
-        for r in group.rollouts:
-            answer = extract(r.completion, how)
-            if answer is None:
-                out.append(RolloutResult.ok(r.index, 0.0, Verdict.NO_ANSWER, detail="no <answer> tags"))
-                continue
-            if len(answer) > limit:
-                out.append(RolloutResult.ok(r.index, 0.0, Verdict.NO_ANSWER, flags=(CANDIDATE_LIMIT,),
-                                            detail=f"answer over {limit} characters (candidate limit)"))
-                continue
-            try:
-                score = dataset.score_answer(answer, entry)
-            except Exception as exc:  # their scorer on the policy's answer: the policy's doing, scored 0
-                out.append(RolloutResult.ok(r.index, 0.0, Verdict.INCORRECT, flags=(SCORER_RAISED,),
-                                            detail=f"their scorer raised on this answer: {exc!r}"[:300]))
-                continue
-            if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) \
-                    or not 0.0 <= score <= 1.0:
-                out.append(RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR,
-                                                  f"reasoning-gym's scorer for {entry['metadata'].get('source_dataset')} "
-                                                  f"returned {score!r}, not a number in [0, 1]"))
-                continue
-            out.append(RolloutResult.ok(r.index, float(score), detail=f"answer {answer[:60]!r}"))
-        return out
+        futures = [self._fanout.submit(self._one, key, entry, r, extract(r.completion, how), limit, deadline)
+                   for r in group.rollouts]
+        return [f.result() for f in futures]
 
-    def _entry(self, group: GroupRequest) -> tuple[Any, dict[str, Any]]:
+    def _gold_problem(self, key: tuple[str, str, int], entry: dict[str, Any], deadline: float
+                      ) -> tuple[RolloutStatus, str] | None:
+        """Why their scorer cannot score this item's own answer (status, detail), or None when it can."""
+        cached = self._gold.get(key)
+        if cached is not None:
+            return cached or None
+        result = self._run((key[0], key[1], entry, entry.get("answer")), deadline)
+        if result.kind == "timeout":
+            return RolloutStatus.VERIFIER_TIMEOUT, f"their scorer on the item's own answer: {result.detail}"
+        if result.kind == "crashed":
+            return RolloutStatus.VERIFIER_ERROR, f"their scorer's worker died on the item's own answer: {result.detail}"
+        outcome, value = result.value
+        problem: tuple[RolloutStatus, str] | tuple[()] = ()
+        if outcome != "ok":
+            problem = (RolloutStatus.INVALID_REFERENCE, f"reasoning-gym's scorer raises on the item's own answer: {value}"
+                       if outcome == "raised" else value)
+        self._gold.put(key, problem)
+        return problem or None
+
+    def _one(self, key: tuple[str, str, int], entry: dict[str, Any], r: Rollout, answer: str | None, limit: int,
+             deadline: float) -> RolloutResult:
+        if answer is None:
+            return RolloutResult.ok(r.index, 0.0, Verdict.NO_ANSWER, detail="no <answer> tags")
+        if len(answer) > limit:
+            return RolloutResult.ok(r.index, 0.0, Verdict.NO_ANSWER, flags=(CANDIDATE_LIMIT,),
+                                    detail=f"answer over {limit} characters (candidate limit)")
+        result = self._run((key[0], key[1], entry, answer), deadline)
+        if result.kind == "timeout" and result.detail == "ran past its budget":  # the gold scores in time: the answer's doing
+            return RolloutResult.ok(r.index, 0.0, Verdict.INCORRECT, flags=(CANDIDATE_LIMIT,),
+                                    detail=f"their scorer ran past its {self.budget_s:g} s budget on this answer "
+                                           "(candidate limit)")
+        if result.kind == "timeout":
+            return RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_TIMEOUT, f"reasoning-gym scorer: {result.detail}")
+        if result.kind == "crashed":
+            return RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR,
+                                          f"reasoning-gym scorer's worker died: {result.detail}")
+        outcome, score = result.value
+        if outcome == "raised":  # their scorer on the policy's answer: the policy's doing, scored 0
+            return RolloutResult.ok(r.index, 0.0, Verdict.INCORRECT, flags=(SCORER_RAISED,),
+                                    detail=f"their scorer raised on this answer: {score}"[:300])
+        if outcome != "ok":
+            return RolloutResult.unusable(r.index, RolloutStatus.INVALID_REFERENCE, str(score))
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) \
+                or not 0.0 <= score <= 1.0:
+            return RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR,
+                                          f"reasoning-gym's scorer for {key[0]} returned {score!r}, not a number in [0, 1]")
+        return RolloutResult.ok(r.index, float(score), detail=f"answer {answer[:60]!r}")
+
+    def _entry(self, group: GroupRequest) -> tuple[tuple[str, str, int], dict[str, Any]]:
         missing = [k for k in ("task", "config", "index") if not group.options.get(k)]
         if missing:
             raise ItemError(f"the row does not name a reasoning-gym item: options {missing} missing "
@@ -250,19 +369,16 @@ class ReasoningGymVerifier:
         raw_index = group.options["index"]
         if not raw_index.isdigit():
             raise ItemError(f"option index={raw_index!r} is not a non-negative integer")
-        dataset, entry = item(group.options["task"], group.options["config"], int(raw_index))
+        key = (group.options["task"], group.options["config"], int(raw_index))
+        _, entry = item(*key)
         want = group.options.get("digest")
         if want and want != digest(entry):
-            raise ItemError(f"item {raw_index} of {group.options['task']!r} is not the row's (digest {digest(entry)}, "
-                            f"row {want}): made by another reasoning-gym version ({self.library_version} here) "
-                            "or edited")
+            raise ItemError(f"item {raw_index} of {key[0]!r} is not the row's (digest {digest(entry)}, "
+                            f"row {want}): made by another reasoning-gym version ({self.library_version} here), "
+                            f"edited, or under another PYTHONHASHSEED ({HASH_SEED_HINT})")
         if group.reference.answer is not None and group.reference.answer != gold(entry):
             raise ItemError(f"the row's answer {group.reference.answer[:40]!r} is not the item's {gold(entry)[:40]!r}")
-        try:
-            dataset.score_answer(entry.get("answer"), entry)
-        except Exception as exc:  # their scorer cannot score its own gold: the reference is unusable
-            raise ItemError(f"reasoning-gym's scorer raises on the item's own answer: {exc!r}") from None
-        return dataset, entry
+        return key, entry
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -287,6 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             excluded |= questions(path)
         out = rows(a.task, a.n, seed=a.seed, difficulty=a.difficulty, config=config, instruction=a.instruction,
                    exclude=excluded)
+        check_hash_independent(a.task, out)
     except (ItemError, ImportError, OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -68,3 +68,93 @@ def machine_slowdown(sample_s: float = 0.2) -> float:
 def slowdown():
     """:func:`machine_slowdown`, to call when a measurement is needed (it re-measures each time)."""
     return machine_slowdown
+
+
+MARGIN_S = 60.0
+"""What a deadline leaves of the test's own timeout: time to end what it started and report why."""
+
+
+@pytest.fixture
+def deadline(request):
+    """``deadline(idle_s)``: seconds to wait for something (a subprocess, a run), ``idle_s`` on an idle machine
+    times its measured slowdown (:func:`machine_slowdown`), but never past the test's own timeout
+    (pytest-timeout: the test's ``timeout`` mark, else the suite's 600 s) less :data:`MARGIN_S`. A deadline
+    past that would never fire: pytest-timeout would end the test first, without its message, and
+    leave its children running."""
+    import time
+
+    marker = request.node.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker and marker.args else float(request.config.getini("timeout") or 0)
+    started = time.monotonic()
+
+    def scaled(idle_s: float, sample_s: float = 0.2) -> float:
+        want = idle_s * machine_slowdown(sample_s)
+        if not limit:
+            return want
+        return max(1.0, min(want, limit - (time.monotonic() - started) - MARGIN_S))
+
+    scaled.margin_s = MARGIN_S
+    return scaled
+
+
+class Subprocesses:
+    """Subprocesses of a test, each in a process group (session) of its own, so that a terminal's Ctrl-C
+    reaches pytest alone; every one still running when the test ends (passed, failed, timed out,
+    interrupted) is ended with its group: SIGTERM (a bench stops its servers and trainer on it), then
+    SIGKILL after ``grace_s``."""
+
+    def __init__(self, grace_s: float = 20.0) -> None:
+        self.grace_s = grace_s
+        self.procs: list[subprocess.Popen] = []
+
+    def popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
+        proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def run(self, cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
+        """:func:`subprocess.run` with ``capture_output=True, text=True``; on its timeout, or anything else that
+        stops the wait (Ctrl-C), the process's group is ended before the exception goes on."""
+        proc = self.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            self.end(proc)
+            raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def end(self, proc: subprocess.Popen) -> None:
+        import signal
+
+        for sig, wait_s in ((signal.SIGTERM, self.grace_s), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:  # the group is empty
+                return
+            try:  # the leader exits (its pipes drained, so that a write to a full one does not hold it)
+                proc.communicate(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                continue
+            except ValueError:  # a pipe already closed by a reader
+                try:
+                    proc.wait(timeout=wait_s)
+                except subprocess.TimeoutExpired:
+                    continue
+            try:
+                os.killpg(proc.pid, 0)  # the leader is gone: is anything of its group left?
+            except ProcessLookupError:
+                return
+
+    def close(self) -> None:
+        for proc in self.procs:
+            self.end(proc)
+
+
+@pytest.fixture
+def subprocesses():
+    """:class:`Subprocesses` for a test, each process's group ended when the test ends."""
+    procs = Subprocesses()
+    try:
+        yield procs
+    finally:
+        procs.close()

@@ -214,3 +214,36 @@ def test_the_site_builds_strictly(tmp_path):
     assert (tmp_path / "site" / "remote-verifiers" / "index.html").exists()
     home = (tmp_path / "site" / "index.html").read_text()
     assert "The contract in brief" in home and "--8&lt;--" not in home  # the README's sections, included
+
+
+TOLERANCE = 0.10
+"""How far the README's test count may drift from the suite's (tests are added every day) before it must be
+measured again: the count and the time go together, from one run of scripts/test."""
+
+
+def test_the_readme_states_what_scripts_test_runs(request, deadline):
+    """README's "about N minutes (M tests, S s in the last fresh-machine run)": M is what ``scripts/test`` selects
+    now (within :data:`TOLERANCE`; counted by this very session when it is that run, else by collecting it),
+    and N is S in minutes. The time itself is measured by a run of scripts/test, beside a busy loop per core
+    (scripts/ci-fresh), and written here by hand."""
+    stated = re.search(r"about (\d+) minutes \((\d[\d,]*) tests, (\d+) s in the last fresh-machine run\)",
+                       README.read_text())
+    assert stated, "README.md no longer states the test command's count and time in the expected words"
+    minutes, count, seconds = int(stated[1]), int(stated[2].replace(",", "")), int(stated[3])
+    assert round(seconds / 60) == minutes, (minutes, seconds)
+    markers = re.search(r'-m "([^"]+)"', (ROOT / "scripts" / "test").read_text())[1]
+    opt = request.config.option
+    whole_run = (opt.markexpr == markers and not opt.keyword and not getattr(opt, "deselect", None)
+                 and {Path(a).resolve() for a in request.config.args} == {ROOT / "tests"})
+    if whole_run:
+        selected = len(request.session.items)
+    else:
+        run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                              "-m", markers], capture_output=True, text=True, timeout=deadline(120), cwd=ROOT,
+                             env={**os.environ, "PYTHONSAFEPATH": "1", "HF_HUB_OFFLINE": "1"})
+        found = re.search(r"^(\d+)(?:/\d+)? tests? collected", run.stdout, re.MULTILINE)
+        assert found, run.stdout[-2000:] + run.stderr[-2000:]
+        selected = int(found[1])
+    assert abs(selected - count) <= TOLERANCE * selected, (
+        f"README.md says scripts/test runs {count} tests; it selects {selected}: run it (beside a busy loop per "
+        "core) and write the count and time it reports")

@@ -4,7 +4,6 @@ program 1.0, and each keeps the number of programs in flight the bench says (2 x
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,11 +13,10 @@ WALL_S = 120.0
 measured slowdown, leaves room for far worse."""
 
 
-def test_code_fleet_bench_scores_every_program_at_both_widths(tmp_path, slowdown) -> None:
+def test_code_fleet_bench_scores_every_program_at_both_widths(tmp_path, deadline, subprocesses) -> None:
     cmd = [sys.executable, str(ROOT / "bench" / "code_fleet.py"), "--services", "1", "--pool-size", "4",
            "--groups", "2", "--rounds", "1", "--sleep-s", "0.05"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=WALL_S * slowdown(0.5),
-                          env={**os.environ, "PYTHONSAFEPATH": "1"})
+    proc = subprocesses.run(cmd, timeout=deadline(WALL_S, 0.5), cwd=tmp_path, env={**os.environ, "PYTHONSAFEPATH": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert lines[0].split()[:3] == ["baseline", str(2 * os.cpu_count()), "in"], lines

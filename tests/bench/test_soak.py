@@ -1,11 +1,11 @@
 """A one-minute soak (``bench/soak.py``): math, code (through the sandbox service) and format servers on
 loopback under a realistic mix at 1x and 2x measured capacity. No verdict may change under load, every
-call ends with an answer or a shed status, refusals are immediate, and nothing leaks."""
+call ends with an answer or a shed status, refusals are immediate, and nothing leaks. Marker ``bench``
+(.ci/run's bench step); the default suite runs a few seconds of it."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,11 +14,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
-def test_one_minute_soak(tmp_path):
+def test_soak_smoke(tmp_path, deadline, subprocesses):
+    """A few seconds at 1x and 2x: every call ends with a status, no verdict changes, the servers stay up."""
     out = tmp_path / "soak.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "soak.py"), "--seconds", "40", "--calibrate-seconds", "6",
-                           "--sample-s", "2", "--out", str(out)], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    proc = subprocesses.run([sys.executable, str(ROOT / "bench" / "soak.py"), "--seconds", "6", "--calibrate-seconds",
+                             "2", "--sample-s", "1", "--out", str(out)], timeout=deadline(60), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    for label, phase in report["phases"].items():
+        ended = phase["answered"] + phase["resource_exhausted"] + phase["deadline_exceeded"] + phase["other_errors"]
+        assert phase["answered"] > 0 and ended == phase["calls_sent"], (label, phase)
+        assert phase["differ"] == 0, (label, phase["differ_examples"])
+    assert all(report["alive"].values()) and all(report["serving"].values()), (report["alive"], report["serving"])
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_one_minute_soak(tmp_path, deadline, subprocesses):
+    out = tmp_path / "soak.json"
+    proc = subprocesses.run([sys.executable, str(ROOT / "bench" / "soak.py"), "--seconds", "40", "--calibrate-seconds",
+                             "6", "--sample-s", "2", "--out", str(out)], timeout=deadline(240), cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["capacity_groups_per_s"] > 0

@@ -43,11 +43,11 @@ def command(out: Path, endpoint: str, *extra: str) -> list[str]:
             *extra]
 
 
-def start(cmd: list[str], marker: str) -> subprocess.Popen:
-    """In a session of its own (a terminal's foreground group); ``marker`` in the environment of it and of
-    everything it starts, to find what is left behind."""
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            env={**os.environ, "PYTHONSAFEPATH": "1", "COHORT_TEST_RUN": marker})
+def start(subprocesses, cmd: list[str], marker: str) -> subprocess.Popen:
+    """In a session of its own (a terminal's foreground group: tests/conftest.py's ``subprocesses``); ``marker``
+    in the environment of it and of everything it starts, to find what is left behind."""
+    return subprocesses.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "PYTHONSAFEPATH": "1", "COHORT_TEST_RUN": marker})
 
 
 def left_behind(marker: str, wait_s: float = 10.0) -> list[str]:
@@ -72,14 +72,15 @@ def rewards(out: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["reward/mean"]) for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())]
 
 
-def interrupt(proc: subprocess.Popen, out: Path, signum: int, after_steps: int = 3, times: int = 1) -> str:
+def interrupt(proc: subprocess.Popen, out: Path, signum: int, wait_s: float, after_steps: int = 3,
+              times: int = 1) -> str:
     """Signal the run ``times`` times once ``after_steps`` steps are logged (SIGINT to its process group, as a
     terminal does; SIGTERM to the process, as Kubernetes does); its output once it exits."""
     metrics = out / "metrics.jsonl"
-    deadline = time.monotonic() + 300
+    until = time.monotonic() + wait_s
     while not (metrics.exists() and len(metrics.read_text().splitlines()) >= after_steps):
         assert proc.poll() is None, proc.communicate()[0]
-        assert time.monotonic() < deadline, "the run logged no steps"
+        assert time.monotonic() < until, "the run logged no steps"
         time.sleep(0.02)
     lines = []
     for i in range(times):
@@ -90,13 +91,13 @@ def interrupt(proc: subprocess.Popen, out: Path, signum: int, after_steps: int =
         while i + 1 < times and "finishing the step in flight" not in (lines[-1] if lines else ""):
             lines.append(proc.stdout.readline())  # the first is acknowledged (two at once would count as one)
             assert lines[-1], "".join(lines)
-    return "".join(lines) + proc.communicate(timeout=120)[0]
+    return "".join(lines) + proc.communicate(timeout=wait_s)[0]
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(verifiers, tmp_path_factory) -> list[tuple[int, float]]:
     out = tmp_path_factory.mktemp("uninterrupted")
-    r = subprocess.run(command(out, verifiers), capture_output=True, text=True, timeout=300,
+    r = subprocess.run(command(out, verifiers), capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONSAFEPATH": "1"})
     assert r.returncode == 0, r.stdout + r.stderr
     assert [s for s, _ in rewards(out)] == list(range(1, STEPS + 1))
@@ -119,45 +120,47 @@ def stopped(output: str, signum: int, out: Path) -> int:
     return step
 
 
-def test_an_interrupted_run_saves_its_step_and_resumes_with_the_same_rewards(tmp_path, verifiers, uninterrupted):
+def test_an_interrupted_run_saves_its_step_and_resumes_with_the_same_rewards(tmp_path, verifiers, uninterrupted,
+                                                                             subprocesses, deadline):
     """Ctrl-C (SIGINT to the process group) mid-run, the same command again, SIGTERM (to the process) mid-run,
     the same command again: every step's rewards are those of the run never interrupted."""
     cmd = command(tmp_path, verifiers)
     stops = []
     for signum in (signal.SIGINT, signal.SIGTERM):
         marker = uuid.uuid4().hex
-        proc = start(cmd, marker)
-        output = interrupt(proc, tmp_path, signum, after_steps=(stops[-1] if stops else 0) + 3)
+        proc = start(subprocesses, cmd, marker)
+        output = interrupt(proc, tmp_path, signum, deadline(60), after_steps=(stops[-1] if stops else 0) + 3)
         assert proc.returncode == 128 + signum, output  # 130, 143
         stops.append(stopped(output, signum, tmp_path))
         assert stops[-1] < STEPS, output
         assert left_behind(marker) == []
         if len(stops) == 2:
             assert f"resuming run {tmp_path} from step {stops[0]} of {STEPS}" in output
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONSAFEPATH": "1"})
+    again = subprocesses.run(cmd, timeout=deadline(60), env={**os.environ, "PYTHONSAFEPATH": "1"})
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"resuming run {tmp_path} from step {stops[1]} of {STEPS}" in again.stdout
     assert rewards(tmp_path) == uninterrupted  # the same rewards, step for step, as a run never interrupted
 
 
-def test_an_interrupted_pipelined_run_stops_its_rollout_workers(tmp_path, verifiers):
+def test_an_interrupted_pipelined_run_stops_its_rollout_workers(tmp_path, verifiers, subprocesses, deadline):
     """rollout.max_staleness=1: the learner's rollout workers are processes of their own (a terminal's Ctrl-C
     does not reach them); the learner finishes its step, saves, and stops them. (Resuming a pipelined run:
     tests/trainer/test_pipeline.py.)"""
     marker = uuid.uuid4().hex
-    proc = start(command(tmp_path, verifiers, "rollout.max_staleness=1"), marker)
-    output = interrupt(proc, tmp_path, signal.SIGINT)
+    proc = start(subprocesses, command(tmp_path, verifiers, "rollout.max_staleness=1"), marker)
+    output = interrupt(proc, tmp_path, signal.SIGINT, deadline(60))
     assert proc.returncode == 130, output
     stopped(output, signal.SIGINT, tmp_path)
     assert left_behind(marker) == []
 
 
-def test_a_second_interrupt_stops_at_once(tmp_path, verifiers):
+def test_a_second_interrupt_stops_at_once(tmp_path, verifiers, subprocesses, deadline):
     """Two Ctrl-Cs: the second, sent once the first is acknowledged, stops the run in the step in flight (steps
     of longer completions here, so that the step is still in flight), without a traceback or a process left."""
     marker = uuid.uuid4().hex
-    proc = start(command(tmp_path, verifiers, "rollout.max_completion_length=32", "grpo.num_generations=32"), marker)
-    output = interrupt(proc, tmp_path, signal.SIGINT, after_steps=1, times=2)
+    proc = start(subprocesses, command(tmp_path, verifiers, "rollout.max_completion_length=32",
+                                       "grpo.num_generations=32"), marker)
+    output = interrupt(proc, tmp_path, signal.SIGINT, deadline(60), after_steps=1, times=2)
     assert proc.returncode == 130, output
     assert "SIGINT again: stopping now; the step in flight is not saved" in output
     assert "Traceback" not in output and "stopped by SIGINT after step" not in output

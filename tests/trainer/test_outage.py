@@ -40,7 +40,7 @@ def _overrides(tmp_path, arith: str, fmt: str, *extra: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_killed_verifier_pauses_training_and_its_return_resumes_it(tmp_path):
+def test_a_killed_verifier_pauses_training_and_its_return_resumes_it(tmp_path, deadline):
     arith = ServiceProcess(["arith"]).start()
     fmt = ServiceProcess(["format"]).start()
     port = fmt.port
@@ -54,16 +54,16 @@ def test_a_killed_verifier_pauses_training_and_its_return_resumes_it(tmp_path):
     metrics = tmp_path / "metrics.jsonl"
     back = None
     try:
-        deadline = time.monotonic() + 300
+        until = time.monotonic() + 300
         while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
-            assert proc.poll() is None and time.monotonic() < deadline, "".join(l for _, l in lines)[-3000:]
+            assert proc.poll() is None and time.monotonic() < until, "".join(l for _, l in lines)[-3000:]
             time.sleep(0.1)
         fmt.kill()  # SIGKILL: the weight-0.2 verifier is gone
         time.sleep(4.0)
         done_before = len(metrics.read_text().splitlines())
         fmt = ServiceProcess(["format"], port=port).start()  # back on its port, serving
         back = time.monotonic()
-        assert proc.wait(timeout=400) == 0, "".join(l for _, l in lines)[-3000:]
+        assert proc.wait(timeout=deadline(400)) == 0, "".join(l for _, l in lines)[-3000:]
         reader.join(timeout=30)
     finally:
         proc.kill()

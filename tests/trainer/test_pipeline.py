@@ -202,13 +202,13 @@ COMMON = ["rollout.max_staleness=1", "grpo.prompts_per_step=4", "grpo.num_genera
 
 
 @pytest.mark.distributed
-def test_learner_and_one_rollout_worker_under_torchrun(tmp_path):
+def test_learner_and_one_rollout_worker_under_torchrun(tmp_path, deadline):
     """Two processes under torchrun (rank 0 the learner, rank 1 the worker), weights broadcast over gloo."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "--no-python",
            _cohort(), "train", *COMMON, "rollout.workers=1", "run.max_steps=3", f"run.output_dir={tmp_path}",
            "run.progress=true", "run.log_every=1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline(300), env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3]
@@ -336,7 +336,7 @@ def test_the_broadcast_weights_are_a_snapshot_the_update_does_not_change():
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp2"])
-def test_two_learners_each_with_its_own_rollout_worker(tmp_path, parallel):
+def test_two_learners_each_with_its_own_rollout_worker(tmp_path, parallel, deadline):
     """DDP/FSDP2 learners under torchrun, each spawning its own worker: every learner consumes P / 2 groups a
     round within the bound, the learners never consume the same draw's prompts, and every prompt drawn is
     consumed or pending in the checkpoint (each rank's own, the sampler at one position for both)."""
@@ -344,7 +344,7 @@ def test_two_learners_each_with_its_own_rollout_worker(tmp_path, parallel):
            str(Path(__file__).with_name("pipeline_learners.py")), str(tmp_path), *COMMON, "rollout.workers=1",
            f"distributed.parallel={parallel}", "run.max_steps=4", "run.save_every=2"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline(450), env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3, 4]

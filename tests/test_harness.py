@@ -1,0 +1,76 @@
+"""The suite's own helpers (tests/conftest.py): a test's deadlines end before its pytest timeout, and the
+processes it starts end with it, a whole process group at a time, when it times out or is interrupted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+# a leader that starts a grandchild (both sleeping, both in the leader's process group) and prints its pid
+FAMILY = ("import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+          "print(c.pid, flush=True); time.sleep(600)")
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def group_gone(pgid: int, wait_s: float = 10.0) -> bool:
+    """No live process left in the group (a killed grandchild is a zombie until init reaps it)."""
+    until = time.monotonic() + wait_s
+    while time.monotonic() < until:
+        members = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and alive(int(p.name))
+                   and _pgid(p) == pgid]
+        if not members:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _pgid(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def test_a_deadline_ends_before_the_tests_own_timeout(deadline, request):
+    limit = float(request.config.getini("timeout"))
+    assert 1.0 <= deadline(10 ** 6) <= limit - deadline.margin_s
+    assert deadline(0.001) == 1.0  # never less than a second
+
+
+@pytest.mark.timeout(200)
+def test_a_marked_timeout_bounds_the_deadline(deadline):
+    assert deadline(10 ** 6) <= 200 - deadline.margin_s
+
+
+def test_a_timed_out_subprocess_is_ended_with_its_group(subprocesses):
+    with pytest.raises(subprocess.TimeoutExpired) as info:
+        subprocesses.run([sys.executable, "-c", FAMILY], timeout=3)
+    (leader,) = subprocesses.procs
+    assert leader.poll() is not None
+    assert group_gone(leader.pid)
+    if info.value.output:  # the grandchild had said its pid
+        assert not alive(int(info.value.output.split()[0]))
+
+
+def test_ctrl_c_during_a_subprocess_ends_its_group(subprocesses):
+    """A Ctrl-C reaches pytest alone (the subprocess has its own session); the helper ends the whole group."""
+    threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        subprocesses.run([sys.executable, "-c", FAMILY], timeout=60)
+    (leader,) = subprocesses.procs
+    assert leader.poll() is not None
+    assert group_gone(leader.pid)  # nothing is left of its group

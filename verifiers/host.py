@@ -22,11 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from cohort.verifiers.base import (
+    CANDIDATE_LIMIT,
     GroupRequest,
     GroupResult,
     InvalidRequest,
     RolloutResult,
     RolloutStatus,
+    Verdict,
     Verifier,
     VerifyContext,
     checked_steps)
@@ -73,17 +75,15 @@ class VerifierHost:
         if len(group.rollouts) > lim.max_rollouts_per_group:
             raise InvalidRequest(f"group {group.group_id!r} has {len(group.rollouts)} rollouts; the limit is {lim.max_rollouts_per_group}")
         # Checked in bulk (every rollout of every batch passes here); only a group that fails is walked,
-        # to name its first problem in rollout order.
+        # to name its first problem in rollout order. A completion over max_completion_chars is not the
+        # request's problem but that rollout's: it is scored 0 and flagged (_score_one), the group kept.
         indexes = [r.index for r in group.rollouts]
-        if len(set(indexes)) != len(indexes) or max(map(len, [r.completion for r in group.rollouts])) > lim.max_completion_chars:
+        if len(set(indexes)) != len(indexes):
             seen: set[int] = set()
             for r in group.rollouts:
                 if r.index in seen:
                     raise InvalidRequest(f"group {group.group_id!r}: duplicate rollout index {r.index}")
                 seen.add(r.index)
-                if len(r.completion) > lim.max_completion_chars:
-                    raise InvalidRequest(f"group {group.group_id!r} rollout {r.index}: completion of {len(r.completion)} "
-                                         f"characters; the limit is {lim.max_completion_chars}")
         kinds = tuple(verifier.reference_kinds)
         if kinds and group.reference.kind not in kinds:
             raise InvalidRequest(f"group {group.group_id!r}: verifier {group.verifier!r} needs "
@@ -95,6 +95,17 @@ class VerifierHost:
         if self.queued + n_groups > self.limits.max_queued_groups:
             raise QueueFull(f"queue full ({self.queued} groups queued, limit {self.limits.max_queued_groups}); retry with backoff")
 
+    def _oversize(self, group: GroupRequest) -> dict[int, RolloutResult]:
+        """The rollouts whose completion is over ``max_completion_chars``, each scored 0 and flagged
+        ``candidate_limit``: the policy wrote it, so it is scored (never masked) and its group is kept."""
+        limit = self.limits.max_completion_chars
+        if max(len(r.completion) for r in group.rollouts) <= limit:
+            return {}
+        return {r.index: RolloutResult.ok(r.index, 0.0, Verdict.INCORRECT, detail=f"completion of {len(r.completion)} "
+                                          f"characters; the server scores at most {limit}: not scored",
+                                          flags=(CANDIDATE_LIMIT,))
+                for r in group.rollouts if len(r.completion) > limit}
+
     def _clamp(self, group: GroupRequest) -> GroupRequest:
         t = group.rollout_timeout_s
         if t is not None and t > self.limits.max_rollout_timeout_s:
@@ -104,17 +115,21 @@ class VerifierHost:
     def _score_one(self, group: GroupRequest, ctx: VerifyContext) -> GroupResult:
         verifier = self.verifiers[group.verifier]
         start = time.perf_counter()
-        if ctx.expired():
-            results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_TIMEOUT, "call deadline passed before scoring") for r in group.rollouts]
+        oversize = self._oversize(group)
+        scored = replace(group, rollouts=tuple(r for r in group.rollouts if r.index not in oversize)) if oversize else group
+        if not scored.rollouts:
+            results = []
+        elif ctx.expired():
+            results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_TIMEOUT, "call deadline passed before scoring") for r in scored.rollouts]
         else:
             try:
-                results = list(verifier.verify_group(self._clamp(group), ctx))
+                results = list(verifier.verify_group(self._clamp(scored), ctx))
             except InvalidRequest:
                 raise
             except Exception as exc:  # a verifier bug: in-band VERIFIER_ERROR, logged, never reward 0
                 log.exception("verifier %s failed on group %r", group.verifier, group.group_id)
-                results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"verifier raised {exc!r}") for r in group.rollouts]
-        results = _match_results(group, results)
+                results = [RolloutResult.unusable(r.index, RolloutStatus.VERIFIER_ERROR, f"verifier raised {exc!r}") for r in scored.rollouts]
+        results = _match_results(group, [*results, *oversize.values()])
         if any(r.steps for r in results):
             results = checked_steps(group, results, "verifier")
         result = GroupResult(group.group_id, group.verifier, verifier.version, tuple(results), time.perf_counter() - start)

@@ -9,7 +9,7 @@ Request-level errors (documented limits, see :class:`~verifiers.host.Limits`):
 
 ==============================================  ====================
 unknown verifier, empty group, duplicate index,  INVALID_ARGUMENT
-too many groups / rollouts, completion too long,
+too many groups / rollouts,
 missing or wrong kind of reference, bad option
 message larger than ``max_message_bytes``        RESOURCE_EXHAUSTED (by gRPC)
 queue full (``max_queued_groups``)               RESOURCE_EXHAUSTED
@@ -18,7 +18,8 @@ deadline passed                                  DEADLINE_EXCEEDED
 ==============================================  ====================
 
 A verifier that raises or returns the wrong rollouts yields in-band VERIFIER_ERROR for
-the affected rollouts: a bug in a verifier is never a reward of 0.
+the affected rollouts: a bug in a verifier is never a reward of 0. A completion over
+``max_completion_chars`` is its rollout's own problem: scored 0, flagged ``candidate_limit``, its group kept.
 """
 
 from __future__ import annotations

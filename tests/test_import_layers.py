@@ -147,7 +147,9 @@ def _module_imports(path: Path, module: str, is_package: bool, known: set[str]) 
             base = node.module or ""
             if node.level:
                 base = ".".join(here[: len(here) - node.level + 1] + ([base] if base else []))
-            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+            # `from pkg import sub` runs through pkg's `__init__` (it is what the name is looked up in) and
+            # loads pkg.sub: both are edges, so a package whose `__init__` imports back is a cycle
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
         else:
             continue
         found |= {n for n in names if n in known and n != module}
@@ -195,9 +197,21 @@ def _package_graph(package: str) -> dict[str, set[str]]:
     return {m: _module_imports(p, m, p.name == "__init__.py", known) for m, p in modules.items()}
 
 
+KNOWN_CYCLES = {
+    # issue 50: the LLM judge's package loop (verifier.py and backends.py import parse, prompt and _local_worker
+    # through the package, whose __init__ imports the verifier), left to the judge's rework. The test fails
+    # when it is gone, so this entry goes with it.
+    "cohort.verifiers": [["cohort.verifiers.judge", "cohort.verifiers.judge.backends", "cohort.verifiers.judge.verifier"]],
+}
+
+
 @pytest.mark.parametrize("package", sorted(PACKAGES))
 def test_no_two_modules_of_a_package_import_each_other(package):
     cycles = _cycles(_package_graph(package))
+    known = KNOWN_CYCLES.get(package, [])
+    gone = [c for c in known if c not in cycles]
+    assert not gone, f"these cycles are gone: delete them from KNOWN_CYCLES: {gone}"
+    cycles = [c for c in cycles if c not in known]
     assert not cycles, f"import cycles inside {package}:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
@@ -213,12 +227,91 @@ def test_the_cycle_check_sees_a_function_local_cycle(tmp_path):
     PACKAGES["_probe"] = tmp_path
     try:
         graph = _package_graph("_probe")
-        assert graph["_probe.server"] == {"_probe.procs", "_probe.base"}
+        assert graph["_probe.server"] == {"_probe.procs", "_probe", "_probe.base"}
         assert graph["_probe.procs"] == {"_probe.base", "_probe.server"}
-        assert graph["_probe.sub"] == {"_probe.sub.a"} and graph["_probe.sub.a"] == {"_probe.base"}
+        assert graph["_probe.sub"] == {"_probe.sub.a"} and graph["_probe.sub.a"] == {"_probe", "_probe.base"}
         assert _cycles(graph) == [["_probe.procs", "_probe.server"]]
         (tmp_path / "procs.py").write_text("import _probe.base\n")
         assert _cycles(_package_graph("_probe")) == []
+    finally:
+        del PACKAGES["_probe"]
+
+
+def test_the_cycle_check_counts_packages(tmp_path):
+    """A module that imports a sibling through its package (`from pkg import sibling`, absolute or relative)
+    depends on the package's `__init__`: if that `__init__` imports back (re-exporting a class whose module
+    reaches the first one), it is a cycle. Importing the sibling by its own name (`from pkg.sibling import f`)
+    is not: a module's packages are always loaded before it, so that runs no `__init__` it does not already
+    follow. This is the loop the math verifier had (pool -> the package -> verifier -> pool)."""
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "math").mkdir()
+    (tmp_path / "math" / "__init__.py").write_text("from _probe.math.verifier import Verifier\n")
+    (tmp_path / "math" / "verifier.py").write_text("from _probe.math.pool import pool\nclass Verifier: ...\n")
+    (tmp_path / "math" / "pool.py").write_text("from _probe.math import _worker\npool = _worker\n")
+    (tmp_path / "math" / "_worker.py").write_text("def setup(): ...\n")
+    PACKAGES["_probe"] = tmp_path
+    try:
+        assert _cycles(_package_graph("_probe")) == [["_probe.math", "_probe.math.pool", "_probe.math.verifier"]]
+        (tmp_path / "math" / "pool.py").write_text("from . import _worker\npool = _worker\n")  # relative: the same
+        assert _cycles(_package_graph("_probe")) == [["_probe.math", "_probe.math.pool", "_probe.math.verifier"]]
+        (tmp_path / "math" / "pool.py").write_text("from _probe.math._worker import setup\npool = setup\n")
+        assert _cycles(_package_graph("_probe")) == []
+    finally:
+        del PACKAGES["_probe"]
+
+
+# ---- rooms inside a package ----------------------------------------------------------------------
+# module -> the modules of its package it must not reach, directly or through any chain of imports
+# (module level or inside a function), with the reason.
+NEVER_REACHES = {
+    # a rollout worker samples and scores with a frozen copy of the policy; the optimizer, the loss and the
+    # learner's micro-batching are the trainer process's. The round's rows (UpdateBatch) live in trainer.batch.
+    "cohort.trainer.rollout_worker": ("cohort.trainer.learner",),
+}
+
+
+def _path(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
+    """A shortest import chain from ``start`` to ``goal`` (breadth first), or None."""
+    parent = {start: start}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph.get(v, ())):
+                if w not in parent:
+                    parent[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    if goal not in parent:
+        return None
+    chain = [goal]
+    while chain[-1] != start:
+        chain.append(parent[chain[-1]])
+    return chain[::-1]
+
+
+@pytest.mark.parametrize("module", sorted(NEVER_REACHES))
+def test_rooms_do_not_reach_each_other(module):
+    package = next(p for p in sorted(PACKAGES, key=len, reverse=True) if module.startswith(p + "."))
+    graph = _package_graph(package)
+    assert module in graph, f"{module} is not a module of {package} (renamed? update NEVER_REACHES)"
+    bad = [" -> ".join(c) for goal in NEVER_REACHES[module] if (c := _path(graph, module, goal))]
+    assert not bad, f"{module} must not import (even transitively):\n" + "\n".join(bad)
+
+
+def test_the_room_check_sees_a_transitive_import(tmp_path):
+    """A function-local import two hops away is found, with the chain that reaches it."""
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "worker.py").write_text("def run():\n    from _probe.collect import rows\n")
+    (tmp_path / "collect.py").write_text("from _probe.learner import Batch\nrows = Batch\n")
+    (tmp_path / "learner.py").write_text("class Batch: ...\n")
+    PACKAGES["_probe"] = tmp_path
+    try:
+        graph = _package_graph("_probe")
+        assert _path(graph, "_probe.worker", "_probe.learner") == ["_probe.worker", "_probe.collect", "_probe.learner"]
+        (tmp_path / "batch.py").write_text("class Batch: ...\n")
+        (tmp_path / "collect.py").write_text("from _probe.batch import Batch\nrows = Batch\n")
+        assert _path(_package_graph("_probe"), "_probe.worker", "_probe.learner") is None
     finally:
         del PACKAGES["_probe"]
 

@@ -31,16 +31,17 @@ from torch import Tensor
 
 from cohort.trainer import forward
 from cohort.trainer.advantages import group_advantages
+from cohort.trainer.batch import UpdateBatch
 from cohort.trainer.config import TrainConfig
 from cohort.trainer.data import PromptSampler
 from cohort.trainer.distributed import SINGLE, Comm
 from cohort.trainer.is_correction import rollout_correction
 from cohort.trainer.forward import batched_logprobs, micro_batch
-from cohort.trainer.learner import UpdateBatch
 from cohort.trainer.models import adapters_off
 from cohort.trainer.precision import resolve
 from cohort.trainer.metrics import StepTimer
 from cohort.trainer.rollout import RolloutBatch, concat_batches
+from cohort.trainer.tool_rollouts import mask_failures
 from cohort.trainer.scoring import Scorer, Scores, merge_scores
 from cohort.verifiers.records import Task
 
@@ -176,5 +177,7 @@ def _generate(src: Sources, idx: list[int], timer: StepTimer) -> Round:
         ref = None if src.ref_logprobs is None else src.ref_logprobs(input_ids, attention_mask, t)  # (b, T)
         old = None if batch.rollout_logprobs is None else src.policy_logprobs(input_ids, attention_mask, t)  # (b, T)
     with timer("verify_wait"):
-        scores = merge_scores([f.result() for f in futures])
+        # masked here, before dynamic sampling reads them: the loss and the informative-group test see the
+        # same scores (a group whose spread came from a masked tool failure is not informative)
+        scores = mask_failures(merge_scores([f.result() for f in futures]), batch)
     return Round(batch, scores, ref, old)

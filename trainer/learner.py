@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from dataclasses import dataclass
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from cohort.trainer.batch import UpdateBatch
 from cohort.trainer.config import TrainConfig
 from cohort.trainer import forward
 from cohort.trainer.is_correction import rollout_correction
@@ -21,30 +21,8 @@ from cohort.trainer.loss import LossConfig, LossInputs, normaliser, policy_loss
 from cohort.trainer.precision import resolve
 
 __all__ = ["Learner", "UpdateBatch", "batched_logprobs", "make_optimizer", "make_scheduler", "token_logprobs"]
-# batched_logprobs and token_logprobs (the module forward) live in trainer.forward; named here for callers
-
-
-@dataclass
-class UpdateBatch:
-    """The rows that enter the loss (included rows only)."""
-
-    input_ids: Int[Tensor, "B L"]
-    attention_mask: Int[Tensor, "B L"]
-    loss_mask: Bool[Tensor, "B T"]
-    advantages: Float[Tensor, "B T"]  # per token (outcome advantages broadcast over T)
-    old_logprobs: Float[Tensor, "B T"] | None  # None: on-policy single iteration (ratio = 1)
-    ref_logprobs: Float[Tensor, "B T"] | None
-    is_weights: Float[Tensor, "B T"] | None = None
-    behaviour_logprobs: Float[Tensor, "B T"] | None = None
-    """The asynchronous pipeline's behaviour policy (the weights that sampled the rows), with ``old_logprobs``
-    None: the first pass's own log-probs are then the proximal policy, both pi_old of the clipped ratio and the
-    numerator of the importance weight pi_prox / pi_behaviour (``rollout.is_correction``) that the pass computes
-    itself (AReaL's decoupled objective, without a separate no-grad forward)."""
-
-    def to(self, device: torch.device) -> UpdateBatch:
-        """Every tensor on ``device`` (the policy's: rows are gathered on the CPU); itself when they are there."""
-        moved = {f.name: v.to(device) for f in dataclasses.fields(self) if isinstance(v := getattr(self, f.name), Tensor)}
-        return dataclasses.replace(self, **moved)
+# batched_logprobs and token_logprobs (the module forward) live in trainer.forward, UpdateBatch in trainer.batch;
+# named here for callers
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:

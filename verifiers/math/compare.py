@@ -62,12 +62,19 @@ from __future__ import annotations
 import re
 import threading
 
-from cohort.verifiers.math import choices, numbers, relations, structures, units
+from cohort.verifiers.math.choices import (choice_equal, choice_with_value_equal, gold_choice_with_value,
+                                           labelled_value, text_equal, words_equal)
 from cohort.verifiers.math.extract import find_boxes
 from cohort.verifiers.math.normalize import bracket_depth, normalize
+from cohort.verifiers.math.numbers import decimal_comma_auto, decimal_commas, is_decimal, ratio_equal
 from cohort.verifiers.math.outcome import MAX_INPUT_CHARS, MAX_PARTS, Leaf, NeedSympy, Outcome, OverLimits, cheap_leaf
-from cohort.verifiers.math.policy import DECIMAL_COMMA_CHOICES, DEFAULT_POLICY, Policy, Rounding, current_policy, policy_in_force, rounding_request
+from cohort.verifiers.math.policy import (DECIMAL_COMMA_CHOICES, DEFAULT_POLICY, Policy, Rounding, current_policy,
+                                          policy_in_force, rounding_request)
+from cohort.verifiers.math.relations import as_union, relations_equal
+from cohort.verifiers.math.structures import (complement, labelled_tuple, matrix_equal, named_values_equal,
+                                              set_builder, set_membership, tuple_equal, union_equal, unordered)
 from cohort.verifiers.math.syntax import dedupe, label_value, relation_chain, split_items, unwrap_parens
+from cohort.verifiers.math.units import quantities_equal
 
 __all__ = [
     "DECIMAL_COMMA_CHOICES", "DEFAULT_POLICY", "MAX_INPUT_CHARS", "MAX_PARTS", "MAX_STRUCTURE_DEPTH", "Leaf", "NeedSympy",
@@ -113,9 +120,9 @@ def _compare_items(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: 
     if len(parts) == 1 and parts[0] == gold:
         return Outcome(True, "identical after normalisation")
     eq = _item_equal(leaf)
-    labelled_choice = choices.gold_choice_with_value(gold)
+    labelled_choice = gold_choice_with_value(gold)
     if labelled_choice:  # an AMC-style gold '\textbf{(C) }\frac{5}{7}': the letter, the value, or both
-        return choices.choice_with_value_equal(*labelled_choice, parts, eq)
+        return choice_with_value_equal(*labelled_choice, parts, eq)
     g_items = _items([gold], gold)
     a_items = _items(parts, " or ".join(parts))
     if not g_items:
@@ -126,18 +133,18 @@ def _compare_items(gold_raw: str, answers: tuple[str, ...], leaf: Leaf, policy: 
         raise OverLimits("answer" if len(a_items) > MAX_PARTS else "gold", f"more than {MAX_PARTS} items")
     if len(g_items) == 1 and len(a_items) == 1:
         return eq(g_items[0], a_items[0])
-    decided = structures.labelled_tuple(g_items, a_items, eq) or structures.named_values_equal(g_items, a_items, eq)
+    decided = labelled_tuple(g_items, a_items, eq) or named_values_equal(g_items, a_items, eq)
     if decided is not None:
         return decided
     g_labels = [label_value(g) or g for g in g_items]
     a_labels = [label_value(a) or a for a in a_items]
-    return structures.unordered(g_labels, a_labels, eq, "list")
+    return unordered(g_labels, a_labels, eq, "list")
 
 
 def side_terms(text: str) -> list[str]:
     """The leaf terms of one side alone (items split, labels and relations opened), for the attribution
     probes (:func:`verifiers.math._worker.probe`): what SymPy would parse on that side."""
-    norm = structures.set_builder(_space_joiners(_APPROX_LEAD.sub("", normalize(text))))
+    norm = set_builder(_space_joiners(_APPROX_LEAD.sub("", normalize(text))))
     terms: list[str] = []
     for item in _items([norm], norm)[:MAX_PARTS]:
         value = label_value(item) or item
@@ -162,11 +169,11 @@ def _normalized(gold_raw: str, answers: tuple[str, ...], policy: Policy) -> tupl
         boxes = find_boxes(gold_raw)
         gold_raw = ", ".join(b[2] for b in boxes) if boxes else gold_raw
     if policy.decimal_comma == "always":
-        gold_raw, answers = numbers.decimal_commas(gold_raw), tuple(numbers.decimal_commas(a) for a in answers)
-    gold = structures.set_builder(normalize(gold_raw))
-    if policy.decimal_comma == "auto" and len(answers) == 1 and numbers.is_decimal(gold):
-        answers = (numbers.decimal_comma_auto(answers[0]),)
-    parts = [structures.set_builder(_space_joiners(_APPROX_LEAD.sub("", normalize(a)))) for a in answers]
+        gold_raw, answers = decimal_commas(gold_raw), tuple(decimal_commas(a) for a in answers)
+    gold = set_builder(normalize(gold_raw))
+    if policy.decimal_comma == "auto" and len(answers) == 1 and is_decimal(gold):
+        answers = (decimal_comma_auto(answers[0]),)
+    parts = [set_builder(_space_joiners(_APPROX_LEAD.sub("", normalize(a)))) for a in answers]
     return gold, parts
 
 
@@ -180,8 +187,8 @@ def _space_joiners(s: str) -> str:
 def _items(parts: list[str], source: str) -> list[str]:
     """The top-level items of one side: lists split, solution sets opened, duplicates dropped, and
     one-variable inequalities joined by 'or' / 'and' made one union / interval."""
-    items = [m for p in parts for i in split_items(p) for m in structures.set_membership(i)]
-    return relations.as_union(dedupe(items), source)
+    items = [m for p in parts for i in split_items(p) for m in set_membership(i)]
+    return as_union(dedupe(items), source)
 
 
 # ------------------------------------------------------------------------------------------ items
@@ -212,21 +219,21 @@ def _leaf_equal(gold: str, answer: str, leaf: Leaf) -> Outcome:
     """The rules in order; the first that applies decides (each returns None when it does not apply)."""
     if gold == answer:
         return Outcome(True, "identical")
-    gold, answer = structures.complement(gold), structures.complement(answer)
-    answer = choices.labelled_value(gold, answer)
+    gold, answer = complement(gold), complement(answer)
+    answer = labelled_value(gold, answer)
     eq = _item_equal(leaf)
     decided = (
-        choices.words_equal(gold, answer)
-        or choices.choice_equal(gold, answer)
-        or choices.text_equal(gold, answer)
-        or relations.relations_equal(gold, answer, eq, leaf)
-        or structures.union_equal(gold, answer, eq)
-        or structures.tuple_equal(gold, answer, eq)
+        words_equal(gold, answer)
+        or choice_equal(gold, answer)
+        or text_equal(gold, answer)
+        or relations_equal(gold, answer, eq, leaf)
+        or union_equal(gold, answer, eq)
+        or tuple_equal(gold, answer, eq)
         or _unwrapped_equal(gold, answer, eq)
-        or structures.matrix_equal(gold, answer, eq)
-        or numbers.ratio_equal(gold, answer)
+        or matrix_equal(gold, answer, eq)
+        or ratio_equal(gold, answer)
     )
-    return decided if decided is not None else units.quantities_equal(gold, answer, leaf)
+    return decided if decided is not None else quantities_equal(gold, answer, leaf)
 
 
 def _unwrapped_equal(gold: str, answer: str, eq) -> Outcome | None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 
-from cohort.verifiers.math import _worker
+from cohort.verifiers.math._worker import setup
 from cohort.verifiers.workers import WorkerPool
 
 __all__ = ["math_pool", "default_pool_size"]
 
 
 def math_pool(size: int, memory_mb: int = 1536, start_method: str | None = None) -> WorkerPool:
-    return WorkerPool(_worker.setup, (memory_mb * 1024 * 1024,), size, start_method=start_method,
+    return WorkerPool(setup, (memory_mb * 1024 * 1024,), size, start_method=start_method,
                       preload=["cohort.verifiers.math._worker"], name="math-verify-worker", attempts=3)
 
 

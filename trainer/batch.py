@@ -1,0 +1,36 @@
+"""The round's rows as the learner consumes them: a module of types only, so that whatever builds a batch
+(``trainer.collect``, run by the rollout workers too) never imports the learner (tests/test_import_layers.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+__all__ = ["UpdateBatch"]
+
+
+@dataclass
+class UpdateBatch:
+    """The rows that enter the loss (included rows only)."""
+
+    input_ids: Int[Tensor, "B L"]
+    attention_mask: Int[Tensor, "B L"]
+    loss_mask: Bool[Tensor, "B T"]
+    advantages: Float[Tensor, "B T"]  # per token (outcome advantages broadcast over T)
+    old_logprobs: Float[Tensor, "B T"] | None  # None: on-policy single iteration (ratio = 1)
+    ref_logprobs: Float[Tensor, "B T"] | None
+    is_weights: Float[Tensor, "B T"] | None = None
+    behaviour_logprobs: Float[Tensor, "B T"] | None = None
+    """The asynchronous pipeline's behaviour policy (the weights that sampled the rows), with ``old_logprobs``
+    None: the first pass's own log-probs are then the proximal policy, both pi_old of the clipped ratio and the
+    numerator of the importance weight pi_prox / pi_behaviour (``rollout.is_correction``) that the pass computes
+    itself (AReaL's decoupled objective, without a separate no-grad forward)."""
+
+    def to(self, device: torch.device) -> UpdateBatch:
+        """Every tensor on ``device`` (the policy's: rows are gathered on the CPU); itself when they are there."""
+        moved = {f.name: v.to(device) for f in dataclasses.fields(self) if isinstance(v := getattr(self, f.name), Tensor)}
+        return dataclasses.replace(self, **moved)

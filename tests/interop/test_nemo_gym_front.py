@@ -116,3 +116,14 @@ def test_an_unreachable_verifier_at_start_is_one_line_exit_2():
     out = subprocess.run([sys.executable, "-m", "cohort.integrations.nemo_gym", "--verifier", "math", "--endpoint",
                           "127.0.0.1:1", "--port", "0", "--timeout", "2"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.startswith("error: ") and "Traceback" not in out.stderr
+
+
+def test_concurrent_calls_each_get_their_own_verdict(front):
+    """NeMo-Gym calls /verify once per rollout, many at a time: 64 calls from 16 threads, each its own answer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bodies = [verify_request(f"\\boxed{{{i % 7}}}", str(i % 5)) for i in range(64)]
+    with httpx.Client(timeout=60) as client, ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(lambda b: client.post(f"{front}/verify", json=b).json(), bodies))
+    assert [g["reward"] for g in got] == [float(i % 7 == i % 5) for i in range(64)]
+    assert not any(g["mask_sample"] for g in got)

@@ -129,6 +129,8 @@ def _child(fds, limits):
             code = _run_serve(job)
         elif mode == "judge":
             code = _run_judge(job)
+        elif mode == "session":
+            code = _run_session(job)
     except MemoryError:
         code = EXIT_MEMORY
     except BaseException:
@@ -220,6 +222,79 @@ def _run_serve(job):
         except BaseException:
             pass
         _send_frame(3, reply)
+
+
+class _OverCap(BaseException):
+    """A cell printed more than the session's output cap (not catchable by ``except Exception``)."""
+
+
+class _Capped:
+    """A text stream for one cell's stdout or stderr that keeps at most ``cap`` characters; past them it
+    raises :class:`_OverCap` in the writer."""
+
+    def __init__(self, cap):
+        self.cap, self.parts, self.size = cap, [], 0
+
+    def write(self, text):
+        text = str(text)
+        room = self.cap - self.size
+        self.parts.append(text[: max(room, 0)])
+        self.size += len(text)
+        if len(text) > room:
+            raise _OverCap()
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def text(self):
+        return "".join(self.parts)
+
+
+def _run_session(job):
+    """A stateful interpreter (the ``python`` tool's sessions): each frame ``{"code": ...}`` read on fd 3
+    runs in one namespace kept across frames; the answer frame carries what the cell printed (each stream
+    capped) and how it ended. Ends at EOF on fd 3 (the host closed the session)."""
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    cap = int(job.get("output_chars", 16384))
+    real = sys.stdout, sys.stderr
+    while True:
+        request = _recv_frame(3, cap=1 << 20)
+        if request is None:
+            return 0
+        out, err = _Capped(cap), _Capped(cap)
+        status, exit_code = "ok", 0
+        sys.stdout, sys.stderr = out, err
+        try:
+            exec(compile(request["code"], "<cell>", "exec"), namespace)
+        except _OverCap:
+            status = "output"
+        except SystemExit as exc:
+            c = exc.code
+            exit_code = 0 if c is None else (c & 0xFF if isinstance(c, int) else 1)
+            if not isinstance(c, (int, type(None))):
+                err.parts.append(str(c)[:cap])
+            status = "exit"
+        except MemoryError as exc:
+            status = "memory"
+            _print_exc_capped(exc)
+        except BaseException as exc:
+            status = "error"
+            _print_exc_capped(exc)
+        finally:
+            sys.stdout, sys.stderr = real
+        _send_frame(3, {"status": status, "exit": exit_code, "out": out.text(), "err": err.text(),
+                        "truncated": out.size > cap or err.size > cap})
+
+
+def _print_exc_capped(exc):
+    try:
+        _print_exc(exc)
+    except BaseException:
+        pass
 
 
 JUDGE_MODULES = frozenset({
@@ -431,13 +506,17 @@ def _run_job(ctrl, header, fds):
     deadline = start + float(header["deadline"])
     timeout = killed = False
     status = None
+    # poll, not select: the control socket keeps the host's fd number, over 1023 on a busy host
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(ctrl.fileno(), select.POLLIN)
     while status is None:
         left = deadline - time.monotonic()
         if left <= 0:
             timeout = True
             break
-        ready, _, _ = select.select([pidfd, ctrl], [], [], left)
-        if ctrl in ready:
+        ready = {fd for fd, _ in poller.poll(max(1, int(left * 1000)))}
+        if ctrl.fileno() in ready:
             msg = ctrl.recv(4096)
             if not msg:
                 _kill_all()

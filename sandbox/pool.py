@@ -15,6 +15,7 @@ shared by the slots' cgroups (cgroup.py).
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -36,10 +37,13 @@ ACQUIRE_TIMEOUT_S = 300.0  # waiting for a free slot is queueing, not failure (d
 
 _SPAWN_QUEUE: queue.Queue | None = None
 _SPAWN_LOCK = threading.Lock()
+SPAWN_THREADS = max(4, 2 * (os.cpu_count() or 2))
+"""Slots started at once (two per CPU, at least 4): the admission cap of slot and session start-up. A burst
+of starts (a round of new stateful sessions) queues here instead of forking hundreds of bwraps at once."""
 
 
 def _spawner() -> queue.Queue:
-    """One long-lived thread starts every slot: bwrap's --die-with-parent (PR_SET_PDEATHSIG)
+    """A few long-lived threads start every slot: bwrap's --die-with-parent (PR_SET_PDEATHSIG)
     fires when the *thread* that forked it exits, so slots must never be started from a
     short-lived thread."""
     global _SPAWN_QUEUE
@@ -51,8 +55,33 @@ def _spawner() -> queue.Queue:
                 while True:
                     q.get()()
 
-            threading.Thread(target=loop, args=(_SPAWN_QUEUE,), name="sandbox-spawner", daemon=True).start()
+            for i in range(SPAWN_THREADS):
+                threading.Thread(target=loop, args=(_SPAWN_QUEUE,), name=f"sandbox-spawner-{i}", daemon=True).start()
         return _SPAWN_QUEUE
+
+
+def start_slot(config: policy.SandboxConfig, timeout: float) -> Slot:
+    """A new slot started on the spawner threads (queued behind the starts before it); raises SandboxError
+    when it fails to start or is not started within ``timeout``."""
+    done: concurrent.futures.Future = concurrent.futures.Future()
+
+    def start() -> None:
+        if not done.set_running_or_notify_cancel():
+            return  # the caller gave up while it queued
+        try:
+            done.set_result(Slot(config))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            done.set_exception(exc)
+
+    _spawner().put(start)
+    try:
+        return done.result(timeout)
+    except concurrent.futures.TimeoutError:
+        if done.cancel():
+            raise SandboxError(f"no sandbox slot started within {timeout:.1f}s (start-up queue)") from None
+        return done.result()  # it was starting: it ends within the slot's own start timeout
+    except OSError as exc:
+        raise SandboxError(f"sandbox slot failed to start: {exc}") from None
 
 
 _TENANT = threading.local()
@@ -235,6 +264,11 @@ class Sandbox:
         self.candidates = SlotPool(self.options.config, size, "candidate", self.options.max_per_tenant)
         self.judges = SlotPool(self.options.config, size, "judge", self.options.max_per_tenant)
         self.extra: list[SlotPool] = []
+        self._on_close: list[Callable[[], None]] = []
+
+    def on_close(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` when the sandbox closes (before its pools: a user's sessions)."""
+        self._on_close.append(fn)
 
     def add_pool(self, name: str, size: int) -> SlotPool:
         """A further pool of ``size`` candidate slots for one user (the ``python`` tool's own slots, so tool
@@ -270,6 +304,8 @@ class Sandbox:
         return run_tests(self, code, spec, per_test_timeout_s, stop_first, self.clamp(limits))
 
     def close(self) -> None:
+        for fn in self._on_close:
+            fn()
         self.candidates.close()
         self.judges.close()
         for pool in self.extra:

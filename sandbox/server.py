@@ -99,7 +99,9 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     ``pool_size`` (slots per pool; default ``$COHORT_SANDBOX_POOL_SIZE`` or max(4, 2 * CPUs)),
     ``max_calls_per_tenant`` (RPC threads one tenant may hold; default ``$COHORT_SANDBOX_MAX_CALLS_PER_TENANT``
     or half of them),
-    ``port_file``, ``grace_s``, ``max_message_bytes``, ``drain_delay_s``.
+    ``port_file``, ``grace_s``, ``max_message_bytes``, ``drain_delay_s``. The `python` tool reads
+    ``$COHORT_TOOL_SLOTS_PER_CORE``, ``$COHORT_TOOL_WALL_S``, ``$COHORT_TOOL_SESSIONS`` and
+    ``$COHORT_TOOL_MAX_SESSIONS`` (:mod:`cohort.sandbox.tool`, docs/tools.md).
     """
     from cohort.rpc.runtime import GrpcRuntime, RuntimeOptions
 
@@ -122,10 +124,10 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     runtime = GrpcRuntime(options)
     pb_grpc.add_SandboxServiceServicer_to_server(SandboxServicer(sandbox, runtime, max_calls_per_tenant=max_calls), runtime.server)
     # the same sandbox is also the `python` tool (grpo.tool.v1), with the same isolation and limits
-    from cohort.sandbox.tool import VERSION, PythonTool
+    from cohort.sandbox.tool import VERSION, PythonTool, session_limits
     from cohort.tools import server as tool_server
 
-    tool_server.add_to_server([PythonTool(sandbox)], VERSION, runtime)
+    tool_server.add_to_server([PythonTool(sandbox, sessions=session_limits())], VERSION, runtime)
     try:
         await runtime.start(service_names=[SERVICE_NAME, tool_server.SERVICE_NAME], health_names=[])
         await runtime.serve_until_signal()

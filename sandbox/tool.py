@@ -1,7 +1,9 @@
 """The ``python`` tool (``grpo.tool.v1``), served by the sandbox service with the sandbox's isolation.
 
 Each call runs the model's code as a fresh program in a sandbox slot (no state is kept between calls:
-a rollout that needs an earlier value computes it again), under :data:`LIMITS` (the wall time
+a rollout that needs an earlier value computes it again), or, with ``COHORT_TOOL_SESSIONS=1``, in the
+interpreter its session keeps across the rollout's turns (:mod:`cohort.sandbox.session`), under
+:data:`LIMITS` (the wall time
 configurable: ``COHORT_TOOL_WALL_S``). The tool has its own slots, ``COHORT_TOOL_SLOTS_PER_CORE`` per
 CPU (:data:`SLOTS_PER_CORE`, at least :data:`MIN_SLOTS`), apart from the code verifier's, so neither
 waits for the other; the tool server shares them fairly between sessions and gives every call its own
@@ -15,13 +17,15 @@ was busy (its budget ran out while it waited) says ``busy``; a sandbox that cann
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from typing import Any
 
 from cohort import __version__
-from cohort.sandbox.executor import ExecStatus, SandboxError
+from cohort.sandbox.executor import SLOT_START_TIMEOUT_S, ExecStatus, SandboxError
 from cohort.sandbox.policy import Limits
 from cohort.sandbox.pool import Cancel, Cancelled, Sandbox
+from cohort.sandbox.session import SessionLimits, Sessions
 from cohort.tools.base import ToolOutput, ToolSpec, ToolUnavailable, cut
 from cohort.tools.server import BUSY, current_call
 
@@ -32,8 +36,20 @@ SLOTS_PER_CORE = 2.0
 CPU keep the CPUs busy while half the slots wait on their programs' deadlines."""
 MIN_SLOTS = 4
 WALL_ENV, SLOTS_ENV = "COHORT_TOOL_WALL_S", "COHORT_TOOL_SLOTS_PER_CORE"
+SESSIONS_ENV, MAX_SESSIONS_ENV = "COHORT_TOOL_SESSIONS", "COHORT_TOOL_MAX_SESSIONS"
+STATELESS = ("Run a Python 3 program and return what it prints (stdout). Each call starts a fresh interpreter: "
+             "print the values you need. No network, no files outside the work dir.")
+STATEFUL = ("Run Python 3 code and return what it prints (stdout). Your calls share one interpreter: variables, "
+            "functions and imports persist from one call to the next. No network, no files outside the work dir.")
 STDERR_TAIL = 800
 """Characters of stderr shown to the model after a failure (the traceback's end says what went wrong)."""
+
+
+def session_limits() -> SessionLimits | None:
+    """Stateful sessions when ``$COHORT_TOOL_SESSIONS`` is 1 (at most ``$COHORT_TOOL_MAX_SESSIONS`` live), else None."""
+    if os.environ.get(SESSIONS_ENV, "0") not in ("1", "true", "yes"):
+        return None
+    return SessionLimits(max_live=int(os.environ.get(MAX_SESSIONS_ENV, "0") or 0))
 
 
 def tool_slots(per_core: float = 0.0) -> int:
@@ -44,16 +60,18 @@ def tool_slots(per_core: float = 0.0) -> int:
 
 
 class PythonTool:
-    def __init__(self, sandbox: Sandbox, slots: int = 0, wall_s: float = 0.0) -> None:
+    def __init__(self, sandbox: Sandbox, slots: int = 0, wall_s: float = 0.0,
+                 sessions: SessionLimits | None = None) -> None:
+        """``sessions``: keep one interpreter per session id (calls without one stay stateless)."""
         wall_s = wall_s or float(os.environ.get(WALL_ENV, "0") or 0) or LIMITS.wall_s
         if not 0 < wall_s <= sandbox.options.maxima.wall_s:
             raise ValueError(f"the python tool's wall time must be in (0, {sandbox.options.maxima.wall_s}] s, "
                              f"got {wall_s}")
         self.limits = replace(LIMITS, wall_s=wall_s, cpu_s=min(LIMITS.cpu_s, wall_s))
+        self.stateful = sessions is not None
         self.spec = ToolSpec(
             name="python",
-            description="Run a Python 3 program and return what it prints (stdout). Each call starts a fresh "
-                        "interpreter: print the values you need. No network, no files outside the work dir.",
+            description=STATEFUL if self.stateful else STATELESS,
             parameters={"type": "object", "properties": {"code": {"type": "string", "maxLength": 65536}},
                         "required": ["code"], "additionalProperties": False},
             max_wall_s=wall_s, max_output_bytes=4096)
@@ -61,6 +79,13 @@ class PythonTool:
         self.capacity = slots or tool_slots()
         """Calls that run at once (the tool server's places for this tool): one slot each."""
         self.slots = sandbox.add_pool("tool", self.capacity)
+        self.sessions = Sessions(sandbox.options.config, sessions) if sessions is not None else None
+        if self.sessions is not None:
+            sandbox.on_close(self.sessions.close)
+
+    def end_sessions(self, session_ids: list[str]) -> int:
+        """End these sessions (their rollouts ended); how many held an interpreter."""
+        return self.sessions.end(session_ids) if self.sessions is not None else 0
 
     def run(self, arguments: dict[str, Any], session_id: str) -> ToolOutput:
         call = current_call()
@@ -70,6 +95,8 @@ class PythonTool:
         cancel = Cancel()
         if call is not None:
             call.on_cancel(cancel.cancel)
+        if self.sessions is not None and session_id:
+            return self._in_session(session_id, arguments["code"], call, cancel)
         try:
             result = self.sandbox.execute(arguments["code"], b"", replace(self.limits, wall_s=wall), pool=self.slots,
                                           cancel=cancel, acquire_timeout_s=max(wall, 1.0))
@@ -93,6 +120,37 @@ class PythonTool:
             stderr = result.stderr.decode(errors="replace")[-STDERR_TAIL:]
             return ToolOutput(f"{stdout}{stderr}".strip() or f"exit code {result.exit_code}", "runtime_error", truncated)
         return ToolOutput(stdout, "", truncated)
+
+
+    def _in_session(self, session_id: str, code: str, call, cancel: Cancel) -> ToolOutput:
+        full = self.limits.wall_s
+        # used directly (no server): the call's whole wall time after a session start of up to 30 s
+        deadline = call.deadline if call is not None else time.monotonic() + full + SLOT_START_TIMEOUT_S
+        try:
+            cell, previous = self.sessions.call(session_id, code, full, deadline, cancel)
+        except TimeoutError as exc:
+            return ToolOutput(f"the tool server was busy: {exc}; call again", BUSY)
+        except SandboxError as exc:
+            raise ToolUnavailable(f"sandbox failure: {exc}") from None
+        note = f"[a new session: the previous one ended ({previous}); its variables are gone]\n" if previous else ""
+        gone = f"\n[the session ended ({cell.ended}): its variables are gone]" if cell.ended else ""
+        room = self.spec.max_output_bytes - STDERR_TAIL - 200 - len(note.encode())
+        stdout, cut_here = cut(cell.stdout, max(0, room))
+        truncated = cell.truncated or cut_here
+        if cell.status == "time":
+            kind = BUSY if cell.wall_s < full - 1e-3 else "time_limit"  # cut short by its budget: busy
+            message = ("stopped early: the tool server was busy; call again" if kind == BUSY
+                       else f"time limit exceeded ({full:g} s)")
+            return ToolOutput(f"{note}{stdout}\n{message}{gone}".strip(), kind, truncated)
+        kinds = {"memory": ("memory_limit", "memory limit exceeded"), "output": ("output_limit", "output limit exceeded")}
+        if cell.status in kinds:
+            kind, message = kinds[cell.status]
+            return ToolOutput(f"{note}{stdout}\n{cell.stderr[-STDERR_TAIL:]}\n{message}{gone}".strip(), kind, truncated)
+        if cell.status in ("error", "gone") or (cell.status == "exit" and cell.exit_code):
+            stderr = cell.stderr[-STDERR_TAIL:]
+            text = f"{note}{stdout}{stderr}".strip() or f"exit code {cell.exit_code}"
+            return ToolOutput(f"{text}{gone}", "runtime_error", truncated)
+        return ToolOutput(f"{note}{stdout}", "", truncated)
 
 
 VERSION = f"cohort-sandbox {__version__}"

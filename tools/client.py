@@ -8,25 +8,31 @@ per-rollout state, and one ``ExecuteTools`` per replica carries that replica's s
 fails over through the one retry policy (:func:`cohort.rpc.retry.call_with_failover`). A call to a tool nobody
 offers is the model's fault (an OK result with ``error_kind = "unknown_tool"``); a server that stays
 unavailable past its deadline makes its calls infrastructure failures (``CallResult.ok = False``:
-their rollouts are masked, never scored).
+their rollouts are masked, never scored). :meth:`ToolClient.end_sessions` tells the servers that rollouts
+ended, so a stateful tool frees their sessions (the `python` tool's interpreters) at once.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import grpc
 
 from cohort.proto.grpo.tool.v1 import tool_service_pb2 as pb
 from cohort.proto.grpo.tool.v1 import tool_service_pb2_grpc as pb_grpc
-from cohort.rpc.retry import Exhausted, Failover, RequestRejected, RetryPolicy, call_with_failover, run_blocking
+from cohort.rpc.retry import (Exhausted, Failover, RequestRejected, RetryPolicy, call_with_failover, run_blocking,
+                              short_error)
 from cohort.rpc.tls import channel
 from cohort.tools.base import CallResult
 
 MAX_MESSAGE_BYTES = 64 << 20
+END_TIMEOUT_S = 10.0
+log = logging.getLogger("cohort.tools")
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,25 @@ class ToolClient:
                                   r.duration.ToNanoseconds() / 1e9, r.detail
                                   or ("" if r.status == pb.CALL_STATUS_OK else pb.CallStatus.Name(r.status))))
         return out
+
+    def end_sessions(self, session_ids: Sequence[str]) -> int:
+        """Tell the servers these sessions ended (their rollouts did), so a stateful tool frees their state
+        now rather than at its idle bound; how many held state. Best effort: a replica that does not answer
+        (or predates ``EndSessions``) ends them by itself later."""
+        ended = 0
+        for server in self.servers:
+            by_replica: dict[int, list[str]] = {}
+            for sid in dict.fromkeys(s for s in session_ids if s):
+                by_replica.setdefault(server.replica(sid, 0), []).append(sid)
+            for replica, ids in by_replica.items():
+                try:
+                    ended += server.stubs[replica].EndSessions(pb.EndSessionsRequest(session_ids=ids),
+                                                               timeout=min(server.timeout_s, END_TIMEOUT_S)).ended
+                except grpc.RpcError as exc:
+                    if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                        log.warning("tool server %s did not end %d sessions: %s", server.endpoints[replica],
+                                    len(ids), short_error(exc))
+        return ended
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)

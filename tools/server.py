@@ -41,6 +41,7 @@ log = logging.getLogger("cohort.tools")
 
 SERVICE_NAME = "grpo.tool.v1.ToolService"
 MAX_CALLS_PER_REQUEST = 1024
+MAX_SESSIONS_PER_END = 1 << 16
 CALL_BUDGET_S = 60.0
 """Longest one call may take on the server, waiting for a place plus running, whatever the client's deadline."""
 MIN_RUN_S = 0.25
@@ -121,7 +122,8 @@ class ToolServicer(pb_grpc.ToolServiceServicer):
             tools=[pb.Tool(name=t.spec.name, description=t.spec.description,
                            parameters_json_schema=json.dumps(t.spec.parameters),
                            limits=pb.ToolLimits(max_wall_time=_duration(t.spec.max_wall_s),
-                                                max_output_bytes=t.spec.max_output_bytes))
+                                                max_output_bytes=t.spec.max_output_bytes),
+                           stateful=bool(getattr(t, "stateful", False)))
                    for t in self.tools.values()],
             server_version=self.version, max_calls_per_request=MAX_CALLS_PER_REQUEST)
 
@@ -150,6 +152,20 @@ class ToolServicer(pb_grpc.ToolServiceServicer):
                 for t in tasks:
                     t.cancel()  # a call still waiting or running (or the whole RPC cancelled): stop it
         return pb.ExecuteToolsResponse(results=[_outcome(c, t) for c, t in zip(request.calls, tasks)])
+
+    async def EndSessions(self, request: pb.EndSessionsRequest, context) -> pb.EndSessionsResponse:
+        """Each stateful tool (one with ``end_sessions(ids) -> int``) frees these sessions' state."""
+        if len(request.session_ids) > MAX_SESSIONS_PER_END:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"{len(request.session_ids)} sessions in one request; at most {MAX_SESSIONS_PER_END}")
+        loop = asyncio.get_running_loop()
+        ids = list(dict.fromkeys(request.session_ids))
+        ended = 0
+        for tool in self.tools.values():
+            end = getattr(tool, "end_sessions", None)
+            if end is not None and ids:
+                ended += await loop.run_in_executor(self.pool, end, ids)
+        return pb.EndSessionsResponse(ended=ended)
 
     async def _call(self, call: pb.ToolCall, session: str, deadline: float) -> pb.ToolResult:
         tool = self.tools.get(call.name)

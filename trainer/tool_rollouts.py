@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import itertools
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -80,7 +81,8 @@ class ToolRollouts:
         self.engine, self.client, self.tokenizer, self.cfg = engine, client, tokenizer, cfg
         self.format = choose_format(cfg.tool_format, getattr(tokenizer, "chat_template", None))
         self.pad_id = int(tokenizer.pad_token_id)
-        self._sessions = itertools.count()
+        # session ids unique across processes (workers, restarts): a stateful tool keeps state per session
+        self._sessions = (f"{uuid.uuid4().hex[:12]}-{n}" for n in itertools.count())
 
     # the engine's own surface, passed through
     @property
@@ -110,18 +112,21 @@ class ToolRollouts:
                  max_new_tokens: int | None = None) -> RolloutBatch:
         budget = max_new_tokens or self.cfg.max_completion_length
         g = num_generations
-        rows = [_Row(list(prompts[i // g]), str(next(self._sessions))) for i in range(len(prompts) * g)]
+        rows = [_Row(list(prompts[i // g]), next(self._sessions)) for i in range(len(prompts) * g)]
         first = out = self.engine.generate(prompts, g, budget)
         live = list(range(len(rows)))
-        while live:
-            pending = self._read_turn(rows, live, out, budget)
-            if not pending:
-                break
-            self._run_calls(rows, pending, budget)
-            live = [i for i, _ in pending if not rows[i].failed and len(rows[i].tokens) < budget]
-            if live:
-                left = max(budget - len(rows[i].tokens) for i in live)
-                out = self.engine.generate([rows[i].prompt + rows[i].tokens for i in live], 1, left)
+        try:
+            while live:
+                pending = self._read_turn(rows, live, out, budget)
+                if not pending:
+                    break
+                self._run_calls(rows, pending, budget)
+                live = [i for i, _ in pending if not rows[i].failed and len(rows[i].tokens) < budget]
+                if live:
+                    left = max(budget - len(rows[i].tokens) for i in live)
+                    out = self.engine.generate([rows[i].prompt + rows[i].tokens for i in live], 1, left)
+        finally:  # the rollouts ended: a stateful tool frees their sessions now
+            self.client.end_sessions([r.session for r in rows if r.calls])
         return self._batch(rows, first)
 
     def _read_turn(self, rows: list[_Row], live: list[int], out: RolloutBatch, budget: int) -> list[tuple[int, Found]]:

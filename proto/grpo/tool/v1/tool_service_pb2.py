@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fgrpo/tool/v1/tool_service.proto\x12\x0cgrpo.tool.v1\x1a\x1egoogle/protobuf/duration.proto\"\x12\n\x10ListToolsRequest\"X\n\nToolLimits\x12\x30\n\rmax_wall_time\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x18\n\x10max_output_bytes\x18\x02 \x01(\x04\"s\n\x04Tool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1e\n\x16parameters_json_schema\x18\x03 \x01(\t\x12(\n\x06limits\x18\x04 \x01(\x0b\x32\x18.grpo.tool.v1.ToolLimits\"m\n\x11ListToolsResponse\x12!\n\x05tools\x18\x01 \x03(\x0b\x32\x12.grpo.tool.v1.Tool\x12\x16\n\x0eserver_version\x18\x02 \x01(\t\x12\x1d\n\x15max_calls_per_request\x18\x03 \x01(\r\"U\n\x08ToolCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\"<\n\x13\x45xecuteToolsRequest\x12%\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x16.grpo.tool.v1.ToolCall\"\xbb\x01\n\nToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0e\x32\x18.grpo.tool.v1.CallStatus\x12\x0e\n\x06output\x18\x03 \x01(\t\x12\x12\n\nerror_kind\x18\x04 \x01(\t\x12\x11\n\ttruncated\x18\x05 \x01(\x08\x12+\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\"A\n\x14\x45xecuteToolsResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.grpo.tool.v1.ToolResult*t\n\nCallStatus\x12\x1b\n\x17\x43\x41LL_STATUS_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x43\x41LL_STATUS_OK\x10\x01\x12\x1b\n\x17\x43\x41LL_STATUS_UNAVAILABLE\x10\x02\x12\x18\n\x14\x43\x41LL_STATUS_INTERNAL\x10\x03\x32\xb2\x01\n\x0bToolService\x12L\n\tListTools\x12\x1e.grpo.tool.v1.ListToolsRequest\x1a\x1f.grpo.tool.v1.ListToolsResponse\x12U\n\x0c\x45xecuteTools\x12!.grpo.tool.v1.ExecuteToolsRequest\x1a\".grpo.tool.v1.ExecuteToolsResponseBS\n\x17\x64\x65v.cohort.grpo.tool.v1P\x01Z6github.com/cohort-rl/cohort/gen/go/grpo/tool/v1;toolv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fgrpo/tool/v1/tool_service.proto\x12\x0cgrpo.tool.v1\x1a\x1egoogle/protobuf/duration.proto\"\x12\n\x10ListToolsRequest\"X\n\nToolLimits\x12\x30\n\rmax_wall_time\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x18\n\x10max_output_bytes\x18\x02 \x01(\x04\"\x85\x01\n\x04Tool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1e\n\x16parameters_json_schema\x18\x03 \x01(\t\x12(\n\x06limits\x18\x04 \x01(\x0b\x32\x18.grpo.tool.v1.ToolLimits\x12\x10\n\x08stateful\x18\x05 \x01(\x08\"m\n\x11ListToolsResponse\x12!\n\x05tools\x18\x01 \x03(\x0b\x32\x12.grpo.tool.v1.Tool\x12\x16\n\x0eserver_version\x18\x02 \x01(\t\x12\x1d\n\x15max_calls_per_request\x18\x03 \x01(\r\"U\n\x08ToolCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\"<\n\x13\x45xecuteToolsRequest\x12%\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x16.grpo.tool.v1.ToolCall\"\xbb\x01\n\nToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0e\x32\x18.grpo.tool.v1.CallStatus\x12\x0e\n\x06output\x18\x03 \x01(\t\x12\x12\n\nerror_kind\x18\x04 \x01(\t\x12\x11\n\ttruncated\x18\x05 \x01(\x08\x12+\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\"A\n\x14\x45xecuteToolsResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.grpo.tool.v1.ToolResult\")\n\x12\x45ndSessionsRequest\x12\x13\n\x0bsession_ids\x18\x01 \x03(\t\"$\n\x13\x45ndSessionsResponse\x12\r\n\x05\x65nded\x18\x01 \x01(\r*t\n\nCallStatus\x12\x1b\n\x17\x43\x41LL_STATUS_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x43\x41LL_STATUS_OK\x10\x01\x12\x1b\n\x17\x43\x41LL_STATUS_UNAVAILABLE\x10\x02\x12\x18\n\x14\x43\x41LL_STATUS_INTERNAL\x10\x03\x32\x86\x02\n\x0bToolService\x12L\n\tListTools\x12\x1e.grpo.tool.v1.ListToolsRequest\x1a\x1f.grpo.tool.v1.ListToolsResponse\x12U\n\x0c\x45xecuteTools\x12!.grpo.tool.v1.ExecuteToolsRequest\x1a\".grpo.tool.v1.ExecuteToolsResponse\x12R\n\x0b\x45ndSessions\x12 .grpo.tool.v1.EndSessionsRequest\x1a!.grpo.tool.v1.EndSessionsResponseBS\n\x17\x64\x65v.cohort.grpo.tool.v1P\x01Z6github.com/cohort-rl/cohort/gen/go/grpo/tool/v1;toolv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,24 +33,28 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cohort.proto.grpo.tool.v1.t
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\027dev.cohort.grpo.tool.v1P\001Z6github.com/cohort-rl/cohort/gen/go/grpo/tool/v1;toolv1'
-  _globals['_CALLSTATUS']._serialized_start=825
-  _globals['_CALLSTATUS']._serialized_end=941
+  _globals['_CALLSTATUS']._serialized_start=925
+  _globals['_CALLSTATUS']._serialized_end=1041
   _globals['_LISTTOOLSREQUEST']._serialized_start=81
   _globals['_LISTTOOLSREQUEST']._serialized_end=99
   _globals['_TOOLLIMITS']._serialized_start=101
   _globals['_TOOLLIMITS']._serialized_end=189
-  _globals['_TOOL']._serialized_start=191
-  _globals['_TOOL']._serialized_end=306
-  _globals['_LISTTOOLSRESPONSE']._serialized_start=308
-  _globals['_LISTTOOLSRESPONSE']._serialized_end=417
-  _globals['_TOOLCALL']._serialized_start=419
-  _globals['_TOOLCALL']._serialized_end=504
-  _globals['_EXECUTETOOLSREQUEST']._serialized_start=506
-  _globals['_EXECUTETOOLSREQUEST']._serialized_end=566
-  _globals['_TOOLRESULT']._serialized_start=569
-  _globals['_TOOLRESULT']._serialized_end=756
-  _globals['_EXECUTETOOLSRESPONSE']._serialized_start=758
-  _globals['_EXECUTETOOLSRESPONSE']._serialized_end=823
-  _globals['_TOOLSERVICE']._serialized_start=944
-  _globals['_TOOLSERVICE']._serialized_end=1122
+  _globals['_TOOL']._serialized_start=192
+  _globals['_TOOL']._serialized_end=325
+  _globals['_LISTTOOLSRESPONSE']._serialized_start=327
+  _globals['_LISTTOOLSRESPONSE']._serialized_end=436
+  _globals['_TOOLCALL']._serialized_start=438
+  _globals['_TOOLCALL']._serialized_end=523
+  _globals['_EXECUTETOOLSREQUEST']._serialized_start=525
+  _globals['_EXECUTETOOLSREQUEST']._serialized_end=585
+  _globals['_TOOLRESULT']._serialized_start=588
+  _globals['_TOOLRESULT']._serialized_end=775
+  _globals['_EXECUTETOOLSRESPONSE']._serialized_start=777
+  _globals['_EXECUTETOOLSRESPONSE']._serialized_end=842
+  _globals['_ENDSESSIONSREQUEST']._serialized_start=844
+  _globals['_ENDSESSIONSREQUEST']._serialized_end=885
+  _globals['_ENDSESSIONSRESPONSE']._serialized_start=887
+  _globals['_ENDSESSIONSRESPONSE']._serialized_end=923
+  _globals['_TOOLSERVICE']._serialized_start=1044
+  _globals['_TOOLSERVICE']._serialized_end=1306
 # @@protoc_insertion_point(module_scope)

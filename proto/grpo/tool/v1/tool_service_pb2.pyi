@@ -34,16 +34,18 @@ class ToolLimits(_message.Message):
     def __init__(self, max_wall_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_output_bytes: _Optional[int] = ...) -> None: ...
 
 class Tool(_message.Message):
-    __slots__ = ("name", "description", "parameters_json_schema", "limits")
+    __slots__ = ("name", "description", "parameters_json_schema", "limits", "stateful")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
+    STATEFUL_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     parameters_json_schema: str
     limits: ToolLimits
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json_schema: _Optional[str] = ..., limits: _Optional[_Union[ToolLimits, _Mapping]] = ...) -> None: ...
+    stateful: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json_schema: _Optional[str] = ..., limits: _Optional[_Union[ToolLimits, _Mapping]] = ..., stateful: _Optional[bool] = ...) -> None: ...
 
 class ListToolsResponse(_message.Message):
     __slots__ = ("tools", "server_version", "max_calls_per_request")
@@ -96,3 +98,15 @@ class ExecuteToolsResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ToolResult]
     def __init__(self, results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ...) -> None: ...
+
+class EndSessionsRequest(_message.Message):
+    __slots__ = ("session_ids",)
+    SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    session_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class EndSessionsResponse(_message.Message):
+    __slots__ = ("ended",)
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    ended: int
+    def __init__(self, ended: _Optional[int] = ...) -> None: ...

@@ -44,6 +44,11 @@ class ToolServiceStub:
                 request_serializer=grpo_dot_tool_dot_v1_dot_tool__service__pb2.ExecuteToolsRequest.SerializeToString,
                 response_deserializer=grpo_dot_tool_dot_v1_dot_tool__service__pb2.ExecuteToolsResponse.FromString,
                 _registered_method=True)
+        self.EndSessions = channel.unary_unary(
+                '/grpo.tool.v1.ToolService/EndSessions',
+                request_serializer=grpo_dot_tool_dot_v1_dot_tool__service__pb2.EndSessionsRequest.SerializeToString,
+                response_deserializer=grpo_dot_tool_dot_v1_dot_tool__service__pb2.EndSessionsResponse.FromString,
+                _registered_method=True)
 
 
 class ToolServiceServicer:
@@ -57,7 +62,18 @@ class ToolServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ExecuteTools(self, request, context):
-        """Execute a batch of calls (typically every rollout in flight that called a tool this turn).
+        """Execute a batch of calls (typically every rollout in flight that called a tool this turn). Each call
+        has its own budget within the request's deadline: a call that could not run in time is an OK result
+        with error_kind "busy", so the reply arrives before the deadline with every result that finished.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndSessions(self, request, context):
+        """End sessions (their rollouts ended): a stateful tool frees what it keeps for them (the `python`
+        tool's interpreter). Unknown or already ended ids are ignored; a server that keeps no state answers
+        at once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -75,6 +91,11 @@ def add_ToolServiceServicer_to_server(servicer, server):
                     servicer.ExecuteTools,
                     request_deserializer=grpo_dot_tool_dot_v1_dot_tool__service__pb2.ExecuteToolsRequest.FromString,
                     response_serializer=grpo_dot_tool_dot_v1_dot_tool__service__pb2.ExecuteToolsResponse.SerializeToString,
+            ),
+            'EndSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndSessions,
+                    request_deserializer=grpo_dot_tool_dot_v1_dot_tool__service__pb2.EndSessionsRequest.FromString,
+                    response_serializer=grpo_dot_tool_dot_v1_dot_tool__service__pb2.EndSessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -131,6 +152,33 @@ class ToolService:
             '/grpo.tool.v1.ToolService/ExecuteTools',
             grpo_dot_tool_dot_v1_dot_tool__service__pb2.ExecuteToolsRequest.SerializeToString,
             grpo_dot_tool_dot_v1_dot_tool__service__pb2.ExecuteToolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/grpo.tool.v1.ToolService/EndSessions',
+            grpo_dot_tool_dot_v1_dot_tool__service__pb2.EndSessionsRequest.SerializeToString,
+            grpo_dot_tool_dot_v1_dot_tool__service__pb2.EndSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -63,9 +63,10 @@ def timed_round(client: ToolClient, n: int = 64, prefix: str = "h") -> float:
     return took
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def baseline(server) -> float:
-    """A round of 64 honest calls on the idle server (the best of two)."""
+    """A round of 64 honest calls on the idle server (the best of two), measured right before the test (the
+    machine's load drifts: the comparison is with now, not with the start of the module)."""
     client = client_for(server, 60)
     try:
         return min(timed_round(client) for _ in range(2))
@@ -135,8 +136,9 @@ def test_calls_a_client_gave_up_on_are_dropped_and_killed(server, baseline) -> N
 
 
 def test_a_looping_session_does_not_hold_back_an_honest_newcomer(server) -> None:
-    stop = time.monotonic() + 4 * WALL_S
     client = client_for(server, 60)
+    alone = min(_one_call(client, f"alone{k}") for k in range(3))  # this machine's latency of one call now
+    stop = time.monotonic() + 4 * WALL_S
 
     def loop_session(name: str, n: int) -> None:  # a rollout that loops turn after turn (its own learner)
         own = client_for(server, 60)
@@ -153,16 +155,18 @@ def test_a_looping_session_does_not_hold_back_an_honest_newcomer(server) -> None
         for t in threads:
             t.start()
         time.sleep(2 * WALL_S)  # every looping session has run and queued again
-        waits = []
-        for k in range(3):
-            start = time.monotonic()
-            [r] = client.execute([Call("python", json.dumps({"code": "print(6 * 7)"}), f"newcomer{k}")])
-            waits.append(time.monotonic() - start)
-            assert r.ok and r.output == "42\n", r
+        waits = [_one_call(client, f"newcomer{k}") for k in range(3)]
     finally:
         for t in threads:
             t.join()
         client.close()
     # FIFO puts it behind the looping calls queued before it (measured: 3.6 s); fair: until the first slot
     # frees (at most one wall time), plus that slot's clean-up and the call itself on two busy CPUs
-    assert max(waits) < 2 * WALL_S, waits
+    assert max(waits) < WALL_S + max(1.0, 4 * alone), (waits, alone)
+
+
+def _one_call(client: ToolClient, session: str) -> float:
+    start = time.monotonic()
+    [r] = client.execute([Call("python", json.dumps({"code": "print(6 * 7)"}), session)])
+    assert r.ok and r.output == "42\n", r
+    return time.monotonic() - start

@@ -3,8 +3,10 @@
 Same rollouts every way, at 1, 64 and 512 groups of 8 per call. The gRPC path is the one the trainer
 uses (``VerifierClient.verify_groups``: domain -> proto -> loopback -> server -> proto -> domain); the
 in-process path calls ``FormatVerifier.verify_group`` on each group, in this process, on one core.
-Two servers are measured: the default one (scoring in a thread) and one started with
-``--scoring-procs 2`` (the batch split over two scoring processes, as a server uses its cores).
+Up to three services are measured: the default server (scoring in a thread), one started with
+``--scoring-procs 2`` (each batch split over two scoring processes, as a server uses its cores), and,
+with ``--replicas 2``, two default servers behind one client (the client's round robin across calls:
+one call is scored by one replica, calls in flight by both).
 
 The paths are timed interleaved, one call of each in turn, so a load change on a shared machine
 hits them all alike; each figure is a median over the rounds. Columns: rollouts/s one call at a
@@ -13,7 +15,7 @@ scores while it generates), their ratios to in-process, and the CPU seconds of c
 call over the in-process CPU seconds (what the service costs in cores). Goal: gRPC costs at most
 20% at 64x8.
 
-    .venv/bin/python bench/verifier_overhead.py [--seconds 3] [--scoring-procs 2]
+    .venv/bin/python bench/verifier_overhead.py [--seconds 3] [--scoring-procs 2] [--replicas 2] [--sizes 64]
 """
 
 from __future__ import annotations
@@ -73,14 +75,13 @@ def tree_cpu_s(pid: int) -> float:
     return total
 
 
-def cpu_per_call(fn: Callable[[], object], calls: int, server_pid: int | None = None) -> float:
-    """CPU seconds per call, this process plus the server's: robust on a machine shared with other work."""
-    own, srv = time.process_time(), tree_cpu_s(server_pid) if server_pid else 0.0
+def cpu_per_call(fn: Callable[[], object], calls: int, server_pids: tuple[int, ...] = ()) -> float:
+    """CPU seconds per call, this process plus the servers': robust on a machine shared with other work."""
+    own, srv = time.process_time(), sum(tree_cpu_s(p) for p in server_pids)
     for _ in range(calls):
         fn()
     used = time.process_time() - own
-    if server_pid:
-        used += tree_cpu_s(server_pid) - srv
+    used += sum(tree_cpu_s(p) for p in server_pids) - srv
     return used / calls
 
 
@@ -107,23 +108,31 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per configuration and path")
     parser.add_argument("--workers", type=int, default=16, help="server scoring threads")
     parser.add_argument("--scoring-procs", type=int, default=2, help="scoring processes of the second server (0: skip it)")
+    parser.add_argument("--replicas", type=int, default=0,
+                        help="also measure this many default (thread) servers behind one client (0: skip)")
     parser.add_argument("--concurrency", type=int, default=4, help="calls in flight for the pipelined figure")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 512], help="groups per call")
     args = parser.parse_args()
     verifier = FormatVerifier()
     ctx = VerifyContext()
-    servers = {"threads": ServiceProcess(["format"], extra_args=["--log-level", "WARNING", "--workers", str(args.workers)])}
+    threads = ["--log-level", "WARNING", "--workers", str(args.workers)]
+    servers = {"threads": [ServiceProcess(["format"], extra_args=threads)]}
     if args.scoring_procs:
-        servers[f"{args.scoring_procs} procs"] = ServiceProcess(
-            ["format"], extra_args=["--log-level", "WARNING", "--scoring-procs", str(args.scoring_procs)])
+        servers[f"{args.scoring_procs} procs"] = [ServiceProcess(
+            ["format"], extra_args=["--log-level", "WARNING", "--scoring-procs", str(args.scoring_procs)])]
+    if args.replicas:
+        servers[f"{args.replicas} replicas"] = [ServiceProcess(["format"], extra_args=threads) for _ in range(args.replicas)]
     loop = asyncio.new_event_loop()
     try:
-        for server in servers.values():
-            server.start()
-        clients = {name: VerifierClient({"format": [s.endpoint]}, timeout_s=120) for name, s in servers.items()}
+        for group in servers.values():
+            for server in group:
+                server.start()
+        clients = {name: VerifierClient({"format": [s.endpoint for s in group]}, timeout_s=120)
+                   for name, group in servers.items()}
         for client in clients.values():
             loop.run_until_complete(client.handshake())
-        print(f"format verifier, groups of {G}; servers: " + ", ".join(f"{n} @ {s.endpoint}" for n, s in servers.items()))
+        print(f"format verifier, groups of {G}; servers: "
+              + ", ".join(f"{n} @ {' '.join(s.endpoint for s in group)}" for n, group in servers.items()))
         print(f"interleaved medians over >= {args.seconds}s per path; seq: one call at a time; "
               f"piped: {args.concurrency} calls in flight; ratios are gRPC throughput / in-process")
         print(f"{'groups/call':>11} {'server':>13} {'in-proc r/s':>12} {'seq r/s':>9} {'seq ratio':>10} "
@@ -144,16 +153,17 @@ def main() -> None:
                 r_seq = n * G / t[f"{name} seq"]
                 r_piped = n * G * args.concurrency / t[f"{name} piped"]
                 calls = max(3, int(args.seconds / t[f"{name} seq"]))
-                server_pid = servers[name].proc.pid
-                cpu_ratio = cpu_per_call(paths[f"{name} seq"], calls, server_pid) / cpu_per_call(inproc, calls)
+                server_pids = tuple(s.proc.pid for s in servers[name])
+                cpu_ratio = cpu_per_call(paths[f"{name} seq"], calls, server_pids) / cpu_per_call(inproc, calls)
                 print(f"{n:>11} {name:>13} {r_in:>12,.0f} {r_seq:>9,.0f} {r_seq / r_in:>10.3f} "
                       f"{r_piped:>10,.0f} {r_piped / r_in:>12.3f} {cpu_ratio:>17.3f}", flush=True)
         for client in clients.values():
             loop.run_until_complete(client.close())
     finally:
         loop.close()
-        for server in servers.values():
-            server.stop()
+        for group in servers.values():
+            for server in group:
+                server.stop()
 
 
 if __name__ == "__main__":

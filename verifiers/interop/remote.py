@@ -272,6 +272,10 @@ def sse_events(lines: Any) -> list[tuple[str, str]]:
     return events
 
 
+COHORT_STATUS = "cohort_status="
+"""The prefix of an ORS tool error that carries a Cohort status (``cohort_status=INVALID_REFERENCE: ...``)."""
+
+
 class OrsVerifier(_HttpVerifier):
     name = "ors"
     version = "1.0.0"
@@ -348,8 +352,13 @@ class OrsVerifier(_HttpVerifier):
 
     def _result(self, rollout: Rollout, events: list[tuple[str, str]]) -> RolloutResult:
         errors = [data for event, data in events if event == "error"]
-        if errors:
-            raise _Failure(RolloutStatus.VERIFIER_ERROR, f"ors environment raised: {errors[0][:300]}")
+        if errors:  # a Cohort verifier behind ORS (integrations/ors.py) names its masked status there
+            said = errors[0].partition(":")[0]
+            status = (RolloutStatus.__members__.get(said[len(COHORT_STATUS):]) if said.startswith(COHORT_STATUS)
+                      else None)
+            if status is None or status is RolloutStatus.OK:
+                status = RolloutStatus.VERIFIER_ERROR
+            raise _Failure(status, f"ors environment raised: {errors[0][:300]}")
         chunks = [data for event, data in events if event in ("chunk", "end")]
         if not any(event == "end" for event, _ in events):
             raise _Failure(RolloutStatus.DEPENDENCY_UNAVAILABLE, "ors server ended the stream without a result")

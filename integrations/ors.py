@@ -1,0 +1,125 @@
+"""Cohort's verifiers behind the Open Reward Standard: task rows served as an ORS environment.
+
+The environment runs in the ``openreward`` SDK's own ``Server`` (extra ``interop-test`` pins it; nothing
+here re-implements their protocol): its tasks are Cohort task rows (split ``train``, in file order, each
+a ``task_spec`` with the row's prompt, answer and verifier options), its prompt is the row's prompt, and
+its ``@terminal`` tool ``answer`` (the harness sends the final assistant message there) scores the
+message with a running Cohort verifier (``cohort serve NAME``) through the learner's client::
+
+    cohort serve math --port 50051 &
+    python -m cohort.integrations.ors --rows rows.jsonl --verifier math --endpoint 127.0.0.1:50051 --port 8080
+
+Status OK is ``ToolOutput.reward`` (``finished: true``; ``metadata`` carries ``cohort_status``,
+``cohort_verdict``, ``cohort_flags``). ORS has no field for a masked reward, so any other status fails
+the tool call (their SSE ``error`` event) with ``cohort_status=<STATUS>: <detail>``: a harness gets an
+error, never a reward of 0, and Cohort's own ``ors`` adapter reads the status back. Binds 127.0.0.1
+unless ``--host`` says otherwise; ``uvicorn`` is started directly on the SDK's ASGI app (their
+``Server.run`` also checks PyPI for updates).
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cohort.integrations._common import parse_endpoints
+from cohort.integrations._sync import SyncScorer
+from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
+from cohort.verifiers.client import WeightedVerifier
+from cohort.verifiers.interop.remote import COHORT_STATUS
+from cohort.verifiers.records import Task, read_tasks
+
+
+class Unscored(RuntimeError):
+    """The Cohort verifier could not judge (a masked status): the tool call fails instead of giving a reward."""
+
+
+def task_spec(task: Task, verifier: str) -> dict[str, Any]:
+    """A row as an ORS task: its id, prompt, answer and the options it gives ``verifier``."""
+    options = {**next((u.options for u in task.verifiers or () if u.name == verifier), {}), **task.options.get(verifier, {})}
+    return {"id": task.id, "prompt": task.prompt, "answer": task.reference.answer, "options": dict(options)}
+
+
+def environment(tasks: Sequence[Task], scorer: SyncScorer, verifier: str, name: str = "cohort") -> type:
+    """An ``openreward`` ``Environment`` class over ``tasks``, scoring with ``verifier`` through ``scorer``."""
+    from openreward.environments import Environment, TextBlock, ToolOutput, terminal, tool
+    from pydantic import BaseModel
+
+    specs = [task_spec(t, verifier) for t in tasks]
+
+    class Answer(BaseModel):
+        answer: str
+
+    def list_splits(cls):
+        return ["train"]
+
+    def list_tasks(cls, split: str):
+        return specs if split == "train" else []
+
+    def get_prompt(self):
+        return [TextBlock(text=str(self.task_spec.get("prompt", "")))]
+
+    def answer(self, args: Answer) -> ToolOutput:
+        spec = self.task_spec
+        group = GroupRequest(verifier, (Rollout(0, args.answer),), Reference(answer=spec.get("answer")),
+                             str(spec.get("id", "")), str(spec.get("prompt", "")), None, dict(spec.get("options") or {}))
+        (result,) = scorer.verify_groups([group])[0].results
+        if result.status is not RolloutStatus.OK:
+            raise Unscored(f"{COHORT_STATUS}{result.status.name}: {result.detail}")
+        return ToolOutput(blocks=[TextBlock(text=f"reward {result.reward:g}")], reward=result.reward, finished=True,
+                          metadata={"cohort_status": "OK", "cohort_verdict": result.verdict.name,
+                                    "cohort_flags": list(result.flags)})
+
+    answer.__annotations__ = {"args": Answer, "return": ToolOutput}
+    namespace = {"list_splits": classmethod(list_splits), "list_tasks": classmethod(list_tasks),
+                 "get_prompt": get_prompt, "answer": terminal(tool(answer))}
+    return type(name, (Environment,), namespace)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cohort.integrations.ors",
+                                description="Serve Cohort task rows as an Open Reward Standard environment, scored by a "
+                                            "Cohort verifier (needs the openreward SDK).")
+    p.add_argument("--rows", type=Path, required=True, help="task rows (the row schema of verifiers/records.py)")
+    p.add_argument("--verifier", required=True, help="the Cohort verifier's name, e.g. math")
+    p.add_argument("--endpoint", action="append", required=True, help="HOST:PORT of `cohort serve NAME`; repeatable")
+    p.add_argument("--name", default="cohort", help="the environment's name (its URL path)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080, help="0: a free port")
+    p.add_argument("--port-file", type=Path, help="write the bound port here once bound")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per scoring call (with retries)")
+    a = p.parse_args(argv)
+    try:
+        import uvicorn
+        from openreward.environments import Server
+
+        parse_endpoints({a.verifier: a.endpoint})
+        tasks = read_tasks(a.rows)
+        if any(t.reference.kind != "answer" for t in tasks):
+            raise ValueError(f"{a.rows}: only rows with an answer can be served (a code_tests row has no ORS task form)")
+        scorer = SyncScorer([WeightedVerifier(a.verifier, 1.0, tuple(a.endpoint))], timeout_s=a.timeout)
+        scorer.handshake()
+        server = Server([environment(tasks, scorer, a.verifier, a.name)])
+        sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((a.host, a.port))
+    except Exception as exc:  # one line, no traceback: no SDK, bad rows, an unreachable verifier, a taken port
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if a.port_file:
+        a.port_file.write_text(str(sock.getsockname()[1]))
+    print(f"ORS environment {a.name!r} ({len(tasks)} tasks) for Cohort verifier {a.verifier} on "
+          f"http://{a.host}:{sock.getsockname()[1]}", flush=True)
+    try:
+        uvicorn.Server(uvicorn.Config(server.app, log_level="warning")).run(sockets=[sock])
+    finally:
+        scorer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

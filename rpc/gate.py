@@ -2,7 +2,7 @@
 sandbox slot) goes next.
 
 One :class:`FairGate` holds up to ``capacity`` places in all (0: no overall cap) and gives one key (a
-tenant, a session) at most ``per_key`` of them. A call that finds no place waits on the event loop,
+tenant, a session) at most ``per_key`` of them (with ``spill``, only while other keys wait). A call that finds no place waits on the event loop,
 holding nothing; when a place frees, the waiter whose key has used the least place-time recently
 (:meth:`FairGate.release` charges it) goes first, the oldest among equals. So a key whose calls all run to
 their deadline is served after a key that asks for the first time: a hostile tenant or session cannot push
@@ -37,10 +37,14 @@ class _Waiter:
 
 
 class FairGate:
-    def __init__(self, per_key: int, max_waiting: int = 1 << 30, capacity: int = 0) -> None:
+    def __init__(self, per_key: int, max_waiting: int = 1 << 30, capacity: int = 0, spill: bool = False) -> None:
+        """``spill``: a key at its cap may still take a free place while no other key waits (no place idles
+        while there is work); the cap then holds only against the other keys' waiting calls."""
         if per_key < 1 or max_waiting < 0 or capacity < 0:
             raise ValueError("per_key must be >= 1, max_waiting and capacity >= 0")
-        self.per_key, self.max_waiting, self.capacity = per_key, max_waiting, capacity
+        if spill and not capacity:
+            raise ValueError("spill needs an overall capacity")
+        self.per_key, self.max_waiting, self.capacity, self.spill = per_key, max_waiting, capacity, spill
         self._users: Counter[str] = Counter()  # running + waiting, per key
         self._running: Counter[str] = Counter()
         self._waiters: list[_Waiter] = []
@@ -109,6 +113,8 @@ class FairGate:
     def _dispatch(self) -> None:
         while self._waiters and (not self.capacity or self.running < self.capacity):
             ready = [w for w in self._waiters if self._running[w.key] < self.per_key]
+            if not ready and self.spill:
+                ready = self._waiters
             if not ready:
                 return
             best = min(ready, key=lambda w: (self._usage.get(w.key, 0.0), w.seq))

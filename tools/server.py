@@ -10,7 +10,7 @@ Every call has its own time budget (:class:`CallContext`): it must end by the re
 margin (:func:`reply_margin`, so the reply reaches the client before it gives up) and within
 ``call_budget_s`` of its arrival. A tool's calls wait for one of its ``capacity`` places (its sandbox
 slots) in a :class:`~cohort.rpc.gate.FairGate` keyed by session: the least-served session goes first, and
-one session holds at most half the places. A call that gets no place while :data:`MIN_RUN_S` of its budget
+one session holds at most half the places while others wait. A call that gets no place while :data:`MIN_RUN_S` of its budget
 is left is an OK result with ``error_kind = "busy"`` (the model reads it and may call again); a call that
 gets one runs with what is left of its budget (``CallContext.deadline``). So one slow call never costs the
 others their results: the reply always comes back, with every call that could run. When the client gives
@@ -219,8 +219,9 @@ class ToolServicer(pb_grpc.ToolServiceServicer):
 
 
 def _gate(capacity: int) -> FairGate:
-    """A tool's places: one session holds at most half of them (at least one)."""
-    return FairGate(per_key=max(1, capacity // 2), capacity=capacity)
+    """A tool's places: one session holds at most half of them (at least one) while other sessions wait;
+    alone, it may use them all."""
+    return FairGate(per_key=max(1, capacity // 2), capacity=capacity, spill=True)
 
 
 def _outcome(call: pb.ToolCall, task: asyncio.Future) -> pb.ToolResult:

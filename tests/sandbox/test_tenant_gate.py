@@ -104,6 +104,27 @@ def test_the_overall_capacity_and_the_per_key_cap_hold_together():
     asyncio.run(run())
 
 
+def test_with_spill_a_key_alone_uses_every_place_and_yields_them_to_a_newcomer():
+    async def run():
+        gate = FairGate(per_key=1, capacity=3, spill=True)
+        for _ in range(3):  # over its cap of 1, but nobody else waits: no place idles
+            assert await gate.acquire("a", timeout=0.05)
+        extra = asyncio.ensure_future(gate.acquire("a"))
+        newcomer = asyncio.ensure_future(gate.acquire("b"))
+        await asyncio.sleep(0.01)
+        gate.release("a", 1.0)
+        assert await asyncio.wait_for(newcomer, 1) and not extra.done()  # the freed place goes to "b"
+        gate.release("a", 1.0)
+        assert await asyncio.wait_for(extra, 1)
+        for key in ("a", "a", "b"):
+            gate.release(key)
+        assert gate.idle()
+
+    asyncio.run(run())
+
+
 def test_bad_bounds_are_refused():
     with pytest.raises(ValueError):
         FairGate(per_key=0, max_waiting=1)
+    with pytest.raises(ValueError):
+        FairGate(per_key=1, spill=True)  # spilling over what? it needs an overall capacity

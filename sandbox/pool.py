@@ -22,10 +22,11 @@ import os
 import posixpath
 import queue
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cohort.sandbox import cgroup, policy
 from cohort.sandbox.executor import ExecResult, SandboxError, Slot
@@ -282,9 +283,11 @@ class Sandbox:
 
     def execute(self, code: str, stdin: bytes = b"", limits: policy.Limits | None = None,
                 files: dict[str, bytes] | None = None, pool: SlotPool | None = None,
-                cancel: Cancel | None = None, acquire_timeout_s: float = ACQUIRE_TIMEOUT_S) -> ExecResult:
+                cancel: Cancel | None = None, acquire_timeout_s: float = ACQUIRE_TIMEOUT_S,
+                ends_by: float | None = None) -> ExecResult:
         """Run ``code`` as a program (``__main__``) with ``stdin`` and ``files`` placed in its work dir, in a
-        slot of ``pool`` (default: the candidate slots); ``cancel`` may stop it from another thread.
+        slot of ``pool`` (default: the candidate slots); ``cancel`` may stop it from another thread;
+        ``ends_by`` (``time.monotonic()``) cuts its wall time to what is left then, once it has a slot.
 
         Raises SandboxError on infra failure, ValueError for a bad file path, :class:`Cancelled` when
         cancelled before it started.
@@ -294,6 +297,8 @@ class Sandbox:
         if files:
             job["files"] = [[check_file_path(p), base64.b64encode(c).decode()] for p, c in files.items()]
         with (pool or self.candidates).acquire(acquire_timeout_s) as slot:
+            if ends_by is not None:
+                clamped = replace(clamped, wall_s=max(0.001, min(clamped.wall_s, ends_by - time.monotonic())))
             with cancel.running(slot) if cancel is not None else contextlib.nullcontext():
                 return slot.run(job, clamped, stdin=stdin)
 

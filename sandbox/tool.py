@@ -89,17 +89,20 @@ class PythonTool:
 
     def run(self, arguments: dict[str, Any], session_id: str) -> ToolOutput:
         call = current_call()
-        wall = self.limits.wall_s if call is None else min(self.limits.wall_s, call.time_left())
-        if wall <= 0:
+        if call is not None and call.time_left() <= 0:
             return ToolOutput("the tool server was busy: no time was left for this call; call again", BUSY)
         cancel = Cancel()
         if call is not None:
             call.on_cancel(cancel.cancel)
         if self.sessions is not None and session_id:
             return self._in_session(session_id, arguments["code"], call, cancel)
+        # a slot being replaced (or still starting) is waited for within the call's budget; the program then
+        # runs for what is left of it, at most the full wall time
+        ends_by = call.deadline if call is not None else None
+        wait = max(1.0, call.time_left()) if call is not None else SLOT_START_TIMEOUT_S
         try:
-            result = self.sandbox.execute(arguments["code"], b"", replace(self.limits, wall_s=wall), pool=self.slots,
-                                          cancel=cancel, acquire_timeout_s=max(wall, 1.0))
+            result = self.sandbox.execute(arguments["code"], b"", self.limits, pool=self.slots, cancel=cancel,
+                                          acquire_timeout_s=wait, ends_by=ends_by)
         except Cancelled:
             return ToolOutput("cancelled: the client gave up on this call", BUSY)
         except SandboxError as exc:
@@ -107,9 +110,12 @@ class PythonTool:
         # room for the error's own words after the output, within what the server passes on
         stdout, cut_here = cut(result.stdout.decode(errors="replace"), self.spec.max_output_bytes - STDERR_TAIL - 100)
         truncated = result.stdout_truncated or cut_here
-        if result.status is ExecStatus.TIME_LIMIT_EXCEEDED and wall < self.limits.wall_s:
-            return ToolOutput(f"{stdout}\nstopped after {wall:.1f} s of its {self.limits.wall_s:g} s: the tool server "
-                              "was busy; call again".strip(), BUSY, truncated)
+        # stopped by the wall clock before its full wall time (its budget ran short while it waited): busy;
+        # a program that used up its CPU time did so by itself
+        if (result.status is ExecStatus.TIME_LIMIT_EXCEEDED and result.wall_s < self.limits.wall_s - 0.01
+                and result.cpu_s < self.limits.cpu_s):
+            return ToolOutput(f"{stdout}\nstopped after {result.wall_s:.1f} s of its {self.limits.wall_s:g} s: the tool "
+                              "server was busy; call again".strip(), BUSY, truncated)
         kinds = {ExecStatus.TIME_LIMIT_EXCEEDED: ("time_limit", f"time limit exceeded ({self.limits.wall_s:g} s)"),
                  ExecStatus.MEMORY_LIMIT_EXCEEDED: ("memory_limit", "memory limit exceeded"),
                  ExecStatus.OUTPUT_LIMIT_EXCEEDED: ("output_limit", "output limit exceeded")}

@@ -17,7 +17,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # prime-rl does): a call whose tensors disagree with `Float[Tensor, "P G"]` and friends fails. Installed
 # before any test imports these modules. The peer venvs (TRL, verl) have no trainer extra; the main
 # suite checks that the hook is on (tests/trainer/test_advantages.py::test_shapes_are_checked_at_run_time).
-SHAPE_CHECKED = ["cohort.trainer.advantages", "cohort.trainer.loss", "cohort.trainer.is_correction"]
+SHAPE_CHECKED = ["cohort.trainer.advantages", "cohort.trainer.loss", "cohort.trainer.is_correction",
+                 "cohort.trainer.process"]
 if importlib.util.find_spec("jaxtyping") and importlib.util.find_spec("beartype"):
     from jaxtyping import install_import_hook
 

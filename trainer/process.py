@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -93,7 +94,11 @@ def step_token_ends(char_ends: Sequence[int], token_ends: Sequence[int]) -> list
     return [min(bisect_left(token_ends, e), last) for e in char_ends]
 
 
-class StepTensors(NamedTuple):
+@dataclass(frozen=True)
+class StepTensors:
+    """A round's steps, S slots per rollout (the most steps of any row); a dataclass so that the shape check
+    (tests/conftest.py) holds its three fields to one (P, G, S)."""
+
     rewards: Float[Tensor, "P G S"]
     ends: Int[Tensor, "P G S"]  # token index of each step's last token (0 in padding slots)
     mask: Bool[Tensor, "P G S"]  # real steps
@@ -126,13 +131,20 @@ def step_metrics(tensors: StepTensors, valid: Bool[Tensor, "P G"], informative: 
                  reduce: Reduce | None = None) -> dict[str, float]:
     """``steps/per_rollout`` (mean over valid rollouts), ``steps/rewarded_frac`` (share of their steps with a
     positive reward) and ``group/process_informative_frac``; over every rank's rows with ``reduce``."""
-    mask = tensors.mask & valid[:, :, None]  # (P, G, S)
-    counts = torch.stack([valid.sum(), mask.sum(), ((tensors.rewards > 0) & mask).sum(), informative.sum(),
-                          torch.tensor(informative.numel())]).double()  # (5,)
+    counts = _step_counts(tensors.rewards, tensors.mask, valid, informative)
     n_valid, n_steps, rewarded, n_informative, n_groups = (reduce(counts) if reduce else counts).tolist()
     return {"steps/per_rollout": n_steps / max(n_valid, 1),
             "steps/rewarded_frac": rewarded / n_steps if n_steps else float("nan"),
             "group/process_informative_frac": n_informative / n_groups}
+
+
+def _step_counts(rewards: Float[Tensor, "P G S"], steps: Bool[Tensor, "P G S"], valid: Bool[Tensor, "P G"],
+                 informative: Bool[Tensor, "P"]) -> Float[Tensor, "5"]:
+    """Valid rollouts, their steps, the rewarded ones among them, informative groups, groups (the step
+    tensors and the validity held to one (P, G) by the shape check)."""
+    mask = steps & valid[:, :, None]  # (P, G, S)
+    return torch.stack([valid.sum(), mask.sum(), ((rewards > 0) & mask).sum(), informative.sum(),
+                        torch.tensor(informative.numel())]).double()
 
 
 def round_advantages(batch: RolloutBatch, scores: Scores, scale_rewards: ScaleRewards = "group", eps: float = 1e-4,

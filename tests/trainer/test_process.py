@@ -12,7 +12,7 @@ import torch
 
 from cohort.trainer.advantages import group_advantages, process_advantages, token_advantages
 from cohort.trainer.models import char_tokenizer
-from cohort.trainer.process import _offset_ends, _prefix_ends, step_token_ends, token_char_ends
+from cohort.trainer.process import StepTensors, _offset_ends, _prefix_ends, step_metrics, step_tensors, step_token_ends, token_char_ends
 
 EPS = 1e-4
 
@@ -131,6 +131,22 @@ def test_equals_a_slow_implementation_on_random_groups(scale):
 
 
 # ---- character offsets -> tokens ---------------------------------------------------------------
+
+
+def test_shapes_are_checked_at_run_time():
+    """tests/conftest.py checks this module's shape annotations too: steps whose fields disagree on (P, G, S),
+    validity of another group shape, completion tensors of two row counts, each refused by name."""
+    rewards, ends, mask = steps_to_tensors([[[(1.0, 2)], [(0.0, 1), (1.0, 3)]]])  # P=1, G=2, S=2
+    steps = StepTensors(rewards, ends, mask)
+    stats = step_metrics(steps, torch.ones(1, 2, dtype=torch.bool), torch.ones(1, dtype=torch.bool))
+    assert stats["steps/per_rollout"] == 1.5
+    with pytest.raises(TypeError, match="mask"):
+        StepTensors(rewards, ends, mask[:, :1])  # G=1 against G=2
+    with pytest.raises(TypeError, match="valid"):
+        step_metrics(steps, torch.ones(1, 3, dtype=torch.bool), torch.ones(1, dtype=torch.bool))
+    with pytest.raises(TypeError, match="completion_mask"):
+        step_tensors([[], []], torch.zeros(2, 4, dtype=torch.long), torch.ones(3, 4, dtype=torch.long), ["", ""],
+                     char_tokenizer(), 1)
 
 
 def test_char_tokenizer_offsets_with_eos():

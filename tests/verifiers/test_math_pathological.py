@@ -176,8 +176,8 @@ def test_there_are_at_least_40_pathological_inputs():
     assert len(CASES) + len(GOLD_CASES) >= 40
 
 
-def test_pathological_inputs_answered_within_deadline(stub, math_server, slowdown):
-    _assert_scores_correctly(stub, within_s=60 * slowdown())  # warm: workers started
+def test_pathological_inputs_answered_within_deadline(stub, math_server, slowdown, deadline):
+    _assert_scores_correctly(stub, within_s=deadline(60))  # warm: workers started
     slow = []
     for k, (gold, completion) in enumerate(CASES):
         before = slowdown(0.05)  # measured on either side of the call: a neighbour's load comes and goes
@@ -197,7 +197,7 @@ def test_pathological_inputs_answered_within_deadline(stub, math_server, slowdow
             assert result.verdict != pb.VERDICT_CORRECT
     assert not slow, f"answered later than {ANSWER_BY_S} s + {SLACK_S} s x the machine's slowdown: {slow}"
     assert health_status(math_server.endpoint) == "SERVING"
-    _assert_scores_correctly(stub, within_s=30 * slowdown())  # once the killed workers are replaced
+    _assert_scores_correctly(stub, within_s=deadline(30))  # once the killed workers are replaced
 
 
 def test_pathological_gold_is_invalid_reference(stub, math_server, slowdown):

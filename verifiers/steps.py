@@ -24,6 +24,13 @@ whole (one step over the whole completion, reward 0, flag ``candidate_limit``). 
 cannot cause is masked: a rollout reached after the call's deadline is VERIFIER_TIMEOUT, and a reference
 that is not a number (or is over the bounds) is INVALID_REFERENCE. See ``docs/integrity-verifiers.md``.
 
+A step it *cannot check* counts against the chain: an ``=`` with a number after it whose clause computes in
+notation the parser does not read (a factorial ``100000! = 1``, scientific notation ``1e308 * 1e308 = 1``,
+LaTeX ``\\frac{1}{2} = 3``, braces, radicals, big operators) is a wrong step (reward 0) and the rollout is
+flagged ``unchecked_step``. Skipping it would let a chain hide a wrong step there and keep a reward of 1; a
+right one in such notation (``3! = 6``) loses its credit, the price of paying only for what was checked.
+Plain words before an ``=`` (``x = 5``) are still no step.
+
 Reward (the outcome view of the same judgement): the mean of the step rewards (0 without steps); with option
 ``solution``, the share of the solution's steps written in place (``solution_frac``).
 Components: ``steps`` (how many), ``step_frac`` (share right), with a reference ``answer``, and with option
@@ -300,7 +307,10 @@ def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str 
             expression = lhs
             break
         if not found:
-            continue
+            unchecked = _unchecked(text, eq, lo)
+            if unchecked is None:
+                continue
+            value, refused, expression = None, UNCHECKED + unchecked, ""  # a claim it cannot check: a wrong step
         try:
             claimed = number(result.group(2))
         except Refused as exc:  # '2 + 2 = 4000...0' (45 digits): a wrong step
@@ -312,6 +322,31 @@ def _steps_of(text: str) -> list[tuple[int, Fraction, Fraction | None, int, str 
         if len(out) > MAX_STEPS:
             raise _TooMuch(f"more than {MAX_STEPS} steps")
     return out
+
+
+UNCHECKED = "unchecked: "
+"""The ``why`` of a step written in notation the parser does not read (see :func:`_unchecked`)."""
+UNCHECKED_STEP = "unchecked_step"
+"""The flag of a rollout with a step the verifier could not check (scored as a wrong step)."""
+# notation that computes but that the parser does not read: a factorial, scientific notation, LaTeX
+# (\frac{1}{2}, \cdot, \sqrt), braces, radicals and big operators. Plain words before an '=' ("x = 5", "the
+# total = 9") are not claims of arithmetic and stay out of the steps.
+_UNCHECKED_RE = re.compile(r"[\d)]\s*!(?!=)|\d(?:\.\d+)?[eE][+-]?\d|\\[A-Za-z]+|[{}]|[√∑∏∫]")
+_CLAUSE_RE = re.compile(r"[.;:,]\s|\n")
+
+
+def _unchecked(text: str, eq: int, floor: int) -> str | None:
+    """The notation, when the clause before the '=' at ``eq`` computes something the parser cannot read
+    (``100000! = 1``, ``1e308 * 1e308 = 1``, ``\\frac{1}{2} = 3``), else None. Such a step cannot be
+    checked, so it cannot be credited: a wrong step, flagged ``unchecked_step`` (else a policy could hide
+    a wrong step in notation the parser skips and keep a reward of 1)."""
+    start = max(floor, eq - MAX_LHS_CHARS)
+    clause = text[start:eq]
+    breaks = list(_CLAUSE_RE.finditer(clause))
+    if breaks:
+        clause = clause[breaks[-1].end():]
+    m = _UNCHECKED_RE.search(clause)
+    return None if m is None else f"{clause.strip()[:40]!r} ({m.group().strip()!r} is not read)"
 
 
 def _right(claimed: Fraction, value: Fraction | None, decimals: int) -> bool:
@@ -435,7 +470,8 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
                 steps[i] = StepReward(steps[i].end, 0.0)
                 dangling += 1
     used = {x for i, _, operands in rights if steps[i].reward for x in operands}
-    refusals = [why for _, _, _, _, why, _ in candidates if why is not None]
+    refusals = [why for _, _, _, _, why, _ in candidates if why is not None and not why.startswith(UNCHECKED)]
+    unchecked = [why.removeprefix(UNCHECKED) for _, _, _, _, why, _ in candidates if why is not None and why.startswith(UNCHECKED)]
     components: dict[str, float] = {}
     if gold is not None:
         if final is not None and final[1] is None:
@@ -486,7 +522,9 @@ def score_rollout(rollout: Rollout, gold: Fraction | None, grounding: frozenset[
         detail += f"; final answer {final[1]}" if final[1] is not None else "; final answer beyond the bounds"
     if refusals:
         detail += f"; candidate limit, scored wrong: {refusals[0]}" + (f" (+{len(refusals) - 1} more)" if len(refusals) > 1 else "")
-    flags = (CANDIDATE_LIMIT,) if refusals else ()
+    if unchecked:
+        detail += f"; {len(unchecked)} step(s) it cannot check, scored wrong: {unchecked[0]}"
+    flags = ((CANDIDATE_LIMIT,) if refusals else ()) + ((UNCHECKED_STEP,) if unchecked else ())
     # the outcome view: the share of right steps, or with a solution the share of its steps written in place (the
     # share of right steps would pay a completion that stops after one right step more than a longer honest try),
     # out of the steps written when there are more: going on past the chain's end costs, as its wrong steps do in
@@ -505,7 +543,7 @@ def parse_reference(raw: str) -> Fraction:
 
 class StepsVerifier:
     name = "steps"
-    version = "1.5.0"  # 1.5.0: with a solution, steps past its length lower the outcome reward; 1.4.0: option solution; 1.3.0: options complete and connected; 1.2.0: options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
+    version = "1.6.0"  # 1.6.0: a step it cannot check (factorial, scientific notation, LaTeX) is a wrong step, flagged unchecked_step (issue 49); 1.5.0: with a solution, steps past its length lower the outcome reward; 1.4.0: option solution; 1.3.0: options complete and connected; 1.2.0: options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
     description = "process rewards: each arithmetic step of a chain of thought (and the final answer) right or wrong"
     reference_kinds = ()  # an answer is optional (it adds the final step)
     max_concurrency = 1  # pure Python

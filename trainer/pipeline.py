@@ -71,6 +71,7 @@ from cohort.trainer.precision import resolve
 from cohort.trainer.rollout import RolloutBatch, concat_batches
 from cohort.trainer.rollout_worker import BYE, STOP, Order
 from cohort.trainer.scoring import Scores, merge_scores
+from cohort.trainer.tool_rollouts import mask_failures
 
 EXIT_GRACE_S = 5.0
 """After an exchange with the workers fails, how long to look for the worker that exited, to name it."""
@@ -384,8 +385,8 @@ class Pipeline:
             with timer("buffer_wait"):
                 item = self._arrival()
             message, order, future = item
-            with timer("verify_wait"):
-                scores = future.result()
+            with timer("verify_wait"):  # masked before dynamic sampling reads them (as the lock-step loop)
+                scores = mask_failures(future.result(), message.batch)
             with self._lock:
                 del self._orders[order.id]
                 self._arrived_ids.discard(order.id)

@@ -129,7 +129,7 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
                 rnd = engine.next_round(src, timer) if pipelined else collect_round(src, comm, timer)
                 # from here on every row is one of this rank's b = P/world * G (whole groups); what needs the
                 # whole round is a sum of this rank's counts over the ranks (trainer.distributed, decision 1)
-                scores = tool_rollouts.mask_failures(rnd.scores, rnd.batch)  # a tool's infrastructure failed: masked
+                scores = rnd.scores  # a tool's infrastructure failures already masked (collect, pipeline)
                 masks = MaskCounts.of(scores, comm)  # the round's rollouts: usable, masked by verifier/status
                 alarm = masked_share.observe(masks, comm.say)  # the share each verifier masks, over a window
                 if masked.skip(masks, step, comm.say):  # a round nobody could score trains nothing: not a step

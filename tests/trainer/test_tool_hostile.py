@@ -133,3 +133,48 @@ def test_a_program_printing_special_tokens_writes_no_special_token_into_the_cont
     assert tok.decode(result_ids) == render(CallResult(True, specials + "\n"), "tool_call")  # the program's text...
     assert set(tok.all_special_ids).isdisjoint(result_ids)  # ...and not one special id
     assert batch.texts == [call + ANSWER] and not batch.tools.failed.any()
+
+
+def test_dynamic_sampling_reads_the_masked_scores():
+    """A round's scores are masked for tool failures where they are made (``collect._generate``; the pipeline
+    at arrival), before dynamic sampling judges a group informative: the loss and the resampling read the
+    same scores. The taught model's call finds its sandbox gone; the verifier alone would score its text
+    (``print(6*7)``, last integer 7 = the answer) 1.0, usable."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from cohort.trainer.collect import Sources, _generate, collect_round
+    from cohort.trainer.data import PromptSampler
+    from cohort.trainer.metrics import StepTimer
+    from cohort.trainer.distributed import SINGLE
+
+    spec = importlib.util.spec_from_file_location("cohort_tests_taught", Path(__file__).parents[1] / "tools" / "taught.py")
+    taught_module = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
+    if spec.name not in sys.modules:
+        sys.modules[spec.name] = taught_module
+        spec.loader.exec_module(taught_module)
+    model, tok = taught_module.taught_model()
+    with ServiceProcess(["sandbox"]) as sandbox, ServiceProcess(["arith"]) as arith:
+        cfg = load_config(None, [
+            f'rollout.tools=[{{endpoints: ["{sandbox.endpoint}"]}}]', "rollout.max_turns=2", "rollout.tool_format=fenced",
+            "rollout.max_completion_length=80", "rollout.temperature=0.05", "rollout.tool_timeout_s=3",
+            f'scoring.verifiers=[{{name: arith, endpoints: ["{arith.endpoint}"], options: {{format_weight: "0", pick: last}}}}]',
+            "grpo.prompts_per_step=1", "rollout.generation_chunks=1", "grpo.num_generations=2", "grpo.dynamic_sampling=true", "grpo.max_resample_rounds=1"])
+        engine = tool_rollouts.wrap(TransformersEngine(cfg.rollout, model, tok, 0), cfg.rollout, tok)
+        sandbox.kill()  # after the handshake: every call fails (infrastructure)
+        scorer = Scorer(cfg.scoring, {"arith": [arith.endpoint]})
+        tasks = [Task.with_answer("Q:", "7")] * 2
+        src = Sources(engine, scorer, tasks, [tok("Q:")["input_ids"]] * 2, PromptSampler(2, 1, 0), cfg, tok.pad_token_id,
+                      None, lambda ids, mask, t: torch.zeros(ids.shape[0], t))
+        try:
+            unmasked = scorer.submit(tasks[:1], [taught_module.CALL] * 2, [False, False]).result()
+            rnd = _generate(src, [0], StepTimer())
+            resampled = collect_round(src, SINGLE, StepTimer()).resampled
+        finally:
+            scorer.close()
+            engine.close()
+    assert unmasked.valid.all() and unmasked.rewards.flatten().tolist() == [1.0, 1.0]  # what the verifier alone says
+    assert rnd.batch.tools.failed.all() and rnd.batch.texts == [taught_module.CALL] * 2
+    assert not rnd.scores.valid.any() and rnd.scores.statuses == [["tool_unavailable"] * 2]
+    assert resampled == 1  # no usable rollout: not informative, refilled

@@ -24,6 +24,7 @@ The loss is minus the aggregated objective. Deviations and choices, declared:
    - ``dapo`` (token-level, DAPO): sum over tokens / active tokens of the whole batch: every token
      weighs the same whatever its sequence's length.
    - ``dr_grpo``: sum over tokens / (sequences * max_completion_length), a constant (Dr. GRPO).
+   Each is one row of :data:`AGGREGATIONS` (the batch's denominator, the divisor inside a micro-batch).
    Only *included* rows count (valid rollouts of informative groups, see ``advantages``). The
    choice is made once per batch, by :func:`normaliser`, over the whole batch before the
    micro-batches run, so gradient accumulation (and several ranks summing their counts) gives the
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple, get_args
 
 import torch
 from jaxtyping import Bool, Float
@@ -69,6 +70,27 @@ class LossOutputs:
     tokens: Float[Tensor, ""]  # masked tokens in this micro-batch
 
 
+class Aggregation(NamedTuple):
+    """One ``loss_type``: how its per-token terms add up to the batch loss (module docstring, point 4)."""
+
+    over: Callable[[float, float, int], float]
+    """The whole batch's denominator from its included (rows, tokens) and max_completion_length."""
+    within: Callable[[Tensor], Tensor | float]
+    """Each token's divisor inside its micro-batch, from the micro-batch's mask (b, T)."""
+    mean_of_micro_batches: bool = False
+    """Whether the batch loss is the mean of the micro-batches' (each normalised by itself)."""
+
+
+AGGREGATIONS: dict[str, Aggregation] = {
+    "grpo": Aggregation(lambda rows, tokens, length: rows, lambda mask: mask.sum(dim=1, keepdim=True).clamp(min=1.0)),
+    "bnpo": Aggregation(lambda rows, tokens, length: 1.0, lambda mask: mask.sum().clamp(min=1.0), True),
+    "dapo": Aggregation(lambda rows, tokens, length: tokens, lambda mask: 1.0),
+    "dr_grpo": Aggregation(lambda rows, tokens, length: rows * length, lambda mask: 1.0),
+}
+"""The loss types, one row each: every rule of the aggregation is here (``normaliser`` and ``weights`` read it)."""
+assert set(AGGREGATIONS) == set(get_args(LossType))
+
+
 @dataclass(frozen=True)
 class Normaliser:
     """How one batch's per-token terms add up to its loss (``loss_type``), with the whole batch's count."""
@@ -80,12 +102,11 @@ class Normaliser:
 
     def weights(self, loss_mask: Bool[Tensor, "b T"], micro_batches: int = 1) -> Float[Tensor, "b T"]:
         """Each token's weight in the batch loss, for one micro-batch (loss = sum(weights * per_token_loss))."""
-        mask = loss_mask.float()  # (b, T)
-        if self.loss_type == "grpo":
-            return mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0) / self.denominator
-        if self.loss_type == "bnpo":
-            return mask / mask.sum().clamp(min=1.0) / micro_batches
-        return mask / self.denominator
+        agg = AGGREGATIONS[self.loss_type]
+        weights = loss_mask.float() / agg.within(loss_mask.float())  # (b, T)
+        if agg.mean_of_micro_batches:
+            weights = weights / micro_batches
+        return weights / self.denominator
 
 
 def normaliser(loss_mask: Bool[Tensor, "B T"], loss_type: LossType, max_completion_length: int,
@@ -98,11 +119,10 @@ def normaliser(loss_mask: Bool[Tensor, "B T"], loss_type: LossType, max_completi
     counts = torch.stack([loss_mask.any(dim=1).sum(), loss_mask.sum()]).double()  # (2,) rows, tokens
     if reduce is not None:
         counts = reduce(counts)
-    rows, tokens = float(counts[0]), float(counts[1])
-    denominators = {"grpo": rows, "dapo": tokens, "dr_grpo": rows * max_completion_length, "bnpo": 1.0}
-    if loss_type not in denominators:
+    if loss_type not in AGGREGATIONS:
         raise ValueError(f"unknown loss_type {loss_type!r}")
-    return Normaliser(loss_type, max(denominators[loss_type], 1.0))
+    rows, tokens = float(counts[0]), float(counts[1])
+    return Normaliser(loss_type, max(AGGREGATIONS[loss_type].over(rows, tokens, max_completion_length), 1.0))
 
 
 def clipped_objective(ratio: Float[Tensor, "B T"], advantages: Float[Tensor, "B T"], epsilon: float,

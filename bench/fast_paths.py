@@ -206,7 +206,7 @@ def run(model_name: str = "tiny", rounds: int = 3, warmup: int = 1, threads: int
     advantages = torch.randn(ids.shape[0], 1, generator=torch.Generator().manual_seed(0)).expand(-1, t)  # (B, T)
     update = UpdateBatch(ids, mask, batch.completion_mask.bool(), advantages.contiguous(), None, reference)
     learner = Learner(model, cfg)
-    if learner.forward is not LLAMA_CPU:
+    if learner.forward.name != LLAMA_CPU.name:
         raise SystemExit(f"{model_name}: the learner chose {learner.forward.name}, not llama_cpu")
 
     def step(name: str) -> Callable[[], None]:

@@ -2,7 +2,9 @@
 
 Every ``import``/``from ... import`` in the source (module level and inside functions, found with
 ``ast``) is checked against the layer table below; the README's architecture diagram draws the same
-table. A failure names the file, the line and the import that runs back up.
+table. A failure names the file, the line and the import that runs back up. Inside a package, no two modules
+import each other, counting a package's ``__init__`` (``from pkg import sibling`` goes through it), and the
+rooms of ``NEVER_REACHES`` stay apart (a rollout worker never reaches the learner, even transitively).
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def stage_memory(device: str, dry: bool) -> dict:
     extra = (f"optim.micro_batch_tokens={budget}",) if budget else ()
     result = learner_memory.run_arm(arm, geometry, rows, tokens, device, extra)
     result["device_gib"] = total / memory.GIB
-    result["ok"] = abs(result["plan_over_measured"] - 1) <= 0.2
+    result["ok"] = dry or abs(result["plan_over_measured"] - 1) <= 0.2  # a tiny model's peak is mostly noise
     return result
 
 
@@ -109,14 +109,15 @@ def model_folder(geometry: dict, folder: Path) -> Path:
     return folder
 
 
-def run_train(args: list[str], out_dir: Path, seconds: float) -> dict:
-    """``cohort train`` in a process of its own, stopped by SIGINT after ``seconds`` (it saves and exits 130)."""
+def run_train(args: list[str], out_dir: Path, seconds: float | None) -> dict:
+    """``cohort train`` in a process of its own, stopped by SIGINT after ``seconds`` (it saves and exits 130);
+    None: to its end (the dry run, whose start-up on a busy CPU can take minutes)."""
     cmd = [sys.executable, "-m", "cohort.cli", "train", f"run.output_dir={out_dir}", "run.resume=false",
            "run.progress=false", "run.plot=false", "run.tensorboard=false", *args]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=child_env())
     try:
-        text, _ = proc.communicate(timeout=seconds)
+        text, _ = proc.communicate(timeout=seconds or 900)
     except subprocess.TimeoutExpired:
         proc.send_signal(2)
         text, _ = proc.communicate(timeout=120)
@@ -134,12 +135,13 @@ def run_train(args: list[str], out_dir: Path, seconds: float) -> dict:
 
 def stage_train(device: str, dry: bool, work: Path) -> dict:
     embedded = run_train([f"model.device={device}"] + (["run.max_steps=3"] if dry else []), work / "embedded",
-                         60 if dry else 150)
+                         None if dry else 150)
     embedded["ok"] = embedded["exit"] == 0 and (dry or (embedded["last_reward"] or 0) > 0.5)
     folder = model_folder(TINY if dry else SMOLLM2, work / "smollm2-geometry")
-    smol = run_train([f"model.device={device}", "model.tiny=null", f"model.path={folder}", "run.max_steps=100000",
+    smol = run_train([f"model.device={device}", "model.tiny=null", f"model.path={folder}",
                       "rollout.max_completion_length=128", "grpo.prompts_per_step=16", "grpo.num_generations=8",
-                      "optim.learning_rate=1e-6"], work / "smollm2", 20 if dry else 180)
+                      "optim.learning_rate=1e-6"] + (["run.max_steps=2"] if dry else []), work / "smollm2",
+                     None if dry else 180)
     smol["ok"] = smol["steps"] > 0 and smol["exit"] in (0, 130)
     return {"embedded": embedded, "smollm2_geometry": smol, "ok": embedded["ok"] and smol["ok"]}
 

@@ -16,7 +16,8 @@ def plan(
     device: str = typer.Option("auto", help="cpu, cuda, or auto (the configured model.device's kind)."),
     memory_gib: float = typer.Option(None, "--memory-gib", help="The device's memory (default: the GPU's own, "
                                                                  "or unknown on the CPU)."),
-    prompt_tokens: int = typer.Option(256, help="Prompt length assumed for every row."),
+    prompt_tokens: int = typer.Option(None, help="Prompt length assumed for every row (default 256, or what the "
+                                                   "model's positions leave beside the completion if fewer)."),
 ) -> None:
     """Estimate one learner step's peak memory by part (weights, compute copy, gradients, optimizer, activations,
     logits, reference, engine) from the model's config.json only, and the micro-batch it would pick. Exit 0 when
@@ -42,6 +43,9 @@ def plan(
         model_config = memory.model_config(cfg)
     except (ValueError, OSError) as exc:
         fail(f"error: {exc}")
+    if prompt_tokens is None:
+        room = int(model_config.get("max_position_embeddings") or 1 << 20) - cfg.rollout.max_completion_length
+        prompt_tokens = max(1, min(256, room))
     p = memory.plan(cfg, model_config, kind, total, prompt_tokens)
     typer.echo(f"model.dtype={cfg.model.dtype} on {kind}, batch {cfg.batch_size} rows x "
                f"({prompt_tokens} prompt + {cfg.rollout.max_completion_length} completion) tokens")

@@ -60,6 +60,9 @@ class LoraSpec(_Section):
     dropout: float = Field(0.0, ge=0, lt=1)
     target_modules: list[str] | Literal["all-linear"] = "all-linear"
     """Module names (suffixes) to adapt, or ``all-linear`` (every linear layer but the LM head)."""
+    modules_to_save: list[str] = []
+    """Modules trained in full beside the adapters (peft's ``modules_to_save``), e.g. ``[embed_tokens, lm_head]``
+    for a model whose vocabulary is new to it (the embedded task's tiny model is trained from scratch)."""
 
     @model_validator(mode="after")
     def _not_the_head(self) -> LoraSpec:
@@ -334,10 +337,14 @@ class VLLMOptions(_Section):
     stop: list[str] = Field(default_factory=list)
     """Stop strings (the completion ends at the first one, which is kept in the loss mask)."""
     servers: list[str] = Field(default_factory=list)
-    """``rollout.engine=vllm-server``: base URLs of ``vllm serve`` processes (``http://host:8000``), one per
-    lock-step learner or rollout worker (``trainer.engines.vllm_server``; docs/vllm.md)."""
+    """``rollout.engine=vllm-server``: base URLs of ``vllm serve`` processes (``http://host:8000``), split between
+    the lock-step learners or rollout workers: driver c of C takes entries c, c + C, ... (a pool; with fewer
+    servers than drivers, entry c modulo their number) (``trainer.engines.vllm_server``; docs/vllm.md)."""
     transfer_host: str = "127.0.0.1"
     """``vllm-server``: this machine's address as the servers reach it (the weight transfer's rendezvous)."""
+    full_push_every: int = Field(20, ge=1)
+    """``vllm-server``: every k-th weight version goes to the servers in full; the others as deltas (the
+    elements that changed since the previous version) when that is smaller. 1: always in full."""
 
 
 class ToolServer(_Section):

@@ -132,7 +132,8 @@ def model_config(cfg: TrainConfig) -> dict[str, Any]:
         t = m.tiny
         return {"vocab_size": len(SPECIALS) + len(CHARS), "hidden_size": t.hidden_size,
                 "intermediate_size": t.intermediate_size, "num_hidden_layers": t.num_hidden_layers,
-                "num_attention_heads": t.num_attention_heads, "tie_word_embeddings": False, "model_type": "llama"}
+                "num_attention_heads": t.num_attention_heads, "tie_word_embeddings": False, "model_type": "llama",
+                "max_position_embeddings": t.max_position_embeddings}
     path = m.path
     if m.name is not None:
         from cohort.trainer.gguf_models import named_model_folder

@@ -74,9 +74,20 @@ def build_policy(cfg: ModelSection, for_engine: bool = False) -> tuple[torch.nn.
     device = distributed.local_device(cfg.device)
     precision = resolve(cfg.dtype, device)
     dtype = precision.compute if for_engine else precision.master
+    tokenizer, path = build_tokenizer(cfg)
+    model = tiny_llama(cfg.tiny, tokenizer) if path is None else AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    model.to(device=device, dtype=dtype)
+    model.config.use_cache = True
+    if cfg.lora is not None:
+        model = with_lora(model, cfg.lora)
+    return model, tokenizer
+
+
+def build_tokenizer(cfg: ModelSection) -> tuple[PreTrainedTokenizerBase, str | None]:
+    """The policy's tokenizer and the model's folder (None for the embedded tiny model), without the model (a
+    ``vllm-server`` rollout worker relays weights and holds none)."""
     if cfg.tiny is not None:
-        tokenizer = char_tokenizer()
-        model = tiny_llama(cfg.tiny, tokenizer)
+        tokenizer, path = char_tokenizer(), None
     else:
         path = cfg.path
         if cfg.name is not None:
@@ -84,16 +95,11 @@ def build_policy(cfg: ModelSection, for_engine: bool = False) -> tuple[torch.nn.
 
             path = str(named_model_folder(cfg.name))
         tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; set one in its tokenizer_config.json")
     if tokenizer.eos_token_id is None:
         raise ValueError("the tokenizer has no eos token")
-    model.to(device=device, dtype=dtype)
-    model.config.use_cache = True
-    if cfg.lora is not None:
-        model = with_lora(model, cfg.lora)
-    return model, tokenizer
+    return tokenizer, path
 
 
 def with_lora(model: torch.nn.Module, spec: LoraSpec) -> torch.nn.Module:
@@ -103,7 +109,8 @@ def with_lora(model: torch.nn.Module, spec: LoraSpec) -> torch.nn.Module:
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
-                        target_modules=spec.target_modules, bias="none", task_type="CAUSAL_LM")
+                        target_modules=spec.target_modules, modules_to_save=spec.modules_to_save or None,
+                        bias="none", task_type="CAUSAL_LM")
     state = torch.random.get_rng_state()
     torch.manual_seed(0)
     try:

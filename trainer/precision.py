@@ -13,9 +13,11 @@ the forward and backward passes, and the copy that rollout engines and weight pu
 - ``auto`` (the default): ``bfloat16`` on a GPU, ``float32`` on the CPU.
 
 Autocast against a separate bf16 compute copy of the weights: both give the same update (float32 masters,
-bf16 matmuls). Autocast needs no second copy to keep in step, casts each weight once per forward (cached
-for the forward's duration) and is what accelerate/TRL use; under FSDP2 the ``MixedPrecisionPolicy`` all-gathers
-the bf16 copy itself (``distributed.wrap``). Measured side by side on the CPU: ``bench/learner_memory.py``.
+bf16 matmuls) and hold the same bf16 copy during a forward (autocast caches each weight's cast until the
+backward is done). Autocast was kept because it needs no second set of parameters to keep in step after every
+optimizer step, nor a second path for the optimizer, and it is what accelerate (TRL's ``bf16=True``) does; under
+FSDP2 the ``MixedPrecisionPolicy`` all-gathers the bf16 copy itself (``distributed.wrap``). The compute-copy
+variant was not built or measured; autocast's memory is measured in ``bench/learner_memory.py``.
 """
 
 from __future__ import annotations

@@ -130,8 +130,10 @@ class GrpcRuntime:
         self._health_names: list[str] = []
         self.port = 0
 
-    async def start(self, service_names: list[str], health_names: list[str]) -> int:
-        """Bind, start, and mark overall health plus each name SERVING; returns the bound port."""
+    async def start(self, service_names: list[str], health_names: list[str], serving: bool = True) -> int:
+        """Bind, start, and mark overall health plus each name SERVING; returns the bound port. With
+        ``serving=False`` they start NOT_SERVING (something slow is still loading: calls could not be
+        answered in time yet) until :meth:`mark_serving`."""
         reflection.enable_server_reflection([*service_names, HEALTH_SERVICE, reflection.SERVICE_NAME], self.server)
         address = f"{self.options.host}:{self.options.port}"
         if ":" in self.options.host and not self.options.host.startswith("["):
@@ -150,8 +152,9 @@ class GrpcRuntime:
                 address, "grpc could not listen there (GRPC_VERBOSITY=debug says why)")
         await self.server.start()
         self._health_names = ["", *service_names, *health_names]
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in self._health_names:
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            await self.health.set(name, status)
         if self.options.port_file is not None:
             tmp = self.options.port_file.with_suffix(".tmp")
             tmp.write_text(str(self.port))
@@ -160,6 +163,15 @@ class GrpcRuntime:
         how = "plaintext" if tls is None else "mutual TLS" if tls.client_ca else "TLS"
         log.info("serving %s on %s:%d (%s)", ", ".join(health_names or service_names), self.options.host, self.port, how)
         return self.port
+
+    async def mark_serving(self) -> None:
+        """Every health name SERVING: what :meth:`start` with ``serving=False`` waited for is ready (not while
+        draining: a drain's NOT_SERVING stays)."""
+        if self.draining:
+            return
+        for name in self._health_names:
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("health SERVING: ready to answer")
 
     async def mark_not_serving(self, reason: str) -> None:
         """Every health name NOT_SERVING (something the whole server needs is gone, e.g. its worker processes

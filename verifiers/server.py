@@ -179,16 +179,31 @@ async def serve(
         if procs is not None:
             procs.close()
 
+    loading = [v for v in verifiers.values() if callable(getattr(v, "ready", None))]
     try:
-        await runtime.start(service_names=[SERVICE_NAME], health_names=sorted(verifiers))
+        # a verifier that still loads something slow (math's worker pool) keeps health NOT_SERVING until a
+        # call can be answered: SERVING means ready (Kubernetes' readiness probe, the conformance kit)
+        await runtime.start(service_names=[SERVICE_NAME], health_names=sorted(verifiers),
+                            serving=not any(not v.ready() for v in loading))
     except BaseException:  # e.g. the port is taken: do not leave the scoring processes behind
         stop()
         raise
-    watcher = asyncio.ensure_future(watch_worker_pools(runtime))
+    watchers = [asyncio.ensure_future(watch_worker_pools(runtime)), asyncio.ensure_future(watch_ready(runtime, loading))]
     try:
         await runtime.serve_until_signal(on_stop=stop)
     finally:
-        watcher.cancel()
+        for watcher in watchers:
+            watcher.cancel()
+
+
+async def watch_ready(runtime: GrpcRuntime, loading: Sequence[Verifier], every_s: float = 0.05) -> None:
+    """Health turns SERVING once every verifier that says whether it is ready (an optional ``ready()``) is:
+    until then it started NOT_SERVING (see :func:`serve`)."""
+    if all(v.ready() for v in loading):
+        return
+    while not all(v.ready() for v in loading):
+        await asyncio.sleep(every_s)
+    await runtime.mark_serving()
 
 
 async def watch_worker_pools(runtime: GrpcRuntime, every_s: float = 0.5) -> None:

@@ -75,8 +75,20 @@ class MathVerifier:
         self.pool = math_pool(workers or default_pool_size(), memory_mb=memory_mb, start_method=start_method)
         self._fanout = ThreadPoolExecutor(max_workers=4 * self.pool.size, thread_name_prefix="math-check")
         self.cache = LRU(cache_size)
-        # Workers start in the background now, so the first request does not pay for it.
-        threading.Thread(target=self.pool.start, daemon=True, name="math-pool-start").start()
+        # Workers start in the background now, so the first request does not pay for it; the server's health
+        # stays NOT_SERVING until one has answered a first check (ready()).
+        self._ready = threading.Event()
+        threading.Thread(target=self._warm_up, daemon=True, name="math-pool-start").start()
+
+    def _warm_up(self) -> None:
+        self.pool.start()
+        if self.pool.run(Probe(("1",)), time.monotonic() + 600, budget_s=60).kind == "ok":
+            self._ready.set()
+
+    def ready(self) -> bool:
+        """Whether a check can be answered now: a worker has set up and answered one (the server reports
+        SERVING only then)."""
+        return self._ready.is_set()
 
     def close(self) -> None:
         self._fanout.shutdown(wait=False, cancel_futures=True)

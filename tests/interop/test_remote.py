@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("httpx")
+pytest.importorskip("openreward.environments")  # extra interop-test: the ORS server, and fastapi/openai for the stand-in
 
 from cohort.rpc.launch import ServiceProcess, health_status  # noqa: E402
 from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict  # noqa: E402

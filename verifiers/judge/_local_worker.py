@@ -25,6 +25,27 @@ from collections.abc import Sequence
 
 MICRO_BATCH = 8
 """Prompts per forward pass (bounds the worker's memory for big groups or pairwise mode)."""
+BATCH_TOKENS = 8192
+"""Padded tokens per forward pass (rows x the longest row): with the prompts sorted by length, a long row
+is padded with rows of its own length, so it never sets the cost of the short ones."""
+
+
+def by_length(lengths: Sequence[int], rows: int = MICRO_BATCH, tokens: int = BATCH_TOKENS) -> list[list[int]]:
+    """Indexes of ``lengths`` in forward passes: sorted by length, at most ``rows`` a pass and at most
+    ``tokens`` padded tokens (a row longer than ``tokens`` alone).
+
+    >>> by_length([5, 900, 6, 7], rows=2, tokens=1000)
+    [[0, 2], [3], [1]]
+    """
+    order = sorted(range(len(lengths)), key=lambda k: lengths[k])
+    batches: list[list[int]] = []
+    for k in order:
+        last = batches[-1] if batches else None
+        if last is not None and len(last) < rows and lengths[k] * (len(last) + 1) <= tokens:
+            last.append(k)
+        else:
+            batches.append([k])
+    return batches
 
 
 def setup(folder: str, threads: int, device: str = "cpu"):
@@ -61,31 +82,34 @@ def setup(folder: str, threads: int, device: str = "cpu"):
         return ids + tail, len(tail)
 
     def handle(task: Sequence[tuple]) -> list[tuple[float, str, float]]:
-        out: list[tuple[float, str, float]] = []
-        for start in range(0, len(task), MICRO_BATCH):
-            chunk = task[start : start + MICRO_BATCH]
-            encoded = [encode(item) for item in chunk]
-            width = max(len(ids) for ids, _ in encoded)
+        out: list[tuple[float, str, float] | None] = [None] * len(task)
+        encoded = [encode(item) for item in task]
+        for batch in by_length([len(ids) for ids, _ in encoded]):
+            width = max(len(encoded[k][0]) for k in batch)
             pad = tokenizer.pad_token_id
-            input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids, _ in encoded])  # (n, L), left-padded
-            mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids, _ in encoded])  # (n, L)
+            input_ids = torch.tensor([[pad] * (width - len(encoded[k][0])) + encoded[k][0] for k in batch])  # (n, L), left-padded
+            mask = torch.tensor([[0] * (width - len(encoded[k][0])) + [1] * len(encoded[k][0]) for k in batch])  # (n, L)
             with torch.inference_mode():
                 logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits
                 logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
-            for row, (ids, n_tail), item in zip(range(len(chunk)), encoded, chunk):
+            for row, k in enumerate(batch):
+                ids, n_tail = encoded[k]
                 first = width - n_tail - 1  # the position predicting the first answer token
                 top = tokenizer.decode([int(logprobs[row, first].argmax())])
-                choices = item[2]
+                choices = task[k][2]
                 if n_tail:  # mean probability of the continuation's tokens (a bare leading space not counted)
                     targets = input_ids[row, width - n_tail :]  # (n_tail,)
                     token_p = logprobs[row, first : width - 1].gather(1, targets[:, None]).exp()[:, 0]  # (n_tail,)
-                    counted = [k for k, t in enumerate(ids[-n_tail:]) if tokenizer.decode([t]).strip()] or list(range(n_tail))
+                    counted = [j for j, t in enumerate(ids[-n_tail:]) if tokenizer.decode([t]).strip()] or list(range(n_tail))
                     p, mass = float(token_p[counted].mean()), 1.0
                 else:
                     each = [float(logprobs[row, first, ids_of(c)].exp().sum()) for c in choices]
                     mass = sum(each)
                     p = each[0] / mass if mass > 0 else 0.5
-                out.append((p, top, mass))
-        return out
+                out[k] = (p, top, mass)
+        return out  # type: ignore[return-value]
 
+    # one forward pass before the worker says it is ready (torch's first call is slow): the server turns
+    # SERVING after the judge is constructed, so SERVING means a call is answered at full speed
+    handle((([{"role": "user", "content": "Is 2 + 2 = 4?"}], "", ("Yes", "No"), None),))
     return handle

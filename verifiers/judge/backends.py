@@ -115,6 +115,11 @@ class JudgeConfig:
     """``COHORT_JUDGE_THREADS``: torch threads of each local worker."""
     device: str = "cpu"
     """``COHORT_JUDGE_DEVICE``: the local model's torch device (``cpu``, ``cuda``, ``cuda:1``)."""
+    max_field_tokens: int = 1024
+    """``COHORT_JUDGE_MAX_FIELD_TOKENS``: the most a field (question, reference, completion) may hold, in the
+    judge's own tokens (local; an openai back-end, whose tokenizer is not known here, counts 4 characters a
+    token). A longer question or reference is cut; a longer completion is not judged: reward 0, flagged
+    ``candidate_limit`` (its own length would set the cost of its whole batch)."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("local", "openai"):
@@ -148,6 +153,7 @@ class JudgeConfig:
             cache_size=_env_number("COHORT_JUDGE_CACHE_SIZE", 100_000, int, 0),
             threads=_env_number("COHORT_JUDGE_THREADS", 2, int, 1),
             device=_env("COHORT_JUDGE_DEVICE", "cpu"),
+            max_field_tokens=_env_number("COHORT_JUDGE_MAX_FIELD_TOKENS", 1024, int, 16),
         )
 
 
@@ -210,8 +216,37 @@ class Limiter:
             self._semaphore.release()
 
 
+class FieldMeasure:
+    """How long a field is to the judge: tokens of the judge's own tokenizer (``tokenizer.json`` read with
+    ``tokenizers``, no torch in the server), or, without one, characters at 4 a token."""
+
+    CHARS_PER_TOKEN = 4
+
+    def __init__(self, tokenizer_file: Path | None = None) -> None:
+        self.tokenizer = None
+        if tokenizer_file is not None and tokenizer_file.exists():
+            from tokenizers import Tokenizer
+
+            self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        self.unit = "tokens" if self.tokenizer is not None else "characters"
+
+    def cut(self, text: str, max_tokens: int) -> tuple[str, int]:
+        """(``text`` cut to ``max_tokens``, its full length in tokens; over ``max_tokens`` when cut)."""
+        if self.tokenizer is None:
+            limit = max_tokens * self.CHARS_PER_TOKEN
+            return text[:limit], -(-len(text) // self.CHARS_PER_TOKEN)
+        if len(text) <= max_tokens:  # a token holds at least one character
+            return text, len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        enc = self.tokenizer.encode(text, add_special_tokens=False)
+        if len(enc.ids) <= max_tokens:
+            return text, len(enc.ids)
+        return text[: enc.offsets[max_tokens - 1][1]], len(enc.ids)
+
+
 class _LoopBackend:
     """A back-end whose calls run on its own event loop thread (see the module docstring)."""
+
+    measure = FieldMeasure()
 
     name: BackendName
     methods: frozenset[str]
@@ -310,6 +345,7 @@ class LocalBackend(_LoopBackend):
         from cohort.verifiers.workers import WorkerPool
 
         self.folder = resolve_folder(cfg.model)
+        self.measure = FieldMeasure(self.folder / "tokenizer.json")
         self.model_id = f"local:{self.folder.name}:{_fingerprint(self.folder)}:{cfg.device}"
         super().__init__(cfg)
         # attempts=1: a group whose worker died under it is masked, not re-run on a fresh worker (which

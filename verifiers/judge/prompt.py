@@ -48,10 +48,6 @@ ANSWER_FORMATS = {
     "pairwise": "Which response is better? Answer with one letter: A or B.",
 }
 
-MAX_FIELD_CHARS = 8000
-"""Longer fields are cut (the judge's context is finite; the cut is shown in ``detail``)."""
-
-
 def escape(text: str) -> str:
     """Neutralise anything that could open or close one of the prompt's tags."""
     return _TAG_RE.sub("&lt;", text)
@@ -59,10 +55,6 @@ def escape(text: str) -> str:
 
 def delimit(text: str, tag: str) -> str:
     return f"<{tag}>\n{escape(text)}\n</{tag}>"
-
-
-def clip(text: str, limit: int = MAX_FIELD_CHARS) -> tuple[str, bool]:
-    return (text, False) if len(text) <= limit else (text[:limit] + " [...]", True)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cohort.verifiers.base import (
+    CANDIDATE_LIMIT,
     LRU,
     GroupRequest,
     InvalidRequest,
@@ -141,15 +142,19 @@ class JudgeVerifier:
         started = time.monotonic()
         budget = max(self.config.timeout_s, group.rollout_timeout_s or 0.0)
         deadline = started + budget if ctx.deadline is None else min(ctx.deadline, started + budget)
-        # surrounding whitespace is not part of the question (nor of the verdict, nor of the cache key)
-        question, _ = prompt.clip(group.prompt.strip())
-        reference = None if group.reference.answer is None else prompt.clip(group.reference.answer.strip())[0]
+        # surrounding whitespace is not part of the question (nor of the verdict, nor of the cache key);
+        # fields are measured in the judge's tokens (FieldMeasure): a long question or reference is cut, a
+        # completion over the limit is not judged (scored 0, candidate_limit: its cost is the candidate's doing)
+        limit, measure = self.config.max_field_tokens, self.backend.measure
+        question = self._cut(group.prompt.strip(), limit)
+        reference = None if group.reference.answer is None else self._cut(group.reference.answer.strip(), limit)
 
-        texts, notes, flagged = [], [], []
+        texts, notes, flagged, over = [], [], [], []
         for r in group.rollouts:
-            text, cut = prompt.clip(r.completion)
+            text, size = measure.cut(r.completion, limit)
+            over.append(size > limit)
             spans = prompt.injection_spans(text)
-            note = [f"completion cut at {prompt.MAX_FIELD_CHARS} characters"] if cut else []
+            note = [f"completion of {size} {measure.unit}; the judge reads at most {limit}: not judged"] if size > limit else []
             if spans:
                 shown = "; ".join(repr(s[:40]) for _, _, s in spans[:2])
                 note.append(f"judge_injection {shown} (on_injection={opts.on_injection})")
@@ -158,12 +163,19 @@ class JudgeVerifier:
             texts.append(text)
             notes.append(note)
             flagged.append(bool(spans))
+        skip = [o or (f and opts.on_injection == "zero") for o, f in zip(over, flagged)]
 
         if opts.method == "pairwise":  # a flagged rollout is still an opponent (as stripped), never a winner
-            values = self._pairwise(texts, question, reference, opts, deadline)
-            values = [None if f and opts.on_injection == "zero" else v for f, v in zip(flagged, values)]
+            inside = [i for i, o in enumerate(over) if not o]  # one over the limit is no opponent either
+            values = [None] * len(texts)
+            for i, v in zip(inside, self._pairwise([texts[i] for i in inside], question, reference, opts, deadline,
+                                                   inside) if len(inside) >= 2 else []):
+                values[i] = v
+            values = [None if s else v for s, v in zip(skip, values)]
+            lone = (0.5, "no opponent: the others are over the judge's limit")  # a win rate of no comparison
+            values = [lone if v is None and not s else v for s, v in zip(skip, values)]
         else:
-            todo = [i for i, f in enumerate(flagged) if not (f and opts.on_injection == "zero")]
+            todo = [i for i, s in enumerate(skip) if not s]
             values = [None] * len(texts)
             answers = self._ask([self._query(texts[i], question, reference, opts) for i in todo], deadline)
             if isinstance(answers, Failed):
@@ -172,8 +184,12 @@ class JudgeVerifier:
                 for i, answer in zip(todo, answers):
                     values[i] = self._read(answer, opts)
         elapsed = time.monotonic() - started
-        return [self._result(r.index, v, notes[k], flagged[k], opts, elapsed) for k, (r, v) in
+        return [self._result(r.index, v, notes[k], flagged[k], over[k], opts, elapsed) for k, (r, v) in
                 enumerate(zip(group.rollouts, values))]
+
+    def _cut(self, text: str, limit: int) -> str:
+        cut, size = self.backend.measure.cut(text, limit)
+        return cut + " [...]" if size > limit else cut
 
     # ----------------------------------------------------------------------------------------- queries
 
@@ -186,7 +202,9 @@ class JudgeVerifier:
         return Query(_messages(user), choices=("Yes", "No"))
 
     def _pairwise(self, texts: list[str], question: str, reference: str | None, opts: JudgeOptions,
-                  deadline: float) -> list:
+                  deadline: float, names: Sequence[int]) -> list:
+        """Each rollout's mean win rate over every pair in both orders; ``names``: the rollouts' positions in
+        the group (what ``detail`` calls them)."""
         n = len(texts)
         pairs = [(i, j) for i in range(n) for j in range(n) if i != j]  # both orders of every pair
         queries = [Query(_messages(opts.rubric.render_pair(question, texts[i], texts[j], reference)), choices=("A", "B"))
@@ -205,8 +223,8 @@ class JudgeVerifier:
             p_first, how = read
             wins[i].append(p_first)
             wins[j].append(1.0 - p_first)
-            shown[i].append(f"vs {j} as A: {how}")
-            shown[j].append(f"vs {i} as B: {how}")
+            shown[i].append(f"vs {names[j]} as A: {how}")
+            shown[j].append(f"vs {names[i]} as B: {how}")
         out = []
         for k in range(n):
             if broken[k] is not None:
@@ -260,10 +278,13 @@ class JudgeVerifier:
 
     # ----------------------------------------------------------------------------------------- results
 
-    def _result(self, index: int, value, notes: list[str], flagged: bool, opts: JudgeOptions,
+    def _result(self, index: int, value, notes: list[str], flagged: bool, over: bool, opts: JudgeOptions,
                 elapsed: float) -> RolloutResult:
         flags = ("judge_injection",) if flagged else ()
-        if isinstance(value, Failed):
+        if over:  # the completion alone exceeds what the judge reads: the candidate's doing, never a mask
+            result = RolloutResult.ok(index, 0.0, Verdict.INCORRECT, {"judge": 0.0, "injection": float(flagged)},
+                                      "; ".join(notes), (CANDIDATE_LIMIT, *flags))
+        elif isinstance(value, Failed):
             result = RolloutResult.unusable(index, value.status, "; ".join([value.detail, *notes]))
         elif isinstance(value, str):
             result = RolloutResult.unusable(index, RolloutStatus.VERIFIER_ERROR, "; ".join([value, *notes]))

@@ -66,6 +66,7 @@ from cohort.trainer import distributed, spawn_workers, wire
 from cohort.trainer.advantages import group_advantages
 from cohort.trainer.collect import Round, pad_right
 from cohort.trainer.config import TrainConfig
+from cohort.trainer.flat_layout import FlatLayout
 from cohort.trainer.metrics import StepTimer
 from cohort.trainer.precision import resolve
 from cohort.trainer.rollout import RolloutBatch, concat_batches
@@ -188,6 +189,10 @@ class Pipeline:
         self._receiver.start()
         if self._flat is None:  # the first start (a restart sends the current version's weights again)
             self._flat = self._full_weights(policy)
+        if self.cfg.rollout.engine == "vllm-server":  # relays hold no model: what the buffers hold, once per join
+            layout = FlatLayout.of(distributed.unwrap(policy), self._push_dtype)
+            for rank in range(1, 1 + self.n_workers):
+                wire.send(layout, rank, self._links.down)
         self._broadcast()
         self._top_up(self.p)
 

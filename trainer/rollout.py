@@ -13,6 +13,7 @@ Adding an engine is one entry in :data:`ENGINES` (a dotted path, imported only w
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -136,17 +137,23 @@ class RolloutEngine(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-def build_engine(cfg: RolloutSection, policy: torch.nn.Module, tokenizer: Any, seed: int,
-                 client: int = 0, precision: Precision = FLOAT32) -> RolloutEngine:
-    """The configured engine. ``client``: which engine of the job this is (the lock-step learner's rank, a
-    rollout worker's number): with several ``rollout.vllm.servers``, it drives entry ``client`` (modulo)."""
+def build_engine(cfg: RolloutSection, policy: torch.nn.Module | None, tokenizer: Any, seed: int,
+                 client: int = 0, precision: Precision = FLOAT32, clients: int | None = None,
+                 **options: Any) -> RolloutEngine:
+    """The configured engine. ``client``: which engine of the job this is, of ``clients`` (the lock-step
+    learner's rank, a rollout worker's number): it drives ``rollout.vllm.servers`` entries client, client +
+    clients, ... (with fewer servers than clients, entry ``client`` modulo their number); ``clients`` defaults to
+    the lock-step job's size (``$WORLD_SIZE``). ``options``: the engine's own (a ``vllm-server`` relay's
+    generation config)."""
     if len(servers := cfg.vllm.servers) > 1:
-        cfg = cfg.model_copy(update={"vllm": cfg.vllm.model_copy(update={"servers": [servers[client % len(servers)]]})})
+        clients = clients or int(os.environ.get("WORLD_SIZE", 1))
+        pool = servers[client % clients::clients] if len(servers) >= clients else [servers[client % len(servers)]]
+        cfg = cfg.model_copy(update={"vllm": cfg.vllm.model_copy(update={"servers": pool})})
     if cfg.engine not in ENGINES:
         raise ValueError(f"unknown rollout engine {cfg.engine!r}; registered: {', '.join(ENGINES)}")
     module, _, attr = ENGINES[cfg.engine].partition(":")
     factory = getattr(importlib.import_module(module), attr)
-    engine = factory(cfg, policy, tokenizer, seed, precision)  # precision: the learner's compute dtype
+    engine = factory(cfg, policy, tokenizer, seed, precision, **options)  # precision: the learner's compute dtype
     if not isinstance(engine, RolloutEngine):
         raise TypeError(f"rollout engine {cfg.engine!r} does not implement RolloutEngine")
     return engine

@@ -7,6 +7,11 @@ sampled tokens (the engine reports them from its own sampling: the learner's off
 them), and send the rows back with their weight version. Weights arrive on their own thread, so a broadcast never waits for a generation to end. The
 learner scores the groups (see ``trainer.pipeline``).
 
+A ``rollout.engine=vllm-server`` worker is a *relay*: its servers hold the model, so it builds none (its
+tokenizer only) and never touches a GPU. The learner sends it the weight buffer's layout once
+(``trainer.flat_layout``: names, shapes, dtype), and each version received goes to its servers as views of
+the buffer (``trainer.engines.vllm_server``).
+
 With ``grpo.beta > 0`` and the transformers engine the worker also holds the frozen reference (the model as
 the config builds it, which is what the learner's reference is: a resumed run keeps the initial model as its
 reference) and sends the reference's log-probs of its rows with them, so the learner's step is the update
@@ -27,6 +32,7 @@ import torch
 
 from cohort.trainer import wire
 from cohort.trainer.config import TrainConfig
+from cohort.trainer.flat_layout import FlatLayout, FlatWeights
 from cohort.trainer.rollout import RolloutBatch
 
 SEED_STRIDE = 1009
@@ -62,14 +68,20 @@ ENDED = "the learner ended the run"
 class _Weights:
     """The newest weight version received, applied to the model between generations."""
 
-    def __init__(self, links: wire.Links, model: torch.nn.Module, pin: bool | None = None) -> None:
-        """``pin``: receive into page-locked memory (default: when the model is on a GPU)."""
+    def __init__(self, links: wire.Links, model: torch.nn.Module | None, pin: bool | None = None,
+                 layout: FlatLayout | None = None) -> None:
+        """``pin``: receive into page-locked memory (default: when the model is on a GPU). ``model`` None: a relay,
+        whose buffers hold ``layout`` (received into host memory, forwarded as they are)."""
         self.version, self.error = -1, ""
+        self.layout = layout
         self._pending: tuple[int, torch.Tensor] | None = None
         self._cond = threading.Condition()
-        param = wire.pushed_parameters(model)[0]
-        pin = param.is_cuda if pin is None else pin
-        self._thread = threading.Thread(target=self._receive, args=(links, param.dtype, pin), daemon=True,
+        if model is None:
+            dtype, pin = layout.dtype, False
+        else:
+            param = wire.pushed_parameters(model)[0]
+            dtype, pin = param.dtype, param.is_cuda if pin is None else pin
+        self._thread = threading.Thread(target=self._receive, args=(links, dtype, pin), daemon=True,
                                         name="weights")
         self._thread.start()
 
@@ -90,9 +102,10 @@ class _Weights:
                 self.error = f"weights: {type(exc).__name__}: {exc}"
                 self._cond.notify_all()
 
-    def apply_newest(self, model: torch.nn.Module, engine, at_least: int) -> bool:
-        """Load the newest version received, waiting until it is ``at_least``; False when the learner ended
-        the run first, RuntimeError when the learner is gone."""
+    def apply_newest(self, model: torch.nn.Module | None, engine, at_least: int) -> bool:
+        """Load the newest version received, waiting until it is ``at_least`` (a relay, ``model`` None: hand it
+        to the engine as it is); False when the learner ended the run first, RuntimeError when the learner is
+        gone."""
         with self._cond:
             while (self._pending is None or self._pending[0] < at_least) and self.version < at_least and not self.error:
                 self._cond.wait()
@@ -102,8 +115,11 @@ class _Weights:
                     return False
                 raise RuntimeError(self.error)
         if pending is not None:
-            wire.load_flat(model, pending[1])
-            engine.sync_weights(model)
+            if model is None:
+                engine.sync_weights(FlatWeights(pending[1], self.layout))
+            else:
+                wire.load_flat(model, pending[1])
+                engine.sync_weights(model)
             self.version = pending[0]
         return True
 
@@ -115,7 +131,7 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner:
     """A worker's whole life: join the job, serve orders until the learner says stop."""
     from cohort.trainer import tool_rollouts
     from cohort.trainer.collect import reference_logprobs
-    from cohort.trainer.models import build_policy, frozen_reference
+    from cohort.trainer.models import build_policy, build_tokenizer, frozen_reference
     from cohort.trainer.rollout import build_engine
 
     if cfg.run.torch_threads:
@@ -128,14 +144,23 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner:
         cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(
             update={"vllm": cfg.rollout.vllm.model_copy(update={"separate_process": True})})})
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-    model, tokenizer = build_policy(cfg.model, for_engine=True)  # the compute dtype: bf16 under mixed precision
-    model.eval()
+    options = {}
+    if cfg.rollout.engine == "vllm-server":
+        # a relay: the servers hold the model, this worker forwards the learner's weights to them (views of the
+        # buffers as the learner's layout says, sent once) and holds none; it never touches a GPU
+        tokenizer, folder = build_tokenizer(cfg.model)
+        model, options["generation_config"] = None, _generation_config(folder)
+    else:
+        model, tokenizer = build_policy(cfg.model, for_engine=True)  # the compute dtype: bf16 under mixed precision
+        model.eval()
+    learners = int(os.environ.get("WORLD_SIZE", 1)) if cfg.distributed.parallel != "none" else 1
     reference = None  # before any weights arrive: the model as built is the learner's reference
     if cfg.grpo.beta > 0 and cfg.rollout.engine == "transformers":
         reference = reference_logprobs(frozen_reference(model, cfg.model), cfg)
     base = build_engine(cfg.rollout, model, tokenizer,
                         cfg.run.seed + SEED_STRIDE * (rank + learner * (1 + cfg.rollout.workers)),
-                        client=learner * cfg.rollout.workers + rank - 1)
+                        client=learner * cfg.rollout.workers + rank - 1, clients=learners * cfg.rollout.workers,
+                        **options)
     try:
         engine = tool_rollouts.wrap(base, cfg.rollout, tokenizer)  # multi-turn with tools when rollout.max_turns > 1
     except BaseException:
@@ -147,11 +172,26 @@ def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner:
         engine.close()  # vLLM's engine core is this process's child: it ends here, not at an exit hook
 
 
-def _serve(cfg: TrainConfig, rank: int, world_size: int, init_method: str, model: torch.nn.Module, engine,
+def _generation_config(folder: str | None):
+    """The model folder's generation config (its end-of-sequence ids), None without one."""
+    from transformers import GenerationConfig
+
+    try:
+        return None if folder is None else GenerationConfig.from_pretrained(folder)
+    except OSError:  # no generation_config.json
+        return None
+
+
+def _serve(cfg: TrainConfig, rank: int, world_size: int, init_method: str, model: torch.nn.Module | None, engine,
            reference=None) -> None:
     links = wire.Links.join(init_method, rank, world_size)  # after the engine: vLLM's start must not see the job
     engine.report_logprobs = True  # the behaviour policy's log-probs, from the sampling itself (no extra forward)
-    weights = _Weights(links, model)
+    layout = None
+    if model is None:  # a relay: what the weight buffers hold, the learner's first message (trainer.pipeline)
+        _, layout = wire.receive(links.down, wire.LEARNER)
+        if not isinstance(layout, FlatLayout):
+            raise RuntimeError(f"a relay expected the learner's weight layout first, not {type(layout).__name__}")
+    weights = _Weights(links, model, layout=layout)
     orders: queue.Queue = queue.Queue()
 
     def receive_orders() -> None:

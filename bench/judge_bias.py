@@ -188,6 +188,8 @@ def main() -> None:
                 stats = self_preference(v, method, own)
                 print(f"  self {method:10s} own right: {stats['own right']}  own wrong: {stats['own wrong']}  "
                       f"unusable: {stats['unusable']}  own - hand: {stats['own - hand']:+.3f}")
+        elif args.no_self:
+            print("  self-preference: skipped (--no-self)")
         else:
             print("  self-preference: not applicable (the judge is not a local model this bench can generate with)")
         print(f"  ({time.monotonic() - started:.0f} s, {v.backend.queries_sent} judge queries)")

@@ -83,7 +83,7 @@ class PushRecord:
     kind: str  # full | delta
     nbytes: int
     seconds: float
-    changed: float  # share of the elements that changed (1.0 for a full push)
+    changed: float  # share of the elements that changed since the version the server held (1.0: none held)
 
 
 @dataclass
@@ -353,17 +353,23 @@ class VLLMServerEngine(PushedWeights):
         last = self._last
         full = (last is None or last.layout != new.layout or self.cfg.vllm.full_push_every == 1
                 or (self.pushes + 1) % self.cfg.vllm.full_push_every == 0)
-        delta = None
-        if not full:
+        delta, changed = None, 1.0
+        if last is not None and last.layout == new.layout:
             index = changed_elements(new.flat, last.flat)
             index = index.to(torch.int32) if new.flat.numel() < 2 ** 31 else index
-            if index.numel() * (index.itemsize + new.flat.itemsize) < new.flat.numel() * new.flat.itemsize:
+            changed = index.numel() / max(1, new.flat.numel())
+            if not full and index.numel() * (index.itemsize + new.flat.itemsize) < new.flat.nbytes:
                 delta = (index, new.flat[index.long()])
         self._revive()
         live = [s for s in self.servers if not s.failed]
         self.pushes += 1
-        results = list(self._pool.map(lambda s: self._push_one(s, new, delta, full=delta is None or
-                                                               s.holds != self.pushes - 1), live))
+
+        def push(server: _Server) -> BaseException | None:
+            held = server.holds == self.pushes - 1  # the previous version: the delta applies to it
+            return self._push_one(server, new, delta, full=delta is None or not held,
+                                  changed=changed if held else 1.0)
+
+        results = list(self._pool.map(push, live))
         for server, error in zip(live, results, strict=True):
             if error is not None:
                 self._fail(server, error, f"a weight push (version {self.pushes})")
@@ -373,8 +379,9 @@ class VLLMServerEngine(PushedWeights):
                                + "; ".join(s.failed for s in self.servers))
 
     def _push_one(self, server: _Server, new: FlatWeights, delta: tuple[torch.Tensor, torch.Tensor] | None,
-                  full: bool) -> BaseException | None:
-        """One server takes version ``self.pushes`` (a ServerFailed returned, not raised: the pool goes on)."""
+                  full: bool, changed: float = 1.0) -> BaseException | None:
+        """One server takes version ``self.pushes`` (a ServerFailed returned, not raised: the pool goes on);
+        ``changed``: the share of elements that differ from the version it held (recorded)."""
         info = {**new.layout.info(), "version": self.pushes}
         if full or delta is None:
             info["kind"], tensors = "full", [new.flat]
@@ -399,11 +406,24 @@ class VLLMServerEngine(PushedWeights):
             return exc
         server.holds = self.pushes
         nbytes = sum(t.numel() * t.itemsize for t in tensors)
-        changed = 1.0 if info["kind"] == "full" else info["count"] / max(1, new.flat.numel())
         self.pushed.append(PushRecord(server.url, info["kind"], nbytes, time.perf_counter() - started, changed))
         return None
 
+    def summary(self) -> str:
+        """One line about the pushes so far: how many of each kind, their mean bytes and seconds, the mean share
+        of elements a delta carried."""
+        parts = []
+        for kind in ("full", "delta"):
+            done = [r for r in self.pushed if r.kind == kind]
+            if done:
+                share = f", {sum(r.changed for r in done) / len(done):.2%} of the elements" if kind == "delta" else ""
+                parts.append(f"{len(done)} {kind} ({sum(r.nbytes for r in done) / len(done) / 1e6:.2f} MB, "
+                             f"{sum(r.seconds for r in done) / len(done):.3f}s each{share})")
+        return f"vLLM server weight pushes to {self.url}: {'; '.join(parts) or 'none'}"
+
     def close(self) -> None:
+        if self.policy is None and self.pushed:  # a relay's run: what its pushes cost (its log is the learner's)
+            print(self.summary(), file=sys.stderr, flush=True)
         for server in self.servers:
             if server.group is not None:
                 try:

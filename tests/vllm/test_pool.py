@@ -21,7 +21,7 @@ from cohort.trainer import wire
 from cohort.trainer.config import RolloutSection, load_config
 from cohort.trainer.engines.vllm_server import VLLMServerEngine
 from cohort.trainer.flat_layout import FlatLayout, FlatWeights
-from cohort.trainer.models import build_policy
+from cohort.trainer.models import build_policy, build_tokenizer
 from cohort.trainer.precision import resolve
 
 STANDIN = Path(__file__).with_name("standin.py")
@@ -68,13 +68,24 @@ def tiny():
     return policy, tokenizer
 
 
-@pytest.fixture
-def servers(tiny, request):
-    made = [Server(len(tiny[1]), delay_s=getattr(request, "param", 0.0)) for _ in range(2)]
+@pytest.fixture(scope="module")
+def pair():
+    """Two stand-in servers for the module (each completion call takes 0.4 s: a kill lands during one)."""
+    vocab = len(build_tokenizer(load_config(None, []).model)[0])
+    made = [Server(vocab, delay_s=0.4) for _ in range(2)]
     yield made
     for s in made:
         if s.proc.poll() is None:
             s.kill()
+
+
+@pytest.fixture
+def servers(pair):
+    """The pair, both running (a test that killed one leaves it to be started again here)."""
+    for s in pair:
+        if s.proc.poll() is not None:
+            s.start()
+    return pair
 
 
 def _digest(flat: torch.Tensor, layout: FlatLayout) -> str:
@@ -136,7 +147,6 @@ def test_every_kth_version_and_a_version_with_too_many_changes_go_in_full(tiny, 
         engine.close()
 
 
-@pytest.mark.parametrize("servers", [0.4], indirect=True)
 def test_a_pool_loses_no_prompt_when_a_server_dies_and_the_server_rejoins_with_a_full_push(tiny, servers, capfd):
     """A relay's engine (no model: flat buffers and their layout) over two servers; one is killed during a
     generation call: its prompts go to the other, one line says so; it comes back on the same port and rejoins

@@ -43,6 +43,13 @@ Defended against (each has a test in ``tests/sandbox/``):
   candidate, and only plain data crosses between them (relayed unparsed by the host, decoded
   strictly by the judge; a candidate's StopIteration reaches the tests as RuntimeError). Error
   text from either side is made valid UTF-8 before it reaches protobuf.
+- **Stateful sessions** (the ``python`` tool with ``COHORT_TOOL_SESSIONS=1``, ``sandbox/session.py``): a
+  session's interpreter keeps its variables between the calls of one rollout, and *that* is the one thing
+  that persists, by design, inside that session's own slot. Everything above holds for it: the same
+  sandbox, filter, rlimits (memory and CPU over the session's whole life) and cgroup; another session is
+  another sandbox, and when a session ends (its rollout's ``EndSessions``, its idle time, lifetime or call
+  count, a loop or exhausted memory) its slot is destroyed. What a program leaves in a session (threads,
+  patched modules) affects only that rollout's later calls.
 - **Escaping the score**: the ways we know for a program to turn its result into an
   infrastructure failure (masked, not scored) are closed: a wipe that overruns, error text that
   protobuf refuses, reference setup code that calls the candidate and crashes.

@@ -68,6 +68,7 @@ def test_a_timed_out_subprocess_is_ended_with_its_group(subprocesses):
 
 def test_ctrl_c_during_a_subprocess_ends_its_group(subprocesses):
     """A Ctrl-C reaches pytest alone (the subprocess has its own session); the helper ends the whole group."""
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, signal.getsignal(signal.SIGINT)
     threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()
     with pytest.raises(KeyboardInterrupt):
         subprocesses.run([sys.executable, "-c", FAMILY], timeout=60)

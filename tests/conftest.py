@@ -160,27 +160,3 @@ def subprocesses():
     finally:
         procs.close()
 
-
-def _handlers() -> dict:
-    import signal
-
-    return {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-
-
-SESSION_HANDLERS = _handlers()  # pytest's own, before any test's code ran
-
-
-@pytest.fixture(autouse=True)
-def _signal_handlers():
-    """Every test starts with pytest's own SIGINT/SIGTERM handlers: one that a test's code installs in pytest's
-    process (an event loop's, a run's interrupt handling, in a fixture or the test) and does not take back would
-    otherwise turn a later Ctrl-C into nothing (tests/test_harness.py's Ctrl-C test failed so, in the full suite
-    only)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is threading.main_thread():
-        for s, handler in SESSION_HANDLERS.items():
-            if handler is not None and signal.getsignal(s) is not handler:
-                signal.signal(s, handler)
-    yield

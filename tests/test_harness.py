@@ -67,11 +67,16 @@ def test_a_timed_out_subprocess_is_ended_with_its_group(subprocesses):
 
 
 def test_ctrl_c_during_a_subprocess_ends_its_group(subprocesses):
-    """A Ctrl-C reaches pytest alone (the subprocess has its own session); the helper ends the whole group."""
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, signal.getsignal(signal.SIGINT)
-    threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-    with pytest.raises(KeyboardInterrupt):
-        subprocesses.run([sys.executable, "-c", FAMILY], timeout=60)
+    """A Ctrl-C reaches pytest alone (the subprocess has its own session); the helper ends the whole group.
+    Python's own SIGINT handler for the test: pytest started in the background by a non-interactive shell (CI
+    under ``nohup ... &``) inherits SIGINT ignored, as POSIX has it, and no Ctrl-C would arrive at all."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            subprocesses.run([sys.executable, "-c", FAMILY], timeout=60)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     (leader,) = subprocesses.procs
     assert leader.poll() is not None
     assert group_gone(leader.pid)  # nothing is left of its group

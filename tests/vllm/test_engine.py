@@ -135,9 +135,8 @@ def test_unsupported_head_dim_is_a_clear_config_error(tmp_path):
     from pathlib import Path
 
     cohort = Path(sys.executable).parent / "cohort"
-    proc = subprocess.run([str(cohort), "train", "rollout.engine=vllm", "run.max_steps=1",
-                           f"run.output_dir={tmp_path}", "scoring.local_services=false",
-                           "scoring.verifiers=[{name: math, endpoints: ['127.0.0.1:1']}]"],
+    # the embedded default's verifiers, started on loopback: cohort train checks endpoints before the model is built
+    proc = subprocess.run([str(cohort), "train", "rollout.engine=vllm", "run.max_steps=1", f"run.output_dir={tmp_path}"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "head_dim 16" in proc.stderr and "num_attention_heads=2" in proc.stderr, proc.stderr[-2000:]

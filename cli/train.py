@@ -53,6 +53,12 @@ def train(
         except ValueError as exc:
             fail(f"error: {exc}")
 
+    from cohort.trainer.placement import PlacementError, check_config
+
+    try:  # no two processes on one GPU unless rollout.colocate (trainer.placement)
+        check_config(cfg)
+    except PlacementError as exc:
+        fail(f"error: invalid config: {exc}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from cohort.trainer.preflight import check as check_inputs
 

@@ -345,6 +345,13 @@ class VLLMOptions(_Section):
     full_push_every: int = Field(20, ge=1)
     """``vllm-server``: every k-th weight version goes to the servers in full; the others as deltas (the
     elements that changed since the previous version) when that is smaller. 1: always in full."""
+    transfer_backend: Literal["gloo", "nccl", "ipc"] = "gloo"
+    """``vllm-server``: how weights reach the servers, all with ``cohort-gloo``'s protocol (the server is started
+    with ``--weight-transfer-config '{"backend": "cohort-gloo"}'`` either way): ``gloo`` through host memory over
+    TCP (CPU, other machines); ``nccl`` GPU to GPU (this side stages buckets on its GPU); ``ipc`` CUDA IPC through a
+    bucket on the GPU this side shares with the server (same machine, same GPU). docs/vllm.md."""
+    bucket_mib: int = Field(64, ge=1)
+    """``vllm-server``: weights travel in buckets of this size (MiB); a relay's memory is bounded by a few of them."""
 
 
 class ToolServer(_Section):
@@ -397,6 +404,12 @@ class RolloutSection(_Section):
     worker_restarts: int = Field(1, ge=0)
     """Times in a run that the learner starts its spawned rollout workers again after one dies (the prompts
     it held are ordered again; 0: a dead worker ends the run). Under ``torchrun`` use its ``--max-restarts``."""
+    worker_devices: list[str] = Field(default_factory=list)
+    """Each spawned rollout worker's device (entry r - 1 for worker r; one entry: all of them): ``auto``, ``cpu``
+    or ``cuda:K``. Empty (auto): the GPUs no learner holds, one per worker; a CPU learner's workers on the CPU
+    (``trainer.placement``)."""
+    colocate: bool = False
+    """Let two processes (the learner, rollout workers) claim one GPU; else ``cohort train`` refuses it at start."""
     vllm: VLLMOptions = VLLMOptions()
     tools: list[ToolServer] = []
     """Tool servers the policy may call mid-rollout (``trainer.tool_rollouts``, docs/tools.md); with

@@ -45,10 +45,13 @@ def start(cfg: Any, learner: int = 0) -> Workers:
     init = f"file://{folder}/rendezvous"
     ctx = mp.get_context("spawn")  # never fork: the learner has gRPC threads
     data = cfg.model_dump()
+    from cohort.trainer.placement import spawn_plan  # no torch either
+
+    places = spawn_plan(cfg, learner)  # each worker's CUDA_VISIBLE_DEVICES and model.device (trainer.placement)
     # a vLLM worker starts vLLM's engine core as its own child, which a daemonic process may not have; it is
     # reaped all the same, with its process group (the engine core does not notice its parent die)
     daemon = cfg.rollout.engine != "vllm"
-    procs = [ctx.Process(target=_entry, args=(data, r, world, init, learner), daemon=daemon,
+    procs = [ctx.Process(target=_entry, args=(data, r, world, init, learner, places[r - 1]), daemon=daemon,
                          name=f"cohort-rollout-{r}") for r in range(1, world)]
     for p in procs:
         p.start()
@@ -66,10 +69,15 @@ def start_early(cfg: Any) -> Workers | None:
     return start(cfg)
 
 
-def _entry(cfg_data: dict, rank: int, world: int, init: str, learner: int) -> None:
+def _entry(cfg_data: dict, rank: int, world: int, init: str, learner: int,
+           place: tuple[dict[str, str], str | None] = ({}, None)) -> None:
     # a process group of its own before anything slow (importing torch): a terminal's Ctrl-C reaches only the
     # learner, which finishes its step and stops the workers itself (trainer.interrupt)
     os.setpgrp()
+    env, device = place  # its own GPU only (before torch is imported), so its engine lands there
+    os.environ.update(env)
+    if device is not None:
+        cfg_data = {**cfg_data, "model": {**cfg_data["model"], "device": device}}
     try:  # ps, top and the tests tell the rollout workers from the verifiers' spawned scoring processes
         Path("/proc/self/comm").write_text(f"cohort-rollout{rank}"[:15])
     except OSError:  # not Linux

@@ -127,13 +127,15 @@ class VLLMEngine(PushedWeights):
         policy.save_pretrained(model_dir, safe_serialization=True)
         tokenizer.save_pretrained(model_dir)
         dtype = DTYPES.get(precision.compute if precision.mixed else next(policy.parameters()).dtype, "auto")
-        self.llm = vllm.LLM(
-            model=str(model_dir), tokenizer=str(model_dir), dtype=dtype, seed=seed,
-            distributed_executor_backend="uni", enforce_eager=self.opts.enforce_eager,
-            gpu_memory_utilization=self.opts.gpu_memory_utilization, max_model_len=self.opts.max_model_len,
-            enable_prefix_caching=True, logprobs_mode="processed_logprobs", max_logprobs=0,
-            enable_sleep_mode=self.opts.sleep_between_phases,
-        )
+        executor, env = executor_for(device, self.opts.separate_process)
+        with _environ(env):
+            self.llm = vllm.LLM(
+                model=str(model_dir), tokenizer=str(model_dir), dtype=dtype, seed=seed,
+                distributed_executor_backend=executor, enforce_eager=self.opts.enforce_eager,
+                gpu_memory_utilization=self.opts.gpu_memory_utilization, max_model_len=self.opts.max_model_len,
+                enable_prefix_caching=True, logprobs_mode="processed_logprobs", max_logprobs=0,
+                enable_sleep_mode=self.opts.sleep_between_phases,
+            )
         self._sleeping = False
 
     # --- sampling ----------------------------------------------------------------------------------------
@@ -203,6 +205,49 @@ class VLLMEngine(PushedWeights):
             self.llm.llm_engine.engine_core.shutdown()
         finally:
             self._cleanup()
+
+
+def executor_for(device: torch.device, separate_process: bool) -> tuple[str, dict[str, str]]:
+    """vLLM's executor for an engine beside a policy on ``device``, and the environment it reads while starting.
+
+    ``uni`` (vLLM's ``UniProcExecutor``) takes the device's index from ``device_config.device``, which vLLM 0.32
+    sets to the bare device type: it always takes GPU 0 of the process, whatever GPU the policy is on. On a GPU the
+    in-process engine uses ``external_launcher`` instead (as TRL's colocate mode does), which takes
+    ``$LOCAL_RANK``: the policy's own GPU. Under torchrun (a default process group already formed) vLLM joins the
+    job's world as TRL's does; alone, it gets a world of one (``RANK`` 0, a free port on 127.0.0.1), set only
+    while vLLM starts. The CPU, and an engine core in its own process (``separate_process``: it sees the
+    process's ``CUDA_VISIBLE_DEVICES``, one GPU for a placed rollout worker), keep ``uni``."""
+    if device.type != "cuda" or separate_process:
+        return "uni", {}
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return "external_launcher", {"LOCAL_RANK": str(device.index or 0)}
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return "external_launcher", {"RANK": "0", "LOCAL_RANK": str(device.index or 0), "WORLD_SIZE": "1",
+                                 "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
+class _environ:
+    """``os.environ`` updated with ``env`` inside the block, restored after it."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env, self.saved = env, {}
+
+    def __enter__(self) -> None:
+        self.saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+
+    def __exit__(self, *_: object) -> None:
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 Row = tuple[list[int], list[int], list[float], bool, str]

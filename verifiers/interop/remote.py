@@ -116,6 +116,11 @@ class _HttpVerifier:
 
     reference_kinds: tuple[str, ...] = ()  # the foreign server holds or receives the task data
     env_prefix = ""
+    max_concurrency: int | None = None  # it waits on the network: threads help
+    options: Any = None  # set by environment variables (COHORT_<NAME>_*), not by an options model
+
+    def ready(self) -> bool:
+        return True
 
     def __init__(self) -> None:
         try:

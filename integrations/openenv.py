@@ -1,0 +1,167 @@
+"""Cohort's verifiers behind OpenEnv: a Cohort verifier served as an OpenEnv environment.
+
+The environment runs in OpenEnv's own server (``openenv.core.env_server.create_app``; extra
+``interop-test`` pins ``openenv``), so the protocol (WebSocket ``/ws`` sessions, ``/schema``,
+``/health``, their clients) is theirs, not a copy. One episode is one task: ``reset`` picks it, one
+``step`` with ``CohortAction(message=...)`` (the policy's final answer) scores it with a running Cohort
+verifier (``cohort serve NAME``) through the learner's client, and ends the episode::
+
+    cohort serve math --port 50051 &
+    python -m cohort.integrations.openenv --verifier math --endpoint 127.0.0.1:50051 --rows rows.jsonl --port 8001
+
+``reset(index=I)`` takes row I of ``--rows`` (``seed=S`` takes row S modulo their number); without rows,
+or to score a task the trainer holds, ``reset(prompt=..., answer=..., options={...})`` gives the task
+itself. The observation carries the prompt.
+
+Status OK is the observation's ``reward`` with ``done: true`` (``metadata`` has ``cohort_status``,
+``cohort_verdict``, ``cohort_flags``, ``cohort_components``). OpenEnv has no field for a reward that is
+not a measurement, so any other status makes ``step`` raise: their server answers the WebSocket step
+with an ``EXECUTION_ERROR`` frame whose message is ``cohort_status=<STATUS>: <detail>`` (an HTTP
+``/step`` gets a 500): an OpenEnv client sees an error, never a reward of 0, and Cohort's own
+``openenv`` adapter reads the status back. Binds 127.0.0.1 unless ``--host`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cohort.integrations._common import parse_endpoints
+from cohort.integrations._sync import SyncScorer
+from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
+from cohort.verifiers.client import WeightedVerifier
+from cohort.verifiers.interop.remote import COHORT_STATUS
+from cohort.verifiers.records import Task, read_tasks
+
+
+class Unscored(RuntimeError):
+    """The Cohort verifier could not judge (a masked status): the step fails instead of giving a reward."""
+
+
+def task_of(task: Task, verifier: str) -> dict[str, Any]:
+    """A row as an episode's task: its id, prompt, answer and the options it gives ``verifier``."""
+    options = {**next((u.options for u in task.verifiers or () if u.name == verifier), {}), **task.options.get(verifier, {})}
+    return {"id": task.id, "prompt": task.prompt, "answer": task.reference.answer, "options": dict(options)}
+
+
+def environment(scorer: SyncScorer, verifier: str, tasks: Sequence[Task] = ()) -> tuple[type, type, type]:
+    """``(Environment, Action, Observation)`` classes for OpenEnv's ``create_app``: episodes over ``tasks``
+    (or tasks given to ``reset``), scored by ``verifier`` through ``scorer``."""
+    from openenv.core.env_server import Action, Environment, Observation, State
+
+    rows = [task_of(t, verifier) for t in tasks]
+
+    class CohortAction(Action):
+        message: str
+
+    class CohortObservation(Observation):
+        prompt: str = ""
+        task_id: str = ""
+
+    class CohortEnvironment(Environment):
+        SUPPORTS_CONCURRENT_SESSIONS = True  # the scorer is shared and thread-safe; each session has its own task
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.task: dict[str, Any] | None = None
+            self._state = State(step_count=0)
+
+        def reset(self, seed: int | None = None, episode_id: str | None = None, index: int | None = None,
+                  prompt: str | None = None, answer: str | None = None, options: Mapping[str, Any] | None = None,
+                  **kwargs: Any) -> CohortObservation:
+            if prompt is not None or answer is not None:
+                if options is not None and not isinstance(options, Mapping):
+                    raise ValueError("options must be an object of verifier options")
+                self.task = {"id": episode_id or "", "prompt": prompt or "", "answer": None if answer is None else str(answer),
+                             "options": {str(k): str(v) for k, v in (options or {}).items()}}
+            elif not rows:
+                raise ValueError("this environment has no rows: reset with prompt=..., answer=...")
+            elif index is not None:
+                if not isinstance(index, int) or not 0 <= index < len(rows):
+                    raise ValueError(f"index {index!r}: there are {len(rows)} tasks")
+                self.task = rows[index]
+            else:
+                self.task = rows[(seed or 0) % len(rows)]
+            self._state = State(episode_id=episode_id, step_count=0)
+            return CohortObservation(prompt=self.task["prompt"], task_id=str(self.task["id"]))
+
+        def step(self, action: CohortAction, timeout_s: float | None = None, **kwargs: Any) -> CohortObservation:
+            if self.task is None:
+                raise ValueError("step before reset: no task")
+            self._state.step_count += 1
+            task = self.task
+            group = GroupRequest(verifier, (Rollout(0, action.message),), Reference(answer=task["answer"]),
+                                 str(task["id"]), str(task["prompt"]), None, dict(task["options"]))
+            (result,) = scorer.verify_groups([group])[0].results
+            if result.status is not RolloutStatus.OK:
+                raise Unscored(f"{COHORT_STATUS}{result.status.name}: {result.detail}")
+            return CohortObservation(prompt=task["prompt"], task_id=str(task["id"]), reward=result.reward, done=True,
+                                     metadata={"cohort_status": "OK", "cohort_verdict": result.verdict.name,
+                                               "cohort_flags": list(result.flags),
+                                               "cohort_components": dict(result.components)})
+
+        @property
+        def state(self) -> State:
+            return self._state
+
+    return CohortEnvironment, CohortAction, CohortObservation
+
+
+def app(scorer: SyncScorer, verifier: str, tasks: Sequence[Task] = (), max_concurrent_envs: int = 64) -> Any:
+    """OpenEnv's FastAPI app (their ``create_app``, simulation mode) around the environment."""
+    from openenv.core.env_server import create_app
+
+    env, action, observation = environment(scorer, verifier, tasks)
+    return create_app(env, action, observation, env_name=f"cohort-{verifier}", max_concurrent_envs=max_concurrent_envs,
+                      mode="simulation")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cohort.integrations.openenv",
+                                description="Serve a Cohort verifier as an OpenEnv environment (needs openenv).")
+    p.add_argument("--verifier", required=True, help="the Cohort verifier's name, e.g. math")
+    p.add_argument("--endpoint", action="append", required=True, help="HOST:PORT of `cohort serve NAME`; repeatable")
+    p.add_argument("--rows", type=Path, help="task rows for reset(index=...) (else reset gives prompt and answer)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8001, help="0: a free port")
+    p.add_argument("--port-file", type=Path, help="write the bound port here once bound")
+    p.add_argument("--max-sessions", type=int, default=64, help="concurrent WebSocket sessions")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per scoring call (with retries)")
+    a = p.parse_args(argv)
+    scorer = None
+    try:
+        import uvicorn
+
+        parse_endpoints({a.verifier: a.endpoint})
+        tasks = read_tasks(a.rows) if a.rows else []
+        if any(t.reference.kind != "answer" for t in tasks):
+            raise ValueError(f"{a.rows}: only rows with an answer can be served (a code_tests row has no episode form)")
+        scorer = SyncScorer([WeightedVerifier(a.verifier, 1.0, tuple(a.endpoint))], timeout_s=a.timeout)
+        scorer.handshake()
+        asgi = app(scorer, a.verifier, tasks, a.max_sessions)
+        sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((a.host, a.port))
+    except Exception as exc:  # one line, no traceback: no openenv, bad rows, an unreachable verifier, a taken port
+        if scorer is not None:
+            scorer.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    port = sock.getsockname()[1]
+    if a.port_file:
+        a.port_file.write_text(str(port))
+    print(f"OpenEnv environment cohort-{a.verifier} ({len(tasks)} rows) on http://{a.host}:{port} (WebSocket /ws)",
+          flush=True)
+    try:
+        uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
+    finally:
+        scorer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

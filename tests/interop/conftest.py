@@ -1,0 +1,62 @@
+"""What tests/interop's modules share: a foreign server script run in its own process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+class Foreign:
+    """A foreign server script in its own process group on 127.0.0.1; ``restart`` brings it back on its port."""
+
+    def __init__(self, script: str, tmp: Path, probe: str) -> None:
+        self.script, self.tmp, self.probe = script, tmp, probe
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 120.0) -> Foreign:
+        port_file = self.tmp / f"{self.script}.port"
+        port_file.unlink(missing_ok=True)
+        args = [sys.executable, str(HERE / self.script), str(port_file)] + ([str(self.port)] if self.port else [])
+        self.log = open(self.tmp / f"{self.script}.log", "ab")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, (self.tmp / f"{self.script}.log").read_text()
+            if port_file.exists() and port_file.read_text():
+                self.port = int(port_file.read_text())
+                try:
+                    urllib.request.urlopen(f"{self.url}{self.probe}", timeout=2)
+                    return self
+                except urllib.error.HTTPError:
+                    return self  # answering
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        raise AssertionError(f"{self.script} did not start in {timeout_s}s")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.log.close()
+
+
+@pytest.fixture(scope="session")
+def foreign_server():
+    """``Foreign``: ``foreign_server(script, tmp, probe).start()`` runs ``tests/interop/<script>``."""
+    return Foreign

@@ -81,6 +81,7 @@ from cohort.verifiers.base import (
     RolloutStatus,
     StepReward,
     Verdict,
+    VerifierBase,
     VerifyContext,
     option,
 )
@@ -111,7 +112,7 @@ def score(rollout: Rollout, gold: str, case_sensitive: bool) -> RolloutResult:
                             steps=steps)
 
 
-class $cls:
+class $cls(VerifierBase):
     name = "$name"
     version = "0.1.0"
     description = "exact match of the final answer (a template: change score())"

@@ -30,7 +30,6 @@ SERVICE_NAME = "grpo.sandbox.v1.SandboxService"
 TENANT_METADATA = convert.TENANT_METADATA
 """One tenant (the code verifier sends one per group) holds at most half the slots of each pool and at most
 ``max_calls_per_tenant`` of the RPC threads (:class:`~cohort.rpc.gate.FairGate`)."""
-MAX_CALLS_ENV = "COHORT_SANDBOX_MAX_CALLS_PER_TENANT"
 WAITING_PER_RUNNING = 4
 
 
@@ -95,13 +94,13 @@ class SandboxServicer(pb_grpc.SandboxServiceServicer):
 async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     """Serve SandboxService and the `python` tool (ToolService), with health and reflection, until SIGTERM/SIGINT; then drain.
 
-    ``host`` may also be a ready :class:`cohort.rpc.runtime.RuntimeOptions`. Options:
-    ``pool_size`` (slots per pool; default ``$COHORT_SANDBOX_POOL_SIZE`` or max(4, 2 * CPUs)),
-    ``max_calls_per_tenant`` (RPC threads one tenant may hold; default ``$COHORT_SANDBOX_MAX_CALLS_PER_TENANT``
-    or half of them),
-    ``port_file``, ``grace_s``, ``max_message_bytes``, ``drain_delay_s``. The `python` tool reads
-    ``$COHORT_TOOL_SLOTS_PER_CORE``, ``$COHORT_TOOL_WALL_S``, ``$COHORT_TOOL_SESSIONS`` and
-    ``$COHORT_TOOL_MAX_SESSIONS`` (:mod:`cohort.sandbox.tool`, docs/tools.md).
+    ``host`` may also be a ready :class:`cohort.rpc.runtime.RuntimeOptions`. Options (``cohort serve sandbox``
+    takes them from its serve config's ``sandbox`` section, :mod:`cohort.cli.serve_config`):
+    ``pool_size`` (slots per pool; 0: max(4, 2 * CPUs)),
+    ``max_calls_per_tenant`` (RPC threads one tenant may hold; 0: half of them),
+    ``port_file``, ``grace_s``, ``max_message_bytes``, ``drain_delay_s``, and the `python` tool's
+    ``tool_wall_s``, ``tool_slots_per_core``, ``tool_sessions``, ``tool_max_sessions`` (:mod:`cohort.sandbox.tool`,
+    docs/tools.md).
     """
     from cohort.rpc.runtime import GrpcRuntime, RuntimeOptions
 
@@ -110,10 +109,10 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     else:
         fields = {k: opts.pop(k) for k in ("port_file", "grace_s", "max_message_bytes", "drain_delay_s") if k in opts}
         options = RuntimeOptions(host=host, port=port, **fields)
-    import os
-
-    pool_size = int(opts.pop("pool_size", 0) or os.environ.get("COHORT_SANDBOX_POOL_SIZE", "0") or 0)
-    max_calls = int(opts.pop("max_calls_per_tenant", 0) or os.environ.get(MAX_CALLS_ENV, "0") or 0)
+    pool_size = int(opts.pop("pool_size", 0))
+    max_calls = int(opts.pop("max_calls_per_tenant", 0))
+    tool_wall_s, tool_slots_per_core = float(opts.pop("tool_wall_s", 0.0)), float(opts.pop("tool_slots_per_core", 0.0))
+    tool_sessions, tool_max_sessions = bool(opts.pop("tool_sessions", False)), int(opts.pop("tool_max_sessions", 0))
     sandbox = Sandbox(SandboxOptions(pool_size=pool_size))
     if opts:
         raise TypeError(f"unknown sandbox server options: {sorted(opts)}")
@@ -124,10 +123,13 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     runtime = GrpcRuntime(options)
     pb_grpc.add_SandboxServiceServicer_to_server(SandboxServicer(sandbox, runtime, max_calls_per_tenant=max_calls), runtime.server)
     # the same sandbox is also the `python` tool (grpo.tool.v1), with the same isolation and limits
-    from cohort.sandbox.tool import VERSION, PythonTool, session_limits
+    from cohort.sandbox.session import SessionLimits
+    from cohort.sandbox.tool import VERSION, PythonTool, tool_slots
     from cohort.tools import server as tool_server
 
-    tool_server.add_to_server([PythonTool(sandbox, sessions=session_limits())], VERSION, runtime)
+    sessions = SessionLimits(max_live=tool_max_sessions) if tool_sessions else None
+    tool = PythonTool(sandbox, slots=tool_slots(tool_slots_per_core), wall_s=tool_wall_s, sessions=sessions)
+    tool_server.add_to_server([tool], VERSION, runtime)
     try:
         await runtime.start(service_names=[SERVICE_NAME, tool_server.SERVICE_NAME], health_names=[])
         await runtime.serve_until_signal()

@@ -1,10 +1,10 @@
 """The ``python`` tool (``grpo.tool.v1``), served by the sandbox service with the sandbox's isolation.
 
 Each call runs the model's code as a fresh program in a sandbox slot (no state is kept between calls:
-a rollout that needs an earlier value computes it again), or, with ``COHORT_TOOL_SESSIONS=1``, in the
-interpreter its session keeps across the rollout's turns (:mod:`cohort.sandbox.session`), under
-:data:`LIMITS` (the wall time
-configurable: ``COHORT_TOOL_WALL_S``). The tool has its own slots, ``COHORT_TOOL_SLOTS_PER_CORE`` per
+a rollout that needs an earlier value computes it again), or, with sessions on (serve config
+``sandbox.python_tool.sessions``), in the interpreter its session keeps across the rollout's turns
+(:mod:`cohort.sandbox.session`), under :data:`LIMITS` (the wall time configurable:
+``sandbox.python_tool.wall_s``). The tool has its own slots, ``sandbox.python_tool.slots_per_core`` per
 CPU (:data:`SLOTS_PER_CORE`, at least :data:`MIN_SLOTS`), apart from the code verifier's, so neither
 waits for the other; the tool server shares them fairly between sessions and gives every call its own
 budget (``cohort.tools.server``). The result is what the model reads next: its stdout, plus the end of
@@ -35,8 +35,6 @@ SLOTS_PER_CORE = 2.0
 """Default tool slots per CPU: a slot whose program loops holds one CPU, one that sleeps none; two per
 CPU keep the CPUs busy while half the slots wait on their programs' deadlines."""
 MIN_SLOTS = 4
-WALL_ENV, SLOTS_ENV = "COHORT_TOOL_WALL_S", "COHORT_TOOL_SLOTS_PER_CORE"
-SESSIONS_ENV, MAX_SESSIONS_ENV = "COHORT_TOOL_SESSIONS", "COHORT_TOOL_MAX_SESSIONS"
 STATELESS = ("Run a Python 3 program and return what it prints (stdout). Each call starts a fresh interpreter: "
              "print the values you need. No network, no files outside the work dir.")
 STATEFUL = ("Run Python 3 code and return what it prints (stdout). Your calls share one interpreter: variables, "
@@ -45,17 +43,10 @@ STDERR_TAIL = 800
 """Characters of stderr shown to the model after a failure (the traceback's end says what went wrong)."""
 
 
-def session_limits() -> SessionLimits | None:
-    """Stateful sessions when ``$COHORT_TOOL_SESSIONS`` is 1 (at most ``$COHORT_TOOL_MAX_SESSIONS`` live), else None."""
-    if os.environ.get(SESSIONS_ENV, "0") not in ("1", "true", "yes"):
-        return None
-    return SessionLimits(max_live=int(os.environ.get(MAX_SESSIONS_ENV, "0") or 0))
-
-
 def tool_slots(per_core: float = 0.0) -> int:
-    """The tool's slots on this machine: ``per_core`` (default ``$COHORT_TOOL_SLOTS_PER_CORE`` or
-    :data:`SLOTS_PER_CORE`) per CPU, at least :data:`MIN_SLOTS`."""
-    per_core = per_core or float(os.environ.get(SLOTS_ENV, "0") or 0) or SLOTS_PER_CORE
+    """The tool's slots on this machine: ``per_core`` (0: :data:`SLOTS_PER_CORE`) per CPU, at least
+    :data:`MIN_SLOTS`."""
+    per_core = per_core or SLOTS_PER_CORE
     return max(MIN_SLOTS, round(per_core * (os.cpu_count() or 1)))
 
 
@@ -63,7 +54,7 @@ class PythonTool:
     def __init__(self, sandbox: Sandbox, slots: int = 0, wall_s: float = 0.0,
                  sessions: SessionLimits | None = None) -> None:
         """``sessions``: keep one interpreter per session id (calls without one stay stateless)."""
-        wall_s = wall_s or float(os.environ.get(WALL_ENV, "0") or 0) or LIMITS.wall_s
+        wall_s = wall_s or LIMITS.wall_s
         if not 0 < wall_s <= sandbox.options.maxima.wall_s:
             raise ValueError(f"the python tool's wall time must be in (0, {sandbox.options.maxima.wall_s}] s, "
                              f"got {wall_s}")

@@ -32,6 +32,7 @@ from cohort.verifiers.base import (
     RolloutResult,
     RolloutStatus,
     Verdict,
+    VerifierBase,
     VerifyContext,
     Reference,  # noqa: F401  (doctest)
     Rollout,  # noqa: F401  (doctest)
@@ -70,7 +71,9 @@ def _picked_over_limit(text: str, pick: str) -> bool:
     return bool(found) and _over_limit(found[-1])
 
 
-class ArithVerifier:
+class ArithVerifier(VerifierBase):
+    """No server-side options: every setting is a request option (above)."""
+
     name = "arith"
     version = "1.0.0"
     description = "integer answer checks: first integer equals the answer (correct), bare integer (format)"

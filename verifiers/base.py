@@ -5,7 +5,7 @@ Verifier logic (built-ins and plugins) only ever sees these plain dataclasses;
 
 A plugin implements :class:`Verifier`::
 
-    class ExactMatch:
+    class ExactMatch(VerifierBase):
         name = "exact"
         version = "1.0.0"
         description = "reward 1 when the completion equals the gold answer"
@@ -16,7 +16,8 @@ A plugin implements :class:`Verifier`::
             return [RolloutResult.ok(r.index, float(r.completion.strip() == gold)) for r in group.rollouts]
 
 and registers a factory (the class, or any callable returning an instance) under the entry-point
-group ``cohort.verifiers``.
+group ``cohort.verifiers``. :class:`VerifierBase` gives the optional members their defaults; a factory
+with server-side settings declares them as a validated model (:mod:`verifiers.options`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from cachetools import LRUCache
+
+from cohort.verifiers.options import NoOptions
 
 
 class RolloutStatus(enum.Enum):
@@ -223,11 +226,44 @@ class Verifier(Protocol):
     description: str
     reference_kinds: tuple[str, ...]
 
+    max_concurrency: int | None
+    """1 tells the server that threads cannot speed this verifier up (pure Python, no waiting: ``cohort serve
+    --scoring-procs`` scores it in processes); None (the default) when the work waits on processes or the network."""
+    options: Any
+    """The options it was made with (an instance of its factory's ``Options`` model, :mod:`verifiers.options`),
+    or None: the server's scoring processes make their own copy of the verifier from them."""
+
     def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> Sequence[RolloutResult]: ...
 
-    # Optional: ``max_concurrency = 1`` tells the server that threads cannot speed this verifier up
-    # (pure Python, no waiting); leave it out when the work waits on processes or the network.
-    # Optional: ``close()`` releases worker pools when the server stops.
+    def ready(self) -> bool:
+        """Whether a call can be answered now (the server reports SERVING only then)."""
+        ...
+
+    def close(self) -> None:
+        """Release worker pools and clients when the server stops."""
+        ...
+
+
+class VerifierBase:
+    """The defaults of :class:`Verifier`'s optional members: subclass it and set the four class attributes and
+    ``verify_group``. The registry refuses a plugin that has neither these members nor this base.
+
+    ``Options`` is the verifier's options model (:mod:`verifiers.options`; none by default): the registry calls
+    the class with an instance of it, validated, so a subclass that takes settings overrides both ``Options``
+    and ``__init__(self, options)``."""
+
+    max_concurrency: int | None = None
+    Options: type = NoOptions
+    options: Any = None
+
+    def __init__(self, options: Any = None) -> None:
+        self.options = options if options is not None else self.Options()
+
+    def ready(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
 
 
 def step_problem(steps: Sequence[StepReward], completion: str) -> str | None:

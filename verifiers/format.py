@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cohort.verifiers.base import GroupRequest, Rollout, RolloutResult, Verdict, VerifyContext, option
+from cohort.verifiers.base import GroupRequest, Rollout, RolloutResult, Verdict, VerifierBase, VerifyContext, option
 
 TAG_RE = re.compile(r"</?(think|answer)\s*>", re.IGNORECASE)
 BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -145,7 +145,9 @@ def check(text: str, rules: FormatRules) -> tuple[dict[str, float], list[str], s
     return components, sorted(flags), detail
 
 
-class FormatVerifier:
+class FormatVerifier(VerifierBase):
+    """No server-side options: every setting is a request option (above)."""
+
     name = "format"
     version = "1.0.0"
     description = "think-then-answer layout rules (<think>, <answer>, \\boxed{}) with reward-hack flags"

@@ -84,6 +84,7 @@ from cohort.verifiers.base import (
     RolloutStatus,
     StepReward,
     Verdict,
+    VerifierBase,
     VerifyContext,
     option,
 )
@@ -541,7 +542,9 @@ def parse_reference(raw: str) -> Fraction:
     return -value if m.group(1) else value
 
 
-class StepsVerifier:
+class StepsVerifier(VerifierBase):
+    """No server-side options: every setting is a request option (above)."""
+
     name = "steps"
     version = "1.6.0"  # 1.6.0: a step it cannot check (factorial, scientific notation, LaTeX) is a wrong step, flagged unchecked_step (issue 49); 1.5.0: with a solution, steps past its length lower the outcome reward; 1.4.0: option solution; 1.3.0: options complete and connected; 1.2.0: options grounded and answer_step (issue 32); 1.1.0: a step beyond the bounds is a wrong step
     description = "process rewards: each arithmetic step of a chain of thought (and the final answer) right or wrong"

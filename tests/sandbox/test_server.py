@@ -103,12 +103,11 @@ def test_bad_execute_requests_are_invalid_argument(stub) -> None:
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_code_verifier_over_grpc(server, monkeypatch) -> None:
+def test_code_verifier_over_grpc(server) -> None:
     from cohort.verifiers.base import CodeTests, GroupRequest, IoCase, Reference, Rollout, VerifyContext
-    from cohort.verifiers.code import ENDPOINT_ENV, CodeVerifier
+    from cohort.verifiers.code import CodeVerifier
 
-    monkeypatch.setenv(ENDPOINT_ENV, server.endpoint)
-    v = CodeVerifier()  # as the registry builds it: endpoint from the environment
+    v = CodeVerifier(sandbox_endpoints=[server.endpoint])  # as the registry builds it, from its options
     tests = CodeTests("asserts", asserts=("assert inc(1) == 2", "assert inc(5) == 6"))
     group = GroupRequest("code", (Rollout(0, "def inc(x): return x + 1"), Rollout(1, "def inc(x): return 2")),
                          Reference(code_tests=tests))

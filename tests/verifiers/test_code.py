@@ -150,7 +150,6 @@ def test_programs_in_flight_follow_the_sandbox_not_this_hosts_cpus(monkeypatch) 
     """One thread per program the sandbox can run at once: a local pool's slots, 16 per remote sandbox
     service (a fleet is used whole); it was 2 x this host's CPUs, whatever the sandbox."""
     from cohort.sandbox.pool import Sandbox, SandboxOptions
-    from cohort.verifiers.code.backend import ENDPOINT_ENV, POOL_SIZE_ENV
 
     def in_flight(v: CodeVerifier) -> int:
         return v._executor._max_workers
@@ -158,19 +157,14 @@ def test_programs_in_flight_follow_the_sandbox_not_this_hosts_cpus(monkeypatch) 
     with Sandbox(SandboxOptions(pool_size=3)) as sb:
         assert in_flight(CodeVerifier(backend=LocalBackend(sandbox=sb))) == 3
     assert in_flight(CodeVerifier(backend=GrpcBackend("127.0.0.1:1,127.0.0.1:2", tls=None))) == 32
-    monkeypatch.setenv(POOL_SIZE_ENV, "7")  # as `cohort serve code` builds it: from the environment
-    assert in_flight(CodeVerifier()) == 7
-    monkeypatch.setenv(ENDPOINT_ENV, "127.0.0.1:1, 127.0.0.1:2,127.0.0.1:3")
-    assert in_flight(CodeVerifier()) == 48
+    assert in_flight(CodeVerifier(pool_size=7)) == 7  # as `cohort serve` builds it: from its options
+    assert in_flight(CodeVerifier(sandbox_endpoints="127.0.0.1:1, 127.0.0.1:2,127.0.0.1:3")) == 48
     assert in_flight(CodeVerifier(max_parallel=2)) == 2
 
 
-def test_sandbox_that_cannot_start_is_dependency_unavailable(monkeypatch) -> None:
-    from cohort.verifiers.code import ENDPOINT_ENV
-
-    monkeypatch.setenv(ENDPOINT_ENV, " , ")  # configured, but names no endpoint
-    (r,) = verify(CodeVerifier(), ["def add(a, b): return a + b"])
-    assert r.status is RolloutStatus.DEPENDENCY_UNAVAILABLE and "cannot start" in r.detail
+def test_sandbox_that_cannot_start_is_dependency_unavailable() -> None:
+    (r,) = verify(CodeVerifier(sandbox_endpoints=["127.0.0.1:0"]), ["def add(a, b): return a + b"])
+    assert r.status is RolloutStatus.DEPENDENCY_UNAVAILABLE, r.detail
 
 
 def test_asserts_can_use_standard_modules_the_candidate_imported(verifier) -> None:

@@ -7,7 +7,6 @@ that cannot run at all.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import TYPE_CHECKING, Protocol
 
@@ -19,10 +18,6 @@ if TYPE_CHECKING:
     from cohort.rpc.retry import RetryPolicy
     from cohort.rpc.tls import ClientTls
 
-ENDPOINT_ENV = "COHORT_SANDBOX_ENDPOINT"
-TLS_ENV_PREFIX = "COHORT_SANDBOX_TLS_"
-"""``COHORT_SANDBOX_TLS_CA`` / ``_CERT`` / ``_KEY`` / ``_SERVER_NAME``: TLS (mutual with CERT+KEY) to the sandbox."""
-POOL_SIZE_ENV = "COHORT_SANDBOX_POOL_SIZE"
 IN_FLIGHT_PER_ENDPOINT = 16
 """Calls one code verifier keeps in flight to each sandbox service: half a server's default RPC threads, the
 most one tenant (group) may hold there (``sandbox/server.py``)."""
@@ -58,10 +53,11 @@ class LocalBackend:
         self.concurrency = self.sandbox.candidates.size
 
     @classmethod
-    def shared(cls) -> LocalBackend:
+    def shared(cls, pool_size: int = 0) -> LocalBackend:
+        """The process's one in-process sandbox (``pool_size`` of the first caller; 0: the sandbox's default)."""
         with cls._lock:
             if cls._shared is None:
-                cls._shared = cls(_pool_size_from_env())
+                cls._shared = cls(pool_size)
             return cls._shared
 
     def _run(self, tenant: str, fn, *args):
@@ -85,24 +81,22 @@ class GrpcBackend:
     every Cohort client (:mod:`cohort.rpc.retry`: round robin, failover and backoff on the same codes, a
     timeout per attempt); INVALID_ARGUMENT is :class:`InvalidTests`, anything else :class:`SandboxUnavailable`.
 
-    ``tls``: see :mod:`cohort.rpc.tls`; ``"env"`` (the default) reads ``COHORT_SANDBOX_TLS_*`` (plaintext when unset).
+    ``tls``: see :mod:`cohort.rpc.tls` (None: plaintext).
     """
 
     MARGIN_S = 30.0
     """Time a call may take beyond the program's own limits (queueing for a slot, judge start-up)."""
 
-    def __init__(self, endpoints: str | list[str], tls: ClientTls | None | str = "env",
+    def __init__(self, endpoints: str | list[str], tls: ClientTls | None = None,
                  policy: RetryPolicy | None = None) -> None:
         from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
         from cohort.rpc.retry import Failover, RetryPolicy
-        from cohort.rpc.tls import ClientTls, channel
+        from cohort.rpc.tls import channel
 
         names = _endpoint_names(endpoints)
         if not names:
             raise ValueError("no sandbox endpoint given")
         opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
-        if tls == "env":
-            tls = ClientTls.from_env(TLS_ENV_PREFIX)
         self.tls = tls
         self.stubs = [pb_grpc.SandboxServiceStub(channel(e, tls, opts)) for e in names]
         self.endpoints = names
@@ -166,22 +160,15 @@ def _endpoint_names(endpoints: str | list[str]) -> list[str]:
     return [e.strip() for e in (endpoints.split(",") if isinstance(endpoints, str) else endpoints) if e.strip()]
 
 
-def _pool_size_from_env() -> int:
-    return int(os.environ.get(POOL_SIZE_ENV, "0") or 0)
-
-
-def default_concurrency() -> int:
-    """:attr:`Backend.concurrency` of :func:`default_backend`, read from the environment without starting it
-    (the same readings as the backends' own)."""
-    endpoint = os.environ.get(ENDPOINT_ENV, "").strip()
-    if endpoint:
-        return IN_FLIGHT_PER_ENDPOINT * max(1, len(_endpoint_names(endpoint)))
+def default_concurrency(endpoints: list[str], pool_size: int = 0) -> int:
+    """:attr:`Backend.concurrency` of :func:`make_backend` with these settings, without starting it."""
+    if endpoints:
+        return IN_FLIGHT_PER_ENDPOINT * len(endpoints)
     from cohort.sandbox.pool import default_pool_size
 
-    return _pool_size_from_env() or default_pool_size()
+    return pool_size or default_pool_size()
 
 
-def default_backend() -> Backend:
-    """gRPC when ``COHORT_SANDBOX_ENDPOINT`` is set (comma-separated host:port list), else in-process."""
-    endpoint = os.environ.get(ENDPOINT_ENV, "").strip()
-    return GrpcBackend(endpoint) if endpoint else LocalBackend.shared()
+def make_backend(endpoints: list[str], tls: ClientTls | None = None, pool_size: int = 0) -> Backend:
+    """gRPC to the sandbox services at ``endpoints`` (host:port), else the in-process sandbox."""
+    return GrpcBackend(endpoints, tls) if endpoints else LocalBackend.shared(pool_size)

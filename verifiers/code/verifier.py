@@ -29,21 +29,22 @@ CPU or sleep to their deadline cannot starve the other groups' programs.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+from pydantic import Field, field_validator
+
 from cohort.sandbox import policy
 from cohort.sandbox.executor import ExecResult, ExecStatus
 from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
 from cohort.verifiers.base import (CodeTests, GroupRequest, InvalidRequest, IoCase, Rollout, RolloutResult,
-                                  RolloutStatus, Verdict, VerifyContext, float_option, option)
-from cohort.verifiers.code.backend import (ENDPOINT_ENV, TLS_ENV_PREFIX, Backend, SandboxUnavailable, default_backend,
-                                          default_concurrency)
+                                  RolloutStatus, Verdict, VerifierBase, VerifyContext, float_option, option)
+from cohort.verifiers.code.backend import Backend, SandboxUnavailable, default_concurrency, make_backend
 from cohort.verifiers.code.extract import extract_code
+from cohort.verifiers.options import VerifierOptions
 
 DEFAULT_PER_TEST_TIMEOUT_S = 5.0
 RESOURCE_CAUSES = ("timeout", "memory", "output")
@@ -132,29 +133,69 @@ def group_tenant(group: GroupRequest) -> str:
     return f"group:{label}#{secrets.token_hex(4)}"
 
 
-class CodeVerifier:
+class SandboxTlsOptions(VerifierOptions):
+    """TLS to the sandbox services (all null: plaintext)."""
+
+    ca: str | None = None
+    """PEM CA the sandbox's certificate must chain to (formerly ``COHORT_SANDBOX_TLS_CA``)."""
+    cert: str | None = None
+    """PEM client certificate for mutual TLS, with ``key`` (formerly ``COHORT_SANDBOX_TLS_CERT``)."""
+    key: str | None = None
+    """PEM private key of ``cert`` (formerly ``COHORT_SANDBOX_TLS_KEY``)."""
+    server_name: str | None = None
+    """Name the sandbox's certificate must carry, when not the endpoint's host (formerly
+    ``COHORT_SANDBOX_TLS_SERVER_NAME``)."""
+
+
+class CodeOptions(VerifierOptions):
+    """The code verifier's server-side settings (serve config ``verifiers.code``)."""
+
+    sandbox_endpoints: tuple[str, ...] = ()
+    """``host:port`` of SandboxService instances (``cohort serve sandbox``; a comma-separated string is split),
+    used round robin with failover (formerly ``COHORT_SANDBOX_ENDPOINT``); empty: an in-process sandbox."""
+    sandbox_tls: SandboxTlsOptions = SandboxTlsOptions()
+    """TLS to ``sandbox_endpoints``."""
+    pool_size: int = Field(0, ge=0)
+    """Slots of the in-process sandbox (formerly ``COHORT_SANDBOX_POOL_SIZE``); 0: max(4, 2 x CPUs)."""
+    max_parallel: int | None = Field(None, ge=1)
+    """Programs in flight at once; null: as many as the sandbox runs (its slots, or 16 per endpoint)."""
+
+    @field_validator("sandbox_endpoints", mode="before")
+    @classmethod
+    def _split(cls, value):
+        if isinstance(value, str):
+            value = value.split(",")
+        return tuple(e.strip() for e in value if e.strip()) if isinstance(value, (list, tuple)) else value
+
+
+class CodeVerifier(VerifierBase):
+    Options = CodeOptions
     name = "code"
     version = "1.0.0"
     description = "runs the completion's Python against asserts / check(candidate) / stdin-stdout cases in the sandbox"
     reference_kinds = ("code_tests",)
 
-    def __init__(self, backend: Backend | None = None, max_parallel: int | None = None) -> None:
-        if backend is None and os.environ.get(ENDPOINT_ENV, "").strip():
-            from cohort.rpc.tls import ClientTls
+    def __init__(self, options: CodeOptions | None = None, *, backend: Backend | None = None, **fields) -> None:
+        """``backend``: a sandbox made by the caller (tests); else made from the options on first use.
+        ``CodeVerifier(pool_size=2)`` is ``CodeVerifier(CodeOptions(pool_size=2))``."""
+        from cohort.rpc.tls import ClientTls
 
-            ClientTls.from_env(TLS_ENV_PREFIX)  # a bad COHORT_SANDBOX_TLS_* file fails at startup, named
+        self.options = opts = options or CodeOptions(**fields)
+        t = opts.sandbox_tls
+        self._tls = ClientTls.from_options(t.ca, t.cert, t.key, t.server_name)  # a bad file fails at startup, named
         self._backend = backend
         # One thread per program in flight, as many as the sandbox runs at once: its slots, or a share of each
         # remote sandbox service (a fleet is used whole, not at this host's CPU count).
-        in_flight = max_parallel or (backend.concurrency if backend is not None else default_concurrency())
+        in_flight = opts.max_parallel or (backend.concurrency if backend is not None
+                                          else default_concurrency(list(opts.sandbox_endpoints), opts.pool_size))
         self._executor = ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="code-verifier")
 
     @property
     def backend(self) -> Backend:
-        """Resolved on first use; a sandbox that cannot even start (no bwrap, bad endpoint) is unavailable."""
+        """Resolved on first use; a sandbox that cannot even start (no bwrap) is unavailable."""
         if self._backend is None:
             try:
-                self._backend = default_backend()
+                self._backend = make_backend(list(self.options.sandbox_endpoints), self._tls, self.options.pool_size)
             except (ValueError, OSError) as exc:
                 raise SandboxUnavailable(f"sandbox cannot start: {exc}") from exc
         return self._backend

@@ -1,5 +1,5 @@
 """The ``math`` verifier (see :mod:`verifiers.math.verifier`)."""
 
-from cohort.verifiers.math.verifier import MathVerifier
+from cohort.verifiers.math.verifier import MathOptions, MathVerifier
 
-__all__ = ["MathVerifier"]
+__all__ = ["MathOptions", "MathVerifier"]

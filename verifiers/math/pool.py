@@ -1,4 +1,4 @@
-"""The math verifier's SymPy workers: a :class:`~verifiers.workers.WorkerPool` of checks.
+"""The math verifier's SymPy workers: a :class:`~verifiers.hosting.workers.WorkerPool` of checks.
 
 Each worker runs checks on its main thread under an address-space cap (``RLIMIT_AS``, set in
 :func:`verifiers.math._worker.setup`); a check still running at its deadline is killed with its
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from cohort.verifiers.math._worker import setup
-from cohort.verifiers.workers import WorkerPool
+from cohort.verifiers.hosting.workers import WorkerPool
 
 __all__ = ["math_pool", "default_pool_size"]
 
@@ -23,7 +23,5 @@ def math_pool(size: int, memory_mb: int = 1536, start_method: str | None = None)
 
 
 def default_pool_size() -> int:
-    env = os.environ.get("COHORT_MATH_WORKERS")
-    if env:
-        return max(1, int(env))
+    """Workers when the options name none: one per core, at most 8."""
     return max(1, min(8, os.cpu_count() or 1))

@@ -39,14 +39,18 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Literal
+
+from pydantic import Field
 
 from cohort.verifiers.base import (CANDIDATE_LIMIT, LRU, GroupRequest, InvalidRequest, RolloutResult, RolloutStatus,
-                                   Verdict, VerifyContext, float_option, option)
+                                   Verdict, VerifierBase, VerifyContext, float_option, option)
 from cohort.verifiers.math.compare import DECIMAL_COMMA_CHOICES, NeedSympy, OverLimits, Policy, cheap_leaf, compare, rounding_request
 from cohort.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer
 from cohort.verifiers.math.normalize import normalize
 from cohort.verifiers.math.outcome import BadReference, CheckFailed, Compared, Probe, Probed, TooLarge
 from cohort.verifiers.math.pool import default_pool_size, math_pool
+from cohort.verifiers.options import VerifierOptions
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +69,33 @@ class Check:
     flags: tuple[str, ...] = ()
 
 
-class MathVerifier:
+class MathOptions(VerifierOptions):
+    """The math verifier's server-side settings (serve config ``verifiers.math``)."""
+
+    workers: int | None = Field(None, ge=1)
+    """SymPy worker processes (formerly ``COHORT_MATH_WORKERS``); null: one per core, at most 8."""
+    memory_mb: int = Field(1536, ge=64)
+    """Address space of each worker (``RLIMIT_AS``), in MiB: a check over it is killed with its worker."""
+    cache_size: int = Field(100_000, ge=0)
+    """Verdicts kept (LRU keyed by verifier version, gold and normalised answer); 0 disables the cache."""
+    start_method: Literal["forkserver", "spawn"] | None = None
+    """How workers start: ``forkserver`` (SymPy preloaded, a replacement ready in milliseconds) or ``spawn``;
+    null: forkserver where the platform has it."""
+
+
+class MathVerifier(VerifierBase):
+    Options = MathOptions
     name = "math"
     version = "1.3.0"  # verdict rules changed (issue 29: self-corrections, attribution): cached 1.2.0 verdicts do not carry over
     description = "final-answer equivalence (boxed/answer tags/markers) with exact rationals and SymPy in killable workers"
     reference_kinds = ("answer",)
 
-    def __init__(self, workers: int | None = None, memory_mb: int = 1536, cache_size: int = 100_000, start_method: str | None = None):
-        self.pool = math_pool(workers or default_pool_size(), memory_mb=memory_mb, start_method=start_method)
+    def __init__(self, options: MathOptions | None = None, **fields) -> None:
+        """``MathVerifier(workers=2)`` is ``MathVerifier(MathOptions(workers=2))``."""
+        self.options = opts = options or MathOptions(**fields)
+        self.pool = math_pool(opts.workers or default_pool_size(), memory_mb=opts.memory_mb, start_method=opts.start_method)
         self._fanout = ThreadPoolExecutor(max_workers=4 * self.pool.size, thread_name_prefix="math-check")
-        self.cache = LRU(cache_size)
+        self.cache = LRU(opts.cache_size)
         # Workers start in the background now, so the first request does not pay for it; the server's health
         # stays NOT_SERVING until one has answered a first check (ready()).
         self._ready = threading.Event()

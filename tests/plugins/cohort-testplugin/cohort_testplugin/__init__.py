@@ -2,10 +2,10 @@
 
 import time
 
-from cohort.verifiers.base import GroupRequest, RolloutResult, VerifyContext, float_option
+from cohort.verifiers.base import GroupRequest, RolloutResult, VerifierBase, VerifyContext, float_option
 
 
-class ExactMatch:
+class ExactMatch(VerifierBase):
     name = "exact"
     version = "0.0.1"
     description = "reward 1 when the stripped completion equals reference.answer"
@@ -17,7 +17,7 @@ class ExactMatch:
                 for r in group.rollouts]
 
 
-class Sleepy:
+class Sleepy(VerifierBase):
     """Sleeps ``options["sleep_s"]`` per group, then rewards len(completion) % 2 (for drain/failover tests)."""
 
     name = "sleepy"
@@ -30,7 +30,7 @@ class Sleepy:
         return [RolloutResult.ok(r.index, float(len(r.completion) % 2)) for r in group.rollouts]
 
 
-class Spinner:
+class Spinner(VerifierBase):
     """A runaway pure-Python verifier: busy-loops ``options["spin_s"]`` seconds holding the GIL, ignoring
     its deadline, then rewards len(completion) % 2. Declares itself GIL-bound (``max_concurrency = 1``),
     so ``--scoring-procs`` servers run it in their killable scoring processes."""

@@ -97,11 +97,14 @@ from pathlib import Path
 from cohort.rpc.runtime import RuntimeOptions, configure_logging
 from cohort.verifiers.arith import ArithVerifier
 from cohort.verifiers.math import MathVerifier
-from cohort.verifiers.server import serve
+from cohort.verifiers.hosting.server import serve
 
-class Slow:
+from cohort.verifiers.base import VerifierBase
+
+class Slow(VerifierBase):
     def __init__(self, inner, latency_s):
         self.inner, self.latency_s = inner, latency_s
+        self.max_concurrency, self.options = inner.max_concurrency, inner.options
         self.name, self.version = inner.name, inner.version
         self.description = f"{inner.description} (after sleeping {latency_s:g} s)"
         self.reference_kinds = inner.reference_kinds
@@ -110,10 +113,11 @@ class Slow:
         time.sleep(self.latency_s)
         return self.inner.verify_group(group, ctx)
 
+    def ready(self):
+        return self.inner.ready()
+
     def close(self):
-        close = getattr(self.inner, "close", None)
-        if callable(close):
-            close()
+        self.inner.close()
 
 name, latency_s, port_file = sys.argv[1], float(sys.argv[2]), Path(sys.argv[3])
 configure_logging("WARNING")

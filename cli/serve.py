@@ -85,8 +85,8 @@ def serve(
         return
 
     from cohort.verifiers import registry
-    from cohort.verifiers.server import ServerLimits
-    from cohort.verifiers.server import serve as serve_verifiers
+    from cohort.verifiers.hosting.server import ServerLimits
+    from cohort.verifiers.hosting.server import serve as serve_verifiers
 
     try:
         verifiers = registry.load_many(names)

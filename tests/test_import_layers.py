@@ -31,12 +31,15 @@ ALLOWED = {
     "cohort.tools": ("cohort.proto", "cohort.rpc"),
     "cohort.sandbox": ("cohort.proto", "cohort.rpc", "cohort.tools"),
     "cohort.verifiers": ("cohort.proto", "cohort.rpc", "cohort.sandbox"),
-    # the trainer sees the verifiers through their public surface only: the row schema, the value
-    # types and the client; never a verifier's internals (servers, scoring processes, math, code)
-    "cohort.trainer": (
-        "cohort.proto", "cohort.rpc", "cohort.tools",
-        "cohort.verifiers.base", "cohort.verifiers.client", "cohort.verifiers.records",
-    ),
+    # the trainer sees the verifiers through their public surface only (TOP_ONLY below)
+    "cohort.trainer": ("cohort.proto", "cohort.rpc", "cohort.tools", "cohort.verifiers"),
+}
+TOP_ONLY = {
+    # package -> the packages of its ALLOWED whose own modules it may import, never their subpackages. The
+    # trainer sees the top level of cohort.verifiers (the row schema, the value types, the client), never
+    # the hosting (verifiers/hosting/: server, host, scoring processes) nor a verifier kept in a package
+    # (math, code, judge, interop): a package rule, so a new public module needs no entry here.
+    "cohort.trainer": ("cohort.verifiers",),
 }
 
 
@@ -55,12 +58,18 @@ def _imports(path: Path, package: str) -> list[tuple[int, str]]:
             else:
                 name = node.module or ""
             found.append((node.lineno, name))
+            # `from pkg import sub` reaches pkg.sub (a subpackage TOP_ONLY keeps out, say)
+            if name != "cohort":  # `from cohort import __version__` names no package
+                found += [(node.lineno, f"{name}.{a.name}") for a in node.names if a.name != "*"]
     return [(line, name) for line, name in found if name == "cohort" or name.startswith("cohort.")]
 
 
 def _allowed(package: str, name: str) -> bool:
     if name == "cohort":
         return True  # the root package holds only __version__ (test_the_root_imports_nothing)
+    for top in TOP_ONLY.get(package, ()):
+        if name.startswith(top + "."):
+            return not (LAYOUT[top] / name[len(top) + 1:].split(".")[0]).is_dir()  # a module, or a name in one
     ok = (package, *ALLOWED[package])
     return any(name == p or name.startswith(p + ".") for p in ok)
 
@@ -92,10 +101,21 @@ def test_the_checker_sees_a_back_edge(tmp_path):
     ALLOWED["_probe"] = ("cohort.rpc",)
     try:
         names = [n for _, n in _imports(src, "_probe")]
-        assert names == ["cohort.rpc.tls", "cohort.cli"]
-        assert [n for n in names if not _allowed("_probe", n)] == ["cohort.cli"]
+        assert names == ["cohort.rpc.tls", "cohort.rpc.tls.channel", "cohort.cli", "cohort.cli.app"]
+        assert [n for n in names if not _allowed("_probe", n)] == ["cohort.cli", "cohort.cli.app"]
     finally:
         del FOLDERS["_probe"], ALLOWED["_probe"]
+
+
+def test_the_trainer_sees_the_top_of_verifiers_only():
+    """The trainer's view of cohort.verifiers is its top-level modules: the hosting subpackage and a verifier
+    kept in a package are refused however they are named (module path or `from package import sub`)."""
+    assert (LAYOUT["cohort.verifiers"] / "hosting").is_dir()
+    ok = ["cohort.verifiers", "cohort.verifiers.base", "cohort.verifiers.base.GroupResult", "cohort.verifiers.client"]
+    refused = ["cohort.verifiers.hosting", "cohort.verifiers.hosting.server", "cohort.verifiers.hosting.workers.WorkerPool",
+               "cohort.verifiers.math", "cohort.verifiers.math.pool"]
+    assert [n for n in ok if not _allowed("cohort.trainer", n)] == []
+    assert [n for n in refused if _allowed("cohort.trainer", n)] == []
 
 
 def test_the_layout_is_the_import_tree():

@@ -108,7 +108,7 @@ def batch_from_bytes(payload: bytes) -> pb.BatchVerifyGroupsRequest:
 
 def groups_from_bytes(payload: bytes, start: int, stop: int) -> list[GroupRequest]:
     """Groups ``start:stop`` of a serialized ``BatchVerifyGroupsRequest``: a scoring process's chunk,
-    decoded where it is scored (see :mod:`verifiers.procs`)."""
+    decoded where it is scored (see :mod:`verifiers.hosting.procs`)."""
     return [group_from_pb(r) for r in batch_from_bytes(payload).requests[start:stop]]
 
 

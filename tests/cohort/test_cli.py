@@ -111,7 +111,7 @@ def test_service_code_never_imports_torch():
     """Verifier and sandbox images have no torch: importing the serving path with torch blocked must work."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import cohort.verifiers.server, cohort.verifiers.client, cohort.verifiers.format, cohort.cli, cohort.cli.serve, cohort.cli.verify\n"
+        "import cohort.verifiers.hosting.server, cohort.verifiers.client, cohort.verifiers.format, cohort.cli, cohort.cli.serve, cohort.cli.verify\n"
         "from cohort.verifiers import registry\n"
         "for name in ('format', 'math', 'code'):\n"
         "    registry.load(name)\n"

@@ -33,7 +33,7 @@ def test_only_top_level_package_is_cohort(wheel):
     names = wheel.namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"cohort"}
-    for mapped in ("cohort/verifiers/server.py", "cohort/sandbox/_zygote.py", "cohort/trainer/default.yaml",
+    for mapped in ("cohort/verifiers/hosting/server.py", "cohort/sandbox/_zygote.py", "cohort/trainer/default.yaml",
                    "cohort/trainer/train.py", "cohort/proto/grpo/verifier/v1/verifier_service_pb2.py",
                    "cohort/proto/grpo/verifier/v1/verifier_service.proto", "cohort/integrations/__init__.py"):
         assert mapped in names, mapped

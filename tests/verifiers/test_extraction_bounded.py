@@ -10,7 +10,7 @@ import time
 import pytest
 
 from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, VerifyContext
-from cohort.verifiers.host import ServerLimits, VerifierHost
+from cohort.verifiers.hosting.host import ServerLimits, VerifierHost
 
 HOSTILE = [
     "\\boxed{" * 1000 + "2" + "}" * 1000, "(" * 1000 + "2" + ")" * 1000 + " = 1", "[" * 1000, "{" * 5000,

@@ -321,7 +321,7 @@ def test_served_over_grpc_with_the_key_from_a_file_sent_but_never_logged(standin
 
 def test_the_serving_path_loads_the_judge_with_torch_blocked(standin):
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import cohort.verifiers.server\n"
+            "import cohort.verifiers.hosting.server\n"
             "from cohort.verifiers import registry\n"
             "v = registry.load('judge'); print(type(v.backend).__name__); v.close()\n")
     env = {"COHORT_JUDGE_BACKEND": "openai", "COHORT_JUDGE_URL": standin.url, "COHORT_JUDGE_MODEL": "standin"}

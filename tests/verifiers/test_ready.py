@@ -16,7 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cohort.rpc.launch import ServiceProcess
 from cohort.rpc.runtime import GrpcRuntime, RuntimeOptions
-from cohort.verifiers.server import watch_ready
+from cohort.verifiers.hosting.server import watch_ready
 
 
 class Loading:

@@ -206,8 +206,8 @@ def test_sigterm_drains(testplugin):
 def test_validation_names_the_first_problem_in_rollout_order(rollouts, message):
     from cohort.verifiers.base import GroupRequest, InvalidRequest, Rollout
     from cohort.verifiers.format import FormatVerifier
-    from cohort.verifiers.host import ServerLimits, VerifierHost
-    from cohort.verifiers.server import status_code
+    from cohort.verifiers.hosting.host import ServerLimits, VerifierHost
+    from cohort.verifiers.hosting.server import status_code
 
     scorer = VerifierHost({"format": FormatVerifier()}, ServerLimits(max_completion_chars=5))
     try:

@@ -22,6 +22,7 @@ from cohort.verifiers.base import (
     RolloutStatus,
     StepReward,
     Verdict,
+    VerifierBase,
     VerifyContext,
     step_problem,
 )
@@ -184,7 +185,7 @@ def test_steps_round_trip_as_rows():
     assert [[r.steps for r in g.results] for g in back] == [[r.steps for r in g.results] for g in results_with_steps()]
 
 
-class _Stepper:
+class _Stepper(VerifierBase):
     """A verifier with bugs in its step rewards (rollout i: the case named by its completion)."""
 
     name, version, description, reference_kinds = "stepper", "1", "test", ()
@@ -206,7 +207,7 @@ class _Stepper:
 
 
 def test_server_turns_malformed_steps_into_verifier_error():
-    from cohort.verifiers.host import ServerLimits, VerifierHost
+    from cohort.verifiers.hosting.host import ServerLimits, VerifierHost
 
     scorer = VerifierHost({"stepper": _Stepper()}, ServerLimits())
     try:

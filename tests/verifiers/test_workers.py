@@ -1,4 +1,4 @@
-"""The one killable worker pool (``verifiers/workers.py``), driven directly: real processes running the
+"""The one killable worker pool (``verifiers/hosting/workers.py``), driven directly: real processes running the
 math verifier's worker body, on a thread and on an event loop. The math verifier's and the scoring
 processes' own tests (test_math_pool.py, test_scoring_procs.py) cover it through them."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from cohort.verifiers.math import _worker
 from cohort.verifiers.math.outcome import Compared
-from cohort.verifiers import workers
-from cohort.verifiers.workers import WorkerPool
+from cohort.verifiers.hosting import workers
+from cohort.verifiers.hosting.workers import WorkerPool
 
 SLOW = ("\\sum_{k=1}^{n} \\frac{k^3}{(k+1)(k+2)}", ("\\sum_{j=1}^{n} \\frac{j^3}{(j+2)(j+1)}",))  # tens of seconds of SymPy
 QUICK = ("(x+1)^2", ("x^2+2x+1",))
@@ -163,7 +163,7 @@ def test_a_pool_whose_workers_cannot_be_started_gives_up_with_one_clear_error(ca
         seen = len(_start_failures(caplog))
         time.sleep(2.5)
         assert len(_start_failures(caplog)) == seen <= workers.MAX_START_FAILURES  # no more retries once given up
-        assert not any(r.exc_info for r in caplog.records if r.name == "cohort.verifiers.workers")  # no tracebacks
+        assert not any(r.exc_info for r in caplog.records if r.name == "cohort.verifiers.hosting.workers")  # no tracebacks
         assert asyncio.run(p.run_async("task", time.monotonic() + 60)).kind == "crashed"
     finally:
         p.close()
@@ -202,11 +202,13 @@ import asyncio, sys, time
 from pathlib import Path
 from cohort.rpc.runtime import RuntimeOptions
 from cohort.verifiers.base import RolloutResult, RolloutStatus
-from cohort.verifiers.server import serve
-from cohort.verifiers import workers
-from cohort.verifiers.workers import WorkerPool
+from cohort.verifiers.hosting.server import serve
+from cohort.verifiers.hosting import workers
+from cohort.verifiers.hosting.workers import WorkerPool
 
-class Unstartable:
+from cohort.verifiers.base import VerifierBase
+
+class Unstartable(VerifierBase):
     name, version, description, reference_kinds = "unstartable", "1", "workers that cannot start", ("answer",)
 
     def __init__(self):

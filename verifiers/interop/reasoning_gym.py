@@ -61,7 +61,7 @@ from cohort.verifiers.base import (
     VerifyContext,
     option,
 )
-from cohort.verifiers.workers import PoolResult, WorkerPool
+from cohort.verifiers.hosting.workers import PoolResult, WorkerPool
 
 NAME = "reasoning_gym"
 SCORER_RAISED = "scorer_raised"
@@ -261,7 +261,7 @@ def _setting(key: str, default: float) -> float:
 
 
 class ReasoningGymVerifier:
-    """Their scorers run in killable worker processes (``verifiers/workers.py``): ``COHORT_RG_WORKERS``
+    """Their scorers run in killable worker processes (``verifiers/hosting/workers.py``): ``COHORT_RG_WORKERS``
     (default: up to 4, one per core; 0 scores in this process, without a time bound), each answer within
     ``COHORT_RG_BUDGET_S`` seconds (default 5) under ``COHORT_RG_MEMORY_MB`` of address space (default 2048)."""
 

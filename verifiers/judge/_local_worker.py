@@ -1,6 +1,6 @@
 """The local judge's worker process: a transformers causal LM answering "which verdict word comes next?".
 
-Runs in a :class:`~verifiers.workers.WorkerPool` process, so the verifier server itself never imports
+Runs in a :class:`~verifiers.hosting.workers.WorkerPool` process, so the verifier server itself never imports
 torch, a judge call past its deadline is killed with its process, and a killed worker is noticed and
 replaced (the group it was judging is masked, never scored 0).
 

@@ -342,7 +342,7 @@ class LocalBackend(_LoopBackend):
 
     def __init__(self, cfg: JudgeConfig, start_timeout_s: float = 300.0) -> None:
         from cohort.verifiers.judge import _local_worker
-        from cohort.verifiers.workers import WorkerPool
+        from cohort.verifiers.hosting.workers import WorkerPool
 
         self.folder = resolve_folder(cfg.model)
         self.measure = FieldMeasure(self.folder / "tokenizer.json")

@@ -1,11 +1,11 @@
 """The verifier server: hosts any registered verifiers behind ``grpo.verifier.v1.VerifierService``.
 
 The servicer only converts messages and maps the host's domain errors to status codes; validation
-and scoring are :class:`~verifiers.host.VerifierHost`'s (``Verifier.verify_group`` on plain
+and scoring are :class:`~verifiers.hosting.host.VerifierHost`'s (``Verifier.verify_group`` on plain
 dataclasses, in a bounded thread pool or, for GIL-bound verifiers with ``--scoring-procs``, in the
-scoring processes of :mod:`verifiers.procs`).
+scoring processes of :mod:`verifiers.hosting.procs`).
 
-Request-level errors (documented limits, see :class:`~verifiers.host.Limits`):
+Request-level errors (documented limits, see :class:`~verifiers.hosting.host.Limits`):
 
 ==============================================  ====================
 unknown verifier, empty group, duplicate index,  INVALID_ARGUMENT
@@ -37,13 +37,13 @@ from cohort import __version__
 from cohort.rpc.runtime import GrpcRuntime, RuntimeOptions, abort_draining, bind_error
 from cohort.verifiers import convert
 from cohort.verifiers.base import GroupResult, InvalidRequest, Verifier, VerifyContext
-from cohort.verifiers.host import ServerLimits, QueueFull, VerifierHost
-from cohort.verifiers.metrics import ServerMetrics
-from cohort.verifiers.procs import ScoringProcesses, gil_bound
+from cohort.verifiers.hosting.host import ServerLimits, QueueFull, VerifierHost
+from cohort.verifiers.hosting.metrics import ServerMetrics
+from cohort.verifiers.hosting.procs import ScoringProcesses, gil_bound
 
 __all__ = ["ServerLimits", "VerifierServicer", "add_to_server", "serve", "status_code"]
 
-log = logging.getLogger("cohort.verifiers.server")
+log = logging.getLogger("cohort.verifiers.hosting.server")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["VerifierService"].full_name
 
@@ -65,7 +65,7 @@ class VerifierServicer(pb_grpc.VerifierServiceServicer):
     async def _score(self, method: str, requests: Sequence[pb.VerifyGroupRequest], context,
                      payload: bytes | None = None) -> list[GroupResult] | bytes | None:
         """The domain results; or, when the scoring processes take the batch (its wire ``payload``
-        given), its serialized reply: they decode and encode it themselves (see :mod:`verifiers.procs`)."""
+        given), its serialized reply: they decode and encode it themselves (see :mod:`verifiers.hosting.procs`)."""
         if self.runtime.draining:
             self.metrics.count_request(method, "UNAVAILABLE")
             await abort_draining(context)
@@ -179,7 +179,7 @@ async def serve(
         if procs is not None:
             procs.close()
 
-    loading = [v for v in verifiers.values() if callable(getattr(v, "ready", None))]
+    loading = list(verifiers.values())
     try:
         # a verifier that still loads something slow (math's worker pool) keeps health NOT_SERVING until a
         # call can be answered: SERVING means ready (Kubernetes' readiness probe, the conformance kit)
@@ -197,7 +197,7 @@ async def serve(
 
 
 async def watch_ready(runtime: GrpcRuntime, loading: Sequence[Verifier], every_s: float = 0.05) -> None:
-    """Health turns SERVING once every verifier that says whether it is ready (an optional ``ready()``) is:
+    """Health turns SERVING once every verifier is ready (``ready()``, True by default: math's pool starts later):
     until then it started NOT_SERVING (see :func:`serve`)."""
     if all(v.ready() for v in loading):
         return
@@ -208,8 +208,8 @@ async def watch_ready(runtime: GrpcRuntime, loading: Sequence[Verifier], every_s
 
 async def watch_worker_pools(runtime: GrpcRuntime, every_s: float = 0.5) -> None:
     """Health turns NOT_SERVING once a worker pool of this process gives up starting workers
-    (:data:`verifiers.workers.MAX_START_FAILURES`): its verifier answers every rollout VERIFIER_ERROR."""
-    from cohort.verifiers.workers import broken_pools
+    (:data:`verifiers.hosting.workers.MAX_START_FAILURES`): its verifier answers every rollout VERIFIER_ERROR."""
+    from cohort.verifiers.hosting.workers import broken_pools
 
     while not (broken := broken_pools()):
         await asyncio.sleep(every_s)

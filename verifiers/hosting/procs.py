@@ -3,7 +3,7 @@
 A pure-Python verifier (one that declares ``max_concurrency = 1``, like ``format`` and ``arith``) cannot
 use more than one core inside one process, whatever the thread count. With ``--scoring-procs N`` the
 server splits each batch of such groups into at most N chunks and scores them in N worker processes
-of a :class:`~verifiers.workers.WorkerPool`.
+of a :class:`~verifiers.hosting.workers.WorkerPool`.
 
 What travels is bytes, both ways. Each worker gets the request's wire bytes and the range of groups
 that is its chunk, decodes that range into ``GroupRequest`` objects itself (:mod:`verifiers.convert`,
@@ -15,7 +15,7 @@ of a batch is spread over the processes instead of the single server process (at
 those conversions and pickles took most of the server's time per call). Scoring itself sees only
 domain objects, as on the threaded path.
 
-Each worker runs the same :class:`~verifiers.host.VerifierHost` (validation, in-band VERIFIER_ERROR for
+Each worker runs the same :class:`~verifiers.hosting.host.VerifierHost` (validation, in-band VERIFIER_ERROR for
 a verifier bug, result matching) as the threaded path, so replies are identical; a chunk's domain
 error (:class:`~verifiers.base.InvalidRequest`, a malformed message) is sent back and raised by the
 server, the first in request order. A worker is a killable process, which gives the server hard
@@ -33,12 +33,13 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from cohort.verifiers import convert
 from cohort.verifiers.base import GroupResult, InvalidRequest, RolloutResult, RolloutStatus, Verifier, VerifyContext
-from cohort.verifiers.host import ServerLimits, VerifierHost
-from cohort.verifiers.metrics import Counts, count_results
-from cohort.verifiers.workers import WorkerPool
+from cohort.verifiers.hosting.host import ServerLimits, VerifierHost
+from cohort.verifiers.hosting.metrics import Counts, count_results
+from cohort.verifiers.hosting.workers import WorkerPool
 
 Chunk = tuple[bytes, int, int, float | None]
 """A worker's task: a serialized ``BatchVerifyGroupsRequest``, the range ``start:stop`` of its groups
@@ -50,14 +51,15 @@ Reply = tuple[bytes, Counts]
 
 def gil_bound(verifier: Verifier) -> bool:
     """Whether threads cannot speed this verifier up (it says so with ``max_concurrency = 1``)."""
-    return getattr(verifier, "max_concurrency", None) == 1
+    return verifier.max_concurrency == 1
 
 
 # ---- inside a worker process ------------------------------------------------------------------
 
 
-def _setup(names: list[str], limits: ServerLimits):
-    """Load the verifiers once; the handler scores :data:`Chunk` tasks."""
+def _setup(names: Mapping[str, Any], limits: ServerLimits):
+    """Load the verifiers once, each with the options the server's copy was made with; the handler scores
+    :data:`Chunk` tasks."""
     from cohort.verifiers import registry
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server process owns shutdown (drain on SIGTERM/SIGINT)
@@ -86,7 +88,8 @@ class ScoringProcesses:
     def __init__(self, verifiers: Mapping[str, Verifier], limits: ServerLimits, n: int, start_timeout_s: float = 120.0) -> None:
         self.names = sorted(name for name, v in verifiers.items() if gil_bound(v))
         self.limits = limits
-        self._pool = WorkerPool(_setup, (self.names, limits), n, start_method="spawn", name="cohort-scoring")
+        options = {name: verifiers[name].options for name in self.names}
+        self._pool = WorkerPool(_setup, (options, limits), n, start_method="spawn", name="cohort-scoring")
         self._pool.start(ready_timeout_s=start_timeout_s)
 
     @property

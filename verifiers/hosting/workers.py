@@ -1,7 +1,7 @@
 """Killable worker processes: the one process pool of the verifier service.
 
 Used by the math verifier's SymPy checks (:mod:`verifiers.math.pool`) and by the server's scoring
-processes (:mod:`verifiers.procs`). Each worker runs ``setup(*setup_args)`` once on its main thread
+processes (:mod:`verifiers.hosting.procs`). Each worker runs ``setup(*setup_args)`` once on its main thread
 (load verifiers, set an rlimit, ...), says it is ready, then answers tasks one at a time with the
 handler ``setup`` returned. A caller holds a worker exclusively from taking it off the idle queue to
 putting it back, so tasks run in parallel up to the pool size and no lock is held while one runs.

@@ -4,8 +4,8 @@
 bounded queue and runs ``Verifier.verify_group`` on plain dataclasses, in a thread pool or in the
 calling thread. It knows nothing of gRPC: a request it refuses raises a domain error,
 :class:`~verifiers.base.InvalidRequest` (the request can never be scored) or :class:`QueueFull`
-(retry later), which the servicer (:mod:`verifiers.server`) maps to status codes. The server and
-each scoring process (:mod:`verifiers.procs`) run the same host, so their replies are identical.
+(retry later), which the servicer (:mod:`verifiers.hosting.server`) maps to status codes. The server and
+each scoring process (:mod:`verifiers.hosting.procs`) run the same host, so their replies are identical.
 
 A verifier that raises or returns the wrong rollouts yields in-band VERIFIER_ERROR for the affected
 rollouts: a bug in a verifier is never a reward of 0.
@@ -32,9 +32,9 @@ from cohort.verifiers.base import (
     Verifier,
     VerifyContext,
     checked_steps)
-from cohort.verifiers.metrics import ServerMetrics, count_results
+from cohort.verifiers.hosting.metrics import ServerMetrics, count_results
 
-log = logging.getLogger("cohort.verifiers.host")
+log = logging.getLogger("cohort.verifiers.hosting.host")
 
 
 class QueueFull(Exception):
@@ -58,6 +58,9 @@ class VerifierHost:
     """Validates requests, admits them into the bounded queue and runs verifiers; knows nothing of gRPC."""
 
     def __init__(self, verifiers: dict[str, Verifier], limits: ServerLimits, metrics: ServerMetrics | None = None) -> None:
+        not_verifiers = [name for name, v in verifiers.items() if not isinstance(v, Verifier)]
+        if not_verifiers:  # e.g. no max_concurrency / ready / close: cohort.verifiers.base.VerifierBase has them
+            raise TypeError(f"not a Verifier (subclass cohort.verifiers.base.VerifierBase): {not_verifiers}")
         self.verifiers = verifiers
         self.limits = limits
         self.metrics = metrics
@@ -163,7 +166,7 @@ class VerifierHost:
             loop = asyncio.get_running_loop()
             # Verifiers bound by the GIL (pure Python, no waiting) say so with `max_concurrency = 1`:
             # splitting their work over threads only adds contention.
-            caps = [getattr(self.verifiers[g.verifier], "max_concurrency", None) or self.limits.workers for g in groups]
+            caps = [self.verifiers[g.verifier].max_concurrency or self.limits.workers for g in groups]
             n_chunks = max(1, min(len(groups), self.limits.workers, max(caps)))
             size = -(-len(groups) // n_chunks)
             chunks = [groups[i : i + size] for i in range(0, len(groups), size)]
@@ -174,9 +177,7 @@ class VerifierHost:
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
         for verifier in self.verifiers.values():
-            close = getattr(verifier, "close", None)
-            if callable(close):
-                close()
+            verifier.close()
 
 
 def _match_results(group: GroupRequest, results: list[RolloutResult]) -> list[RolloutResult]:

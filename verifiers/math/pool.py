@@ -23,7 +23,5 @@ def math_pool(size: int, memory_mb: int = 1536, start_method: str | None = None)
 
 
 def default_pool_size() -> int:
-    env = os.environ.get("COHORT_MATH_WORKERS")
-    if env:
-        return max(1, int(env))
+    """Workers when the options name none: one per core, at most 8."""
     return max(1, min(8, os.cpu_count() or 1))

@@ -1,5 +1,6 @@
-"""One private asyncio event loop in one daemon thread: how blocking callers (the trainer's scorer,
-the TRL and verl adapters) drive the asyncio verifier client.
+"""One private asyncio event loop in one daemon thread: how blocking code drives asyncio code, written once:
+the blocking verifier client (:mod:`cohort.verifiers.blocking`: the trainer's scorer, the TRL, verl, ORS and
+NeMo-Gym adapters) and the LLM judge's back-ends (the verifier server's threads calling ``httpx``).
 
 Calling ``asyncio.run`` per batch would build and tear down channels on every call and fails inside a
 thread that already runs a loop (Jupyter, some trainers). Here the loop starts once; :meth:`submit`
@@ -48,6 +49,7 @@ class BackgroundLoop:
     """An event loop on its own daemon thread; ``on_close`` coroutines run on it before it stops."""
 
     def __init__(self, name: str) -> None:
+        self.name = name
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self.thread.start()
@@ -67,14 +69,14 @@ class BackgroundLoop:
         """Schedule ``coro`` on the loop; its result as a ``concurrent.futures.Future``."""
         problem = None
         if self.closed:
-            problem = "this Cohort verifier client is closed"
+            problem = "is closed"
         elif os.getpid() != self._pid:
-            problem = "this Cohort verifier client was created in another process (fork): create one per process"
+            problem = "was created in another process (fork): create one per process"
         elif threading.current_thread() is self.thread:
-            problem = "a blocking call from the client's own event loop thread"
+            problem = "was called from its own event loop thread (a blocking call there would never return)"
         if problem is not None:
             coro.close()
-            raise RuntimeError(problem)
+            raise RuntimeError(f"the event loop thread {self.name!r} {problem}")
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def run(self, coro: Coroutine) -> Any:

@@ -15,9 +15,10 @@ no answer by the deadline (the worker is killed)     :class:`JudgeTimeout`      
 a reply that is not the API's JSON, other 4xx        :class:`JudgeFailed`        VERIFIER_ERROR
 ===================================================  ==========================  ====================
 
-Each back-end owns one event loop on a daemon thread; every group the server's threads score goes
-through it, so the concurrency limit (an ``asyncio.Semaphore``) and the rate limit (a minimum interval
-between request starts, :class:`Limiter`) hold for the back-end as a whole, not per thread.
+Each back-end's calls run on one event loop on a daemon thread (:class:`cohort.rpc.loop.BackgroundLoop`,
+the mechanism of every blocking Cohort caller); every group the server's threads score goes through it,
+so the concurrency limit (an ``asyncio.Semaphore``) and the rate limit (a minimum interval between
+request starts, :class:`Limiter`) hold for the back-end as a whole, not per thread.
 
 Why ``httpx`` (``AsyncClient``) rather than the stdlib: the requests run on that event loop, where a
 request past the deadline is cancelled cleanly by ``asyncio.wait_for`` (a blocking ``urllib`` call in a
@@ -38,12 +39,13 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
+
+from cohort.rpc.loop import BackgroundLoop
 
 log = logging.getLogger("cohort.verifiers.judge")
 
@@ -258,18 +260,13 @@ class _LoopBackend:
         """Queries that reached the model (cache hits never do): tests and the bench read it."""
         self.on_answers = None
         """Called with (queries, answers) when answers arrive after their caller gave up (local back-end)."""
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name=f"judge-{cfg.backend}")
-        self._thread.start()
+        self._bg = BackgroundLoop(f"judge-{cfg.backend}")
         self._limiter = Limiter(self.cfg.concurrency, self.cfg.rate_per_s)  # its semaphore binds to the loop on first use
-
-    def _on_loop(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None):
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     def ask(self, queries: Sequence[Query], deadline: float) -> list[Answer]:
         """The answers to ``queries`` (one back-end call for all), or a Judge* failure."""
         self.queries_sent += len(queries)
-        future = asyncio.run_coroutine_threadsafe(self._ask_by(queries, deadline), self._loop)
+        future = self._bg.submit(self._ask_by(queries, deadline))
         try:
             return future.result(max(0.0, deadline - time.monotonic()) + 5.0)
         except TimeoutError:  # the loop itself is stuck: give up on the call
@@ -292,7 +289,8 @@ class _LoopBackend:
         raise NotImplementedError
 
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        """Run the loop's closers (the HTTP client's), stop it and join its thread. Idempotent."""
+        self._bg.close()
 
 
 # ---- local ---------------------------------------------------------------------------------------
@@ -341,7 +339,7 @@ class LocalBackend(_LoopBackend):
     methods = frozenset({"verdict", "pairwise", "reference_prob"})
 
     def __init__(self, cfg: JudgeConfig, start_timeout_s: float = 300.0) -> None:
-        from cohort.verifiers.judge import _local_worker
+        from cohort.verifiers.judge._local_worker import setup
         from cohort.verifiers.hosting.workers import WorkerPool
 
         self.folder = resolve_folder(cfg.model)
@@ -350,7 +348,7 @@ class LocalBackend(_LoopBackend):
         super().__init__(cfg)
         # attempts=1: a group whose worker died under it is masked, not re-run on a fresh worker (which
         # would first have to load the model again, past most deadlines)
-        self.pool = WorkerPool(_local_worker.setup, (str(self.folder), cfg.threads, cfg.device), cfg.concurrency,
+        self.pool = WorkerPool(setup, (str(self.folder), cfg.threads, cfg.device), cfg.concurrency,
                                name="judge-local-worker", attempts=1)
         # before the server turns SERVING: a judge that cannot load its model fails at startup
         self.pool.start(ready_timeout_s=start_timeout_s)
@@ -414,7 +412,8 @@ class OpenAIBackend(_LoopBackend):
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.model_id = f"openai:{cfg.url}:{cfg.model}:{cfg.api}:t0:max{cfg.max_tokens}"
         super().__init__(cfg)
-        self._client = self._on_loop(self._make_client())
+        self._client = self._bg.run(self._make_client())
+        self._bg.on_close(self._client.aclose)
 
     async def _make_client(self):
         import httpx
@@ -489,13 +488,6 @@ class OpenAIBackend(_LoopBackend):
                 raise JudgeUnavailable(f"{why}; gave up after {failures} tries")
             await asyncio.sleep(wait)
             backoff *= 2
-
-    def close(self) -> None:
-        try:
-            self._on_loop(self._client.aclose(), timeout=5)
-        except Exception:  # closing at shutdown: nothing left to report to
-            log.debug("closing the judge's HTTP client failed", exc_info=True)
-        super().close()
 
 
 def render_plain(q: Query) -> str:

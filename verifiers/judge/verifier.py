@@ -46,7 +46,16 @@ from cohort.verifiers.base import (
     float_option,
     option,
 )
-from cohort.verifiers.judge import parse, prompt
+from cohort.verifiers.judge.parse import Unparseable, parse_pair, parse_score, parse_verdict
+from cohort.verifiers.judge.prompt import (
+    ANSWER_FORMATS,
+    RUBRICS,
+    Rubric,
+    delimit,
+    injection_spans,
+    messages,
+    strip_injections,
+)
 from cohort.verifiers.judge.backends import (
     Answer,
     JudgeConfig,
@@ -78,7 +87,7 @@ class Failed:
 @dataclass(frozen=True)
 class JudgeOptions:
     method: str
-    rubric: prompt.Rubric
+    rubric: Rubric
     reward: str
     threshold: float
     max_score: float
@@ -96,7 +105,7 @@ class JudgeOptions:
         if method == "pairwise" and not 2 <= len(group.rollouts) <= MAX_PAIRWISE_ROLLOUTS:
             raise InvalidRequest(f"option method='pairwise' for verifier 'judge' needs 2 to {MAX_PAIRWISE_ROLLOUTS} "
                                  f"rollouts in the group (G(G-1) judge queries), got {len(group.rollouts)}")
-        name = option(group, "rubric", "match" if has_ref else "quality", tuple(prompt.RUBRICS))
+        name = option(group, "rubric", "match" if has_ref else "quality", tuple(RUBRICS))
         if name == "match" and not has_ref:
             raise InvalidRequest("option rubric='match' for verifier 'judge' needs reference.answer")
         max_score = float_option(group, "max_score", 10.0)
@@ -105,14 +114,14 @@ class JudgeOptions:
         template = group.options.get("template", "")
         if template and "{response}" not in template:
             raise InvalidRequest("option template for verifier 'judge' must contain {response}")
-        fmt = prompt.ANSWER_FORMATS["pairwise" if method == "pairwise" else "score" if method == "score" else "verdict"]
-        criteria = group.options.get("criteria", "").strip() or prompt.RUBRICS[name]
+        fmt = ANSWER_FORMATS["pairwise" if method == "pairwise" else "score" if method == "score" else "verdict"]
+        criteria = group.options.get("criteria", "").strip() or RUBRICS[name]
         threshold = float_option(group, "threshold", 0.5)
         if not 0.0 <= threshold <= 1.0:
             raise InvalidRequest(f"option threshold={threshold:g} for verifier 'judge': expected 0..1")
         return cls(
             method=method,
-            rubric=prompt.Rubric(criteria, fmt.replace("{max_score}", f"{max_score:g}"), template),
+            rubric=Rubric(criteria, fmt.replace("{max_score}", f"{max_score:g}"), template),
             reward=option(group, "reward", "prob", ("prob", "binary")),
             threshold=threshold,
             max_score=max_score,
@@ -153,13 +162,13 @@ class JudgeVerifier:
         for r in group.rollouts:
             text, size = measure.cut(r.completion, limit)
             over.append(size > limit)
-            spans = prompt.injection_spans(text)
+            spans = injection_spans(text)
             note = [f"completion of {size} {measure.unit}; the judge reads at most {limit}: not judged"] if size > limit else []
             if spans:
                 shown = "; ".join(repr(s[:40]) for _, _, s in spans[:2])
                 note.append(f"judge_injection {shown} (on_injection={opts.on_injection})")
                 if opts.on_injection != "none":
-                    text = prompt.strip_injections(text)
+                    text = strip_injections(text)
             texts.append(text)
             notes.append(note)
             flagged.append(bool(spans))
@@ -195,7 +204,7 @@ class JudgeVerifier:
 
     def _query(self, text: str, question: str, reference: str | None, opts: JudgeOptions) -> Query:
         if opts.method == "reference_prob":
-            user = (f"Question:\n{prompt.delimit(question, 'question')}\n\nResponse:\n{prompt.delimit(text, 'response')}"
+            user = (f"Question:\n{delimit(question, 'question')}\n\nResponse:\n{delimit(text, 'response')}"
                     "\n\nWhat is the final answer given in the response?")
             return Query(_messages(user), prefix=REFERENCE_PREFIX, continuation=reference)
         user = opts.rubric.render(question, text, reference)
@@ -267,12 +276,12 @@ class JudgeVerifier:
             return p, f"{what}={p:.4f} (top token {answer.text!r})"
         try:
             if opts.method == "score":
-                value, shown = parse.parse_score(answer.text, opts.max_score)
+                value, shown = parse_score(answer.text, opts.max_score)
             elif opts.method == "pairwise":
-                value, shown = parse.parse_pair(answer.text)
+                value, shown = parse_pair(answer.text)
             else:
-                value, shown = parse.parse_verdict(answer.text)
-        except parse.Unparseable as exc:
+                value, shown = parse_verdict(answer.text)
+        except Unparseable as exc:
             return str(exc)
         return value, f"judge said {shown!r}"
 
@@ -303,4 +312,4 @@ class JudgeVerifier:
 
 
 def _messages(user: str) -> tuple[tuple[str, str], ...]:
-    return tuple((m["role"], m["content"]) for m in prompt.messages(user))
+    return tuple((m["role"], m["content"]) for m in messages(user))

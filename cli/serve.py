@@ -1,108 +1,228 @@
-"""``cohort serve``: host verifiers (or the sandbox) as a gRPC service."""
+"""``cohort serve verifiers|sandbox|tools``: host a kind of service over gRPC, configured by a serve config file
+(:mod:`cohort.cli.serve_config`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
+from typer.core import TyperGroup
 
 from cohort.cli import app, fail
 
 
-@app.command()
-def serve(
-    names: list[str] = typer.Argument(
-        ..., help="Verifier names to host (see `cohort list-verifiers`), or `sandbox` alone (it also serves the "
-        "`python` tool), or `calculator` alone (a tool server)."),
-    host: str = typer.Option("127.0.0.1", help="Address to bind. Loopback by default; use 0.0.0.0 in containers."),
-    port: int = typer.Option(50051, min=0, max=65535, help="Port to bind; 0 picks a free one (see --port-file)."),
-    port_file: Path | None = typer.Option(None, help="Write the bound port to this file once serving."),
-    metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Serve Prometheus metrics over HTTP on this port (0: a free one, written to PORT_FILE.metrics)."),
-    workers: int = typer.Option(16, min=1, help="Threads scoring groups concurrently."),
-    scoring_procs: int = typer.Option(
-        0, min=0, help="Worker processes for pure-Python (GIL-bound) verifiers such as format and arith: "
-        "a batch is split across them, one per core is a good start. 0 scores them in threads."),
-    max_queued_groups: int = typer.Option(16384, min=1, help="Admitted-but-unscored groups before RESOURCE_EXHAUSTED."),
-    max_groups_per_batch: int = typer.Option(4096, min=1, help="Groups per call before INVALID_ARGUMENT."),
-    max_rollouts_per_group: int = typer.Option(1024, min=1, help="Rollouts per group before INVALID_ARGUMENT."),
-    max_message_mb: float = typer.Option(8.0, min=0.001, help="Largest request in MiB (larger: RESOURCE_EXHAUSTED)."),
-    grace: float = typer.Option(30.0, min=0, help="Seconds in-flight calls may run after SIGTERM."),
-    drain_delay: float = typer.Option(0.0, min=0, help="Seconds to stay NOT_SERVING before stopping (for load balancers)."),
-    log_level: str = typer.Option("INFO", help="Logging level: DEBUG, INFO, WARNING or ERROR."),
-    tls_cert: Path | None = typer.Option(None, help="PEM certificate chain: serve TLS (with --tls-key)."),
-    tls_key: Path | None = typer.Option(None, help="PEM private key of --tls-cert."),
-    client_ca: Path | None = typer.Option(None, help="PEM CA: require client certificates it signed (mutual TLS)."),
+class _ServeGroup(TyperGroup):
+    """``cohort serve KIND``; the names of the first invocation still work: ``cohort serve math format`` is
+    ``cohort serve verifiers math format``, ``cohort serve calculator`` is ``cohort serve tools calculator``
+    (``cohort serve sandbox`` is already a kind)."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["tools" if args[0] in TOOL_NAMES else "verifiers", *args]
+        return super().parse_args(ctx, args)
+
+
+TOOL_NAMES = ("calculator",)
+serve_app = typer.Typer(
+    cls=_ServeGroup, no_args_is_help=True,
+    help="Serve verifiers, the sandbox or tools over gRPC (health, reflection, graceful drain), configured by a "
+    "serve config file (--config; docs/config.md, \"Serve config\"): see `cohort list-verifiers` for the verifiers.")
+app.add_typer(serve_app, name="serve")
+
+# The flags every kind of service takes; None: the config file's value (or its default).
+CONFIG = typer.Option(None, "--config", "-c", help="Serve config file (YAML): server, limits and each service's options. "
+                      "COHORT_* variables override it, flags override both.")
+HOST = typer.Option(None, help="Address to bind (default 127.0.0.1: loopback; use 0.0.0.0 in containers).")
+PORT = typer.Option(None, min=0, max=65535, help="Port to bind (default 50051); 0 picks a free one (see --port-file).")
+PORT_FILE = typer.Option(None, help="Write the bound port to this file once serving.")
+MAX_MESSAGE_MB = typer.Option(None, min=0.001, help="Largest request in MiB (default 8; larger: RESOURCE_EXHAUSTED).")
+GRACE = typer.Option(None, min=0, help="Seconds in-flight calls may run after SIGTERM (default 30).")
+DRAIN_DELAY = typer.Option(None, min=0, help="Seconds to stay NOT_SERVING before stopping, for load balancers (default 0).")
+LOG_LEVEL = typer.Option(None, help="Logging level: DEBUG, INFO (default), WARNING or ERROR.")
+TLS_CERT = typer.Option(None, help="PEM certificate chain: serve TLS (with --tls-key).")
+TLS_KEY = typer.Option(None, help="PEM private key of --tls-cert.")
+CLIENT_CA = typer.Option(None, help="PEM CA: require client certificates it signed (mutual TLS).")
+
+
+def _server_flags(host, port, max_message_mb, grace, drain_delay, log_level, tls_cert, tls_key, client_ca) -> dict:
+    flags = {"server.host": host, "server.port": port, "server.max_message_mb": max_message_mb, "server.grace_s": grace,
+             "server.drain_delay_s": drain_delay, "server.log_level": log_level and log_level.upper(),
+             "server.tls.cert": tls_cert and str(tls_cert), "server.tls.key": tls_key and str(tls_key),
+             "server.tls.client_ca": client_ca and str(client_ca)}
+    return flags
+
+
+def _configure(kind: str, config: Path | None, flags: dict):
+    """The serve config (file, then COHORT_* variables, then flags), logging set, and the runtime's options;
+    bad input is one line and exit 2."""
+    import logging
+
+    from cohort.cli.serve_config import ServeConfigError, load_serve_config
+    from cohort.rpc.runtime import RuntimeOptions, configure_logging
+    from cohort.rpc.tls import ServerTls, TlsError
+
+    level = flags.get("server.log_level")
+    if level is not None and not isinstance(logging.getLevelName(level), int):
+        fail(f"cohort serve: --log-level {level.lower()!r} is not one of DEBUG, INFO, WARNING, ERROR")
+    try:
+        cfg = load_serve_config(config, overrides={k: v for k, v in flags.items() if v is not None})
+    except ServeConfigError as exc:
+        fail(f"cohort serve {kind}: {exc}")
+    configure_logging(cfg.server.log_level)
+    tls = cfg.server.tls
+    try:
+        server_tls = ServerTls.from_options(tls.cert, tls.key, tls.client_ca)
+    except TlsError as exc:
+        fail(f"error: {exc}")
+    server = cfg.server
+    options = RuntimeOptions(
+        host=server.host, port=server.port, max_message_bytes=int(server.max_message_mb * 1024 * 1024),
+        grace_s=server.grace_s, drain_delay_s=server.drain_delay_s, port_file=flags.get("port_file"), tls=server_tls)
+    return cfg, options
+
+
+def _starting(what: str, options) -> None:
+    import logging
+
+    # loading a verifier (SymPy for math), the sandbox's self-test: seconds before "serving ..." on a busy machine
+    where = f"{options.host}:{options.port}" if options.port else f"{options.host} (a free port)"
+    logging.getLogger("cohort.grpc").info("starting %s on %s ...", what, where)
+
+
+@serve_app.command("verifiers")
+def serve_verifiers(
+    names: list[str] = typer.Argument(None, help="Verifiers to host (see `cohort list-verifiers`); none: every "
+                                      "verifier of the config's `verifiers` section."),
+    config: Path | None = CONFIG, host: str | None = HOST, port: int | None = PORT, port_file: Path | None = PORT_FILE,
+    metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Serve Prometheus metrics over HTTP on this "
+                                            "port (0: a free one, written to PORT_FILE.metrics)."),
+    workers: int | None = typer.Option(None, min=1, help="Threads scoring groups concurrently (default 16)."),
+    scoring_procs: int | None = typer.Option(
+        None, min=0, help="Worker processes for pure-Python (GIL-bound) verifiers such as format and arith: "
+        "a batch is split across them, one per core is a good start. 0 (the default) scores them in threads."),
+    max_queued_groups: int | None = typer.Option(None, min=1, help="Admitted-but-unscored groups before RESOURCE_EXHAUSTED (default 16384)."),
+    max_groups_per_batch: int | None = typer.Option(None, min=1, help="Groups per call before INVALID_ARGUMENT (default 4096)."),
+    max_rollouts_per_group: int | None = typer.Option(None, min=1, help="Rollouts per group before INVALID_ARGUMENT (default 1024)."),
+    max_message_mb: float | None = MAX_MESSAGE_MB, grace: float | None = GRACE, drain_delay: float | None = DRAIN_DELAY,
+    log_level: str | None = LOG_LEVEL, tls_cert: Path | None = TLS_CERT, tls_key: Path | None = TLS_KEY,
+    client_ca: Path | None = CLIENT_CA,
 ) -> None:
     """Serve verifiers over gRPC (grpo.verifier.v1) with health, reflection, metrics and graceful drain.
 
-    Exit codes: 0 after a drain on SIGTERM/SIGINT, 1 the address cannot be bound (e.g. in use) or the
-    sandbox fails its self-test, 2 bad input (an unknown verifier name).
+    Exit codes: 0 after a drain on SIGTERM/SIGINT, 1 the address cannot be bound (e.g. in use), 2 bad input
+    (an unknown verifier name, a config key or option its model does not know).
     """
     import asyncio
 
-    from cohort.rpc.runtime import BindError, RuntimeOptions, configure_logging
-    from cohort.rpc.tls import ServerTls, TlsError
-
-    import logging
-
-    if not isinstance(logging.getLevelName(log_level.upper()), int):
-        fail(f"cohort serve: --log-level {log_level!r} is not one of DEBUG, INFO, WARNING, ERROR")
-    configure_logging(log_level.upper())
-    try:
-        tls = ServerTls.from_options(tls_cert, tls_key, client_ca)
-    except TlsError as exc:
-        fail(f"error: {exc}")
-    # loading a verifier (SymPy for math), the sandbox's self-test: seconds before "serving ..." on a busy machine
-    logging.getLogger("cohort.grpc").info("starting %s on %s ...", ", ".join(names),
-                                          f"{host}:{port}" if port else f"{host} (a free port)")
-    options = RuntimeOptions(
-        host=host, port=port, max_message_bytes=int(max_message_mb * 1024 * 1024), grace_s=grace,
-        drain_delay_s=drain_delay, port_file=port_file, tls=tls,
-    )
-    if "sandbox" in names:
-        if names != ["sandbox"]:
-            raise typer.BadParameter("`sandbox` is served alone: run it as its own service", param_hint="NAMES")
-        from cohort.sandbox.executor import SandboxError
-        from cohort.sandbox.server import serve as serve_sandbox
-
-        try:
-            asyncio.run(serve_sandbox(options))
-        except BindError as exc:
-            _fail_to_bind(exc)
-        except SandboxError as exc:
-            fail(f"cohort serve sandbox: the sandbox cannot run code here: {exc}", 1)
-        return
-    if "calculator" in names:  # a tool server (grpo.tool.v1), like the sandbox's `python` tool
-        if names != ["calculator"]:
-            raise typer.BadParameter("`calculator` is served alone: run it as its own service", param_hint="NAMES")
-        from cohort.tools import calculator
-        from cohort.tools.server import serve as serve_tools
-
-        try:
-            asyncio.run(serve_tools([calculator.Calculator()], calculator.VERSION, options))
-        except BindError as exc:
-            _fail_to_bind(exc)
-        return
-
+    from cohort.rpc.runtime import BindError
     from cohort.verifiers import registry
-    from cohort.verifiers.hosting.server import ServerLimits
-    from cohort.verifiers.hosting.server import serve as serve_verifiers
+    from cohort.verifiers.hosting.host import ServerLimits
+    from cohort.verifiers.hosting.server import serve as serve_hosted
 
-    try:
-        verifiers = registry.load_many(names)
+    flags = _server_flags(host, port, max_message_mb, grace, drain_delay, log_level, tls_cert, tls_key, client_ca)
+    flags.update({"server.metrics_port": metrics_port, "limits.workers": workers, "limits.scoring_procs": scoring_procs,
+                  "limits.max_queued_groups": max_queued_groups, "limits.max_groups_per_batch": max_groups_per_batch,
+                  "limits.max_rollouts_per_group": max_rollouts_per_group, "port_file": port_file})
+    port_file = flags.pop("port_file")
+    cfg, options = _configure("verifiers", config, flags)
+    options = replace(options, port_file=port_file)
+    served = list(names or cfg.listed)
+    if not served:
+        fail("cohort serve verifiers: no verifier to serve: name some (see `cohort list-verifiers`) or list them "
+             "under `verifiers:` in --config")
+    if len(set(served)) != len(served):
+        fail(f"error: verifier names repeated: {served}")
+    try:  # every verifier's options checked before any starts (math's pool takes seconds)
+        given = {n: registry.parse_options(n, registry.factory(n, cfg.allow), cfg.verifiers.get(n)) for n in served}
+    except registry.OptionsError as exc:
+        fail(f"cohort serve verifiers: {exc}")
     except registry.PluginError as exc:
         fail(f"error: {exc}")
+    _starting(", ".join(served), options)
+    try:
+        verifiers = registry.load_many(given, allow=cfg.allow)
+    except registry.PluginError as exc:
+        fail(f"error: {exc}")
+    lim = cfg.limits
     limits = ServerLimits(
-        max_groups_per_batch=max_groups_per_batch, max_rollouts_per_group=max_rollouts_per_group,
-        max_queued_groups=max_queued_groups, workers=workers, scoring_procs=scoring_procs,
+        max_groups_per_batch=lim.max_groups_per_batch, max_rollouts_per_group=lim.max_rollouts_per_group,
+        max_queued_groups=lim.max_queued_groups, workers=lim.workers, scoring_procs=lim.scoring_procs,
     )
     try:
-        asyncio.run(serve_verifiers(verifiers, options, limits, metrics_port))
+        asyncio.run(serve_hosted(verifiers, options, limits, cfg.server.metrics_port))
     except BindError as exc:
         _fail_to_bind(exc)
 
 
-def _fail_to_bind(exc: BindError) -> None:
+@serve_app.command("sandbox")
+def serve_sandbox(
+    config: Path | None = CONFIG, host: str | None = HOST, port: int | None = PORT, port_file: Path | None = PORT_FILE,
+    pool_size: int | None = typer.Option(None, min=0, help="Slots per pool (default max(4, 2 x CPUs))."),
+    max_message_mb: float | None = MAX_MESSAGE_MB, grace: float | None = GRACE, drain_delay: float | None = DRAIN_DELAY,
+    log_level: str | None = LOG_LEVEL, tls_cert: Path | None = TLS_CERT, tls_key: Path | None = TLS_KEY,
+    client_ca: Path | None = CLIENT_CA,
+) -> None:
+    """Serve the sandbox (grpo.sandbox.v1) and its `python` tool (grpo.tool.v1) over gRPC.
+
+    Exit codes: 0 after a drain on SIGTERM/SIGINT, 1 the address cannot be bound or the sandbox fails its
+    self-test, 2 bad input (a config key it does not know).
+    """
+    import asyncio
+
+    from cohort.rpc.runtime import BindError
+    from cohort.sandbox.executor import SandboxError
+    from cohort.sandbox.server import serve as serve_hosted
+
+    flags = _server_flags(host, port, max_message_mb, grace, drain_delay, log_level, tls_cert, tls_key, client_ca)
+    flags["sandbox.pool_size"] = pool_size
+    cfg, options = _configure("sandbox", config, flags)
+    options = replace(options, port_file=port_file)
+    _starting("sandbox", options)
+    box, tool = cfg.sandbox, cfg.sandbox.python_tool
+    try:
+        asyncio.run(serve_hosted(options, pool_size=box.pool_size, max_calls_per_tenant=box.max_calls_per_tenant,
+                                 tool_wall_s=tool.wall_s, tool_slots_per_core=tool.slots_per_core,
+                                 tool_sessions=tool.sessions, tool_max_sessions=tool.max_sessions))
+    except BindError as exc:
+        _fail_to_bind(exc)
+    except SandboxError as exc:
+        fail(f"cohort serve sandbox: the sandbox cannot run code here: {exc}", 1)
+
+
+@serve_app.command("tools")
+def serve_tools(
+    names: list[str] = typer.Argument(None, help=f"Tools to serve ({', '.join(TOOL_NAMES)}); none: the config's "
+                                      "`tools.names`. The `python` tool is the sandbox's (`cohort serve sandbox`)."),
+    config: Path | None = CONFIG, host: str | None = HOST, port: int | None = PORT, port_file: Path | None = PORT_FILE,
+    max_message_mb: float | None = MAX_MESSAGE_MB, grace: float | None = GRACE, drain_delay: float | None = DRAIN_DELAY,
+    log_level: str | None = LOG_LEVEL, tls_cert: Path | None = TLS_CERT, tls_key: Path | None = TLS_KEY,
+    client_ca: Path | None = CLIENT_CA,
+) -> None:
+    """Serve tools without a sandbox (grpo.tool.v1) over gRPC.
+
+    Exit codes: 0 after a drain on SIGTERM/SIGINT, 1 the address cannot be bound, 2 bad input.
+    """
+    import asyncio
+
+    from cohort.rpc.runtime import BindError
+    from cohort.tools import calculator
+    from cohort.tools.server import serve as serve_hosted
+
+    flags = _server_flags(host, port, max_message_mb, grace, drain_delay, log_level, tls_cert, tls_key, client_ca)
+    if names:
+        flags["tools.names"] = names
+    cfg, options = _configure("tools", config, flags)
+    options = replace(options, port_file=port_file)
+    _starting(", ".join(cfg.tools.names), options)
+    made = {"calculator": calculator.Calculator}
+    try:
+        asyncio.run(serve_hosted([made[n]() for n in cfg.tools.names], calculator.VERSION, options))
+    except BindError as exc:
+        _fail_to_bind(exc)
+
+
+def _fail_to_bind(exc) -> None:
     """One line instead of grpc's traceback ("RuntimeError: Failed to bind"), exit 1."""
     hint = " (pick another port; 0 picks a free one)" if exc.in_use else ""
     fail(f"cohort serve: {exc}{hint}", 1)

@@ -87,8 +87,7 @@ def test_our_nemo_gym_adapter_reads_it_back(front, monkeypatch):
     from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, VerifyContext
     from cohort.verifiers.interop.remote import NemoGymVerifier
 
-    monkeypatch.setenv("COHORT_NEMO_GYM_URL", front)
-    v = NemoGymVerifier()
+    v = NemoGymVerifier(url=front)  # what `cohort serve` gives it from verifiers.nemo_gym.url
     try:
         ok = v.verify_group(GroupRequest("nemo_gym", (Rollout(0, "\\boxed{4}"), Rollout(1, "\\boxed{3}")),
                                          Reference(answer="4"), "g", "What is 2+2?"), VerifyContext())

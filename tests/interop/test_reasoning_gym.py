@@ -156,8 +156,7 @@ def test_bad_generator_input_is_one_line_and_exit_2(tmp_path):
 
 def test_their_scorer_raising_on_its_own_gold_masks_in_process(monkeypatch):
     """A task registered through reasoning-gym's own extension API whose scorer cannot score its gold (scored in
-    this process, COHORT_RG_WORKERS=0: worker processes cannot see a task registered here)."""
-    monkeypatch.setenv("COHORT_RG_WORKERS", "0")
+    this process, workers=0: worker processes cannot see a task registered here)."""
     import reasoning_gym.factory as factory
     from reasoning_gym.dataset import ProceduralDataset
 
@@ -182,22 +181,21 @@ def test_their_scorer_raising_on_its_own_gold_masks_in_process(monkeypatch):
     (row,) = rgv.rows("cohort_broken", 1)
     opts = row["verifiers"][0]["options"]
     g = GroupRequest("reasoning_gym", (Rollout(0, tag("1")),), Reference(answer="bad gold"), options=opts)
-    (r,) = rgv.ReasoningGymVerifier().verify_group(g, VerifyContext())
+    (r,) = rgv.ReasoningGymVerifier(workers=0).verify_group(g, VerifyContext())
     assert r.status is RolloutStatus.INVALID_REFERENCE and "own answer" in r.detail
     with pytest.raises(InvalidRequest, match="extract"):
-        rgv.ReasoningGymVerifier().verify_group(dataclasses.replace(g, options={**opts, "extract": "xml"}),
+        rgv.ReasoningGymVerifier(workers=0).verify_group(dataclasses.replace(g, options={**opts, "extract": "xml"}),
                                                 VerifyContext())
 
 
 def test_a_long_gold_answer_is_scored_not_cut_by_the_candidate_limit(monkeypatch):
-    monkeypatch.setenv("COHORT_RG_WORKERS", "0")
     """number_sorting's gold lists pass 4,096 characters at level 1: the limit is twice the gold's length there."""
     longest = max(rgv.rows("number_sorting", 3, seed=0, difficulty=1), key=lambda r: len(r["answer"]))
     assert len(longest["answer"]) > rgv.MAX_ANSWER_CHARS
     opts = longest["verifiers"][0]["options"]
     rollouts = (Rollout(0, tag(longest["answer"])), Rollout(1, tag("9" * (2 * len(longest["answer"]) + 1))))
     g = GroupRequest("reasoning_gym", rollouts, Reference(answer=longest["answer"]), options=opts)
-    gold, over = rgv.ReasoningGymVerifier().verify_group(g, VerifyContext())
+    gold, over = rgv.ReasoningGymVerifier(workers=0).verify_group(g, VerifyContext())
     assert (gold.status, gold.reward) == (RolloutStatus.OK, 1.0)
     assert (over.status, over.reward, over.flags) == (RolloutStatus.OK, 0.0, ("candidate_limit",))
 

@@ -11,9 +11,10 @@ environment per call, so a reset's task is gone by the step). Each rollout is on
     -> {"type": "close"}
 
 The server's address is the verifier server's configuration (a row must not point a verifier at an
-arbitrary address): ``COHORT_OPENENV_URL`` (``http://HOST:PORT``), ``COHORT_OPENENV_TIMEOUT_S`` (default
-60, per rollout: connect, reset and step together) and ``COHORT_OPENENV_CONCURRENCY`` (default 16; keep it
-at or under the server's ``max_concurrent_envs``, whose refusal is masked).
+arbitrary address): the serve config's ``verifiers.openenv`` (:class:`~verifiers.interop.remote.HttpOptions`):
+``url`` (``http://HOST:PORT``; formerly ``COHORT_OPENENV_URL``), ``timeout_s`` (default 60, per rollout: connect,
+reset and step together) and ``concurrency`` (default 16; keep it at or under the server's
+``max_concurrent_envs``, whose refusal is masked).
 
 Row options: ``reset`` (a JSON object: the keyword arguments of the environment's ``reset``, e.g.
 ``{"seed": 3}`` or ``{"index": 7}``), ``answer_field`` (also send the row's reference answer to ``reset``
@@ -39,7 +40,7 @@ import time
 from typing import Any
 
 from cohort.verifiers.base import GroupRequest, InvalidRequest, Rollout, RolloutResult, RolloutStatus
-from cohort.verifiers.interop.remote import COHORT_STATUS, _Failure, _HttpVerifier, _json_option
+from cohort.verifiers.interop.remote import COHORT_STATUS, HttpOptions, _Failure, _HttpVerifier, _json_option
 
 WS_DEPENDENCY_CODES = frozenset({"CAPACITY_REACHED", "FACTORY_ERROR", "SESSION_ERROR"})
 """OpenEnv ``WSErrorCode``s that mean the server could not give a session: DEPENDENCY_UNAVAILABLE."""
@@ -72,12 +73,12 @@ def ws_error_status(code: str | None, message: str, phase: str) -> RolloutStatus
 class OpenEnvVerifier(_HttpVerifier):
     name = "openenv"
     version = "1.0.0"
-    description = ("an OpenEnv environment server over its WebSocket (COHORT_OPENENV_URL): reset with the row's "
+    description = ("an OpenEnv environment server over its WebSocket (url: serve config): reset with the row's "
                    "arguments, the completion as one step's action, its reward")
     env_prefix = "OPENENV"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, options: HttpOptions | None = None, **fields) -> None:
+        super().__init__(options, **fields)
         try:
             from websockets import exceptions as ws_exceptions
             from websockets.sync.client import connect

@@ -28,7 +28,7 @@ completion (``extract``: ``answer_tag``, reasoning-gym's ``<answer>...</answer>`
   options), a regenerated item that is not the row's (another reasoning-gym version, an edited row),
   or their scorer raising on the gold answer: INVALID_REFERENCE (masked);
 - their scores run in killable worker processes: an answer their scorer is still on after its budget
-  (``COHORT_RG_BUDGET_S``, while the gold scored within it) is OK, reward 0, flag ``candidate_limit``
+  (option ``budget_s``, formerly ``COHORT_RG_BUDGET_S``, while the gold scored within it) is OK, reward 0, flag ``candidate_limit``
   (``polynomial_multiplication`` spends minutes in one big-integer power on ``x**(9**9**9)``); the gold
   itself past the budget, or the call's deadline, is VERIFIER_TIMEOUT; a worker that died, VERIFIER_ERROR;
 - a score that is not a number in [0, 1]: VERIFIER_ERROR (masked; their bug).
@@ -50,6 +50,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from cohort.verifiers.base import (
     CANDIDATE_LIMIT,
     LRU,
@@ -58,10 +60,12 @@ from cohort.verifiers.base import (
     RolloutResult,
     RolloutStatus,
     Verdict,
+    VerifierBase,
     VerifyContext,
     option,
 )
 from cohort.verifiers.hosting.workers import PoolResult, WorkerPool
+from cohort.verifiers.options import VerifierOptions
 
 NAME = "reasoning_gym"
 SCORER_RAISED = "scorer_raised"
@@ -252,34 +256,37 @@ def _score_task(task: tuple[str, str, dict[str, Any], str | None]) -> tuple[str,
         return "raised", repr(exc)[:300]
 
 
-def _setting(key: str, default: float) -> float:
-    raw = os.environ.get(f"COHORT_RG_{key}", "").strip()
-    try:
-        return float(raw) if raw else default
-    except ValueError:
-        raise ValueError(f"COHORT_RG_{key}={raw!r}: expected a number") from None
+class ReasoningGymOptions(VerifierOptions):
+    """The reasoning_gym verifier's server-side settings (serve config ``verifiers.reasoning_gym``)."""
+
+    workers: int | None = Field(None, ge=0)
+    """Worker processes running their scorers (formerly ``COHORT_RG_WORKERS``); null: up to 4, one per core;
+    0 scores in the server's process, without a time bound."""
+    budget_s: float = Field(5.0, gt=0)
+    """Seconds one answer's scoring may take in a worker (formerly ``COHORT_RG_BUDGET_S``)."""
+    memory_mb: int = Field(2048, ge=64)
+    """Address space of each worker, in MiB (formerly ``COHORT_RG_MEMORY_MB``)."""
 
 
-class ReasoningGymVerifier:
-    """Their scorers run in killable worker processes (``verifiers/hosting/workers.py``): ``COHORT_RG_WORKERS``
-    (default: up to 4, one per core; 0 scores in this process, without a time bound), each answer within
-    ``COHORT_RG_BUDGET_S`` seconds (default 5) under ``COHORT_RG_MEMORY_MB`` of address space (default 2048)."""
+class ReasoningGymVerifier(VerifierBase):
+    """Their scorers run in killable worker processes (``verifiers/hosting/workers.py``), as its options say
+    (:class:`ReasoningGymOptions`)."""
 
+    Options = ReasoningGymOptions
     name = NAME
     version = "1.1.0"
     description = "reasoning-gym's score_answer for its procedural tasks (options task, config, index, digest)"
     reference_kinds = ("answer",)
 
-    def __init__(self) -> None:
+    def __init__(self, options: ReasoningGymOptions | None = None, **fields) -> None:
+        """``ReasoningGymVerifier(workers=0)`` is ``ReasoningGymVerifier(ReasoningGymOptions(workers=0))``."""
         from importlib.metadata import version
 
         _rg()
         self.library_version = version("reasoning-gym")  # their __version__ lags the release (0.1.19 in 0.1.25)
-        workers = int(_setting("WORKERS", min(4, os.cpu_count() or 1)))
-        self.budget_s = _setting("BUDGET_S", 5.0)
-        memory_mb = int(_setting("MEMORY_MB", 2048))
-        if workers < 0 or self.budget_s <= 0:
-            raise ValueError("COHORT_RG_WORKERS must be >= 0 and COHORT_RG_BUDGET_S > 0")
+        self.options = opts = options or ReasoningGymOptions(**fields)
+        workers = min(4, os.cpu_count() or 1) if opts.workers is None else opts.workers
+        self.budget_s, memory_mb = opts.budget_s, opts.memory_mb
         self.pool: WorkerPool | None = None
         if workers:
             self.pool = WorkerPool(_worker_setup, (memory_mb << 20,), workers, name="reasoning-gym-worker",

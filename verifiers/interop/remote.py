@@ -12,8 +12,9 @@ up to ``CONCURRENCY`` at once; the answer is mapped to Cohort's statuses (docs/i
   row's task data) is INVALID_REFERENCE.
 
 Where the server is, is the verifier server's configuration, not the rows' (a row must not point a
-verifier at an arbitrary address): ``COHORT_NEMO_GYM_URL`` / ``COHORT_ORS_URL`` (``http://HOST:PORT``),
-``COHORT_<NAME>_TIMEOUT_S`` (default 60, per call) and ``COHORT_<NAME>_CONCURRENCY`` (default 16).
+verifier at an arbitrary address): the serve config's ``verifiers.<name>.url`` (``http://HOST:PORT``;
+formerly ``COHORT_NEMO_GYM_URL`` / ``COHORT_ORS_URL``), ``timeout_s`` (default 60, per call) and
+``concurrency`` (default 16): :class:`HttpOptions`.
 
 **NeMo-Gym** (a resources server's ``POST /verify``, ``nemo_gym.base_resources_server``): the body is
 their ``BaseVerifyRequest``: ``responses_create_params`` (the row's prompt as one user message),
@@ -26,7 +27,7 @@ failure (their contract), and is OK.
 
 **ORS** (Open Reward Standard, the ``openreward`` SDK's ``Server``): one session per rollout
 (``POST /create`` with ``X-Session-ID``, the task from options ``split`` + ``index`` or ``task_spec``
-(JSON), environment ``env`` or ``COHORT_ORS_ENV`` or the server's default), the completion sent to
+(JSON), environment ``env`` or the options' ``env`` (:class:`OrsOptions`) or the server's default), the completion sent to
 the environment's ``@terminal`` tool (``POST /{env}/call``, an SSE stream), the session deleted after.
 Only single-turn environments (with a terminal tool) are supported: an environment without one is a
 request error.
@@ -36,12 +37,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from pydantic import Field
 
 from cohort.verifiers.base import (
     GroupRequest,
@@ -49,8 +51,10 @@ from cohort.verifiers.base import (
     Rollout,
     RolloutResult,
     RolloutStatus,
+    VerifierBase,
     VerifyContext,
 )
+from cohort.verifiers.options import VerifierOptions
 
 URL_RE = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[^/:\[\]\s]+):\d{1,5}(/\S*)?")
 """A foreign server's address: scheme, host and an explicit port (a path prefix for a proxy may follow)."""
@@ -88,10 +92,6 @@ class _Failure(Exception):
         self.detail = detail
 
 
-def _env(prefix: str, key: str, default: str = "") -> str:
-    return os.environ.get(f"COHORT_{prefix}_{key}", "").strip() or default
-
-
 def _reward(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise _Failure(RolloutStatus.VERIFIER_ERROR, f"{where}: reward {value!r} is not a finite number")
@@ -111,35 +111,46 @@ def _json_option(group: GroupRequest, key: str) -> dict[str, Any] | None:
     return value
 
 
-class _HttpVerifier:
+class HttpOptions(VerifierOptions):
+    """Where the foreign server is (serve config ``verifiers.nemo_gym``, ``verifiers.openenv``; a row never
+    names an address)."""
+
+    url: str = ""
+    """``http://HOST:PORT`` of the foreign server (formerly ``COHORT_<NAME>_URL``); required."""
+    timeout_s: float = Field(60.0, gt=0)
+    """Seconds per call (formerly ``COHORT_<NAME>_TIMEOUT_S``)."""
+    concurrency: int = Field(16, ge=1)
+    """Calls in flight at once (formerly ``COHORT_<NAME>_CONCURRENCY``)."""
+
+
+class OrsOptions(HttpOptions):
+    """The ``ors`` verifier's server (serve config ``verifiers.ors``)."""
+
+    env: str = ""
+    """The environment when a row's options name none (formerly ``COHORT_ORS_ENV``); empty: the server's default."""
+
+
+class _HttpVerifier(VerifierBase):
     """One foreign HTTP server: its client, its settings, and the transport's failures mapped once."""
 
+    Options = HttpOptions
     reference_kinds: tuple[str, ...] = ()  # the foreign server holds or receives the task data
     env_prefix = ""
-    max_concurrency: int | None = None  # it waits on the network: threads help
-    options: Any = None  # set by environment variables (COHORT_<NAME>_*), not by an options model
+    """The ``COHORT_<env_prefix>_*`` names of its settings before the serve config (for the error message)."""
 
-    def ready(self) -> bool:
-        return True
-
-    def __init__(self) -> None:
+    def __init__(self, options: HttpOptions | None = None, **fields) -> None:
+        """``NemoGymVerifier(url=...)`` is ``NemoGymVerifier(HttpOptions(url=...))``."""
         try:
             import httpx
         except ImportError:
             raise ImportError(f"the {self.name} verifier needs httpx: pip install 'cohort-rl[interop]'") from None
         self._httpx = httpx
-        url = _env(self.env_prefix, "URL")
-        if not URL_RE.fullmatch(url):
-            raise ValueError(f"the {self.name} verifier needs COHORT_{self.env_prefix}_URL=http://HOST:PORT "
-                             f"(got {url!r})")
-        self.url = url.rstrip("/")
-        try:
-            self.timeout_s = float(_env(self.env_prefix, "TIMEOUT_S", "60"))
-            concurrency = int(_env(self.env_prefix, "CONCURRENCY", "16"))
-        except ValueError as exc:
-            raise ValueError(f"COHORT_{self.env_prefix}_TIMEOUT_S / _CONCURRENCY: {exc}") from None
-        if self.timeout_s <= 0 or concurrency < 1:
-            raise ValueError(f"COHORT_{self.env_prefix}_TIMEOUT_S must be > 0 and _CONCURRENCY >= 1")
+        self.options = opts = options or self.Options(**fields)
+        if not URL_RE.fullmatch(opts.url):
+            raise ValueError(f"the {self.name} verifier needs verifiers.{self.name}.url in the serve config (or "
+                             f"COHORT_{self.env_prefix}_URL=http://HOST:PORT), got {opts.url!r}")
+        self.url = opts.url.rstrip("/")
+        self.timeout_s, concurrency = opts.timeout_s, opts.concurrency
         self._client = httpx.Client(base_url=self.url, timeout=self.timeout_s, trust_env=False,
                                     limits=httpx.Limits(max_connections=concurrency))
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"cohort-{self.name}")
@@ -213,7 +224,7 @@ def nemo_response(completion: str, response_id: str) -> dict[str, Any]:
 class NemoGymVerifier(_HttpVerifier):
     name = "nemo_gym"
     version = "1.0.0"
-    description = "a NeMo-Gym resources server's /verify over HTTP (COHORT_NEMO_GYM_URL); mask_sample is masked"
+    description = "a NeMo-Gym resources server's /verify over HTTP (url: serve config); mask_sample is masked"
     env_prefix = "NEMO_GYM"
 
     def _prepare(self, group: GroupRequest) -> dict[str, Any]:
@@ -284,12 +295,13 @@ COHORT_STATUS = "cohort_status="
 class OrsVerifier(_HttpVerifier):
     name = "ors"
     version = "1.0.0"
-    description = "an Open Reward Standard environment server over HTTP (COHORT_ORS_URL): the completion to its terminal tool"
+    description = "an Open Reward Standard environment server over HTTP (url: serve config): the completion to its terminal tool"
     env_prefix = "ORS"
+    Options = OrsOptions
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.default_env = _env("ORS", "ENV")
+    def __init__(self, options: OrsOptions | None = None, **fields) -> None:
+        super().__init__(options, **fields)
+        self.default_env = self.options.env
         self._terminal: dict[str, tuple[str, str, str | None]] = {}
         self._lock = threading.Lock()
 

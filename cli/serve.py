@@ -136,7 +136,7 @@ def serve_verifiers(
     try:  # every verifier's options checked before any starts (math's pool takes seconds)
         given = {n: registry.parse_options(n, registry.factory(n, cfg.allow), cfg.verifiers.get(n)) for n in served}
     except registry.OptionsError as exc:
-        fail(f"cohort serve verifiers: {exc}")
+        fail(f"cohort serve verifiers: {cfg.name_sources(str(exc))}")
     except registry.PluginError as exc:
         fail(f"error: {exc}")
     _starting(", ".join(served), options)

@@ -21,6 +21,7 @@ docs/config.md ("Serve config") is generated from these models and :data:`ENV_KE
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -133,11 +134,16 @@ class ServeConfig(_Section):
     tools: ToolsSection = ToolsSection()
     """Tool servers."""
     _listed: tuple[str, ...] = PrivateAttr(())
+    _from_env: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @property
     def listed(self) -> tuple[str, ...]:
         """The verifiers the file lists (the environment's ``COHORT_*`` options add none)."""
         return self._listed
+
+    def name_sources(self, message: str) -> str:
+        """``message`` with each key that came from the environment followed by its variable's name."""
+        return _name_sources(self._from_env, message)
 
 
 ENV_KEYS: dict[str, tuple[str, ...]] = {
@@ -195,17 +201,24 @@ class ServeConfigError(ValueError):
     """A config file that cannot be read or does not validate: one line, naming the key."""
 
 
-def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """{config key: value} of the ``COHORT_*`` variables set in ``environ`` (default: this process's)."""
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, tuple[Any, str]]:
+    """{config key: (value, variable)} of the ``COHORT_*`` variables set in ``environ`` (default: this
+    process's)."""
     env = os.environ if environ is None else environ
-    found: dict[str, Any] = {}
+    found: dict[str, tuple[Any, str]] = {}
     for name, keys in ENV_KEYS.items():
         raw = env.get(name, "").strip()
         if not raw:
             continue
         for key in keys:
-            found[key] = [p.strip() for p in raw.split(",") if p.strip()] if key in _LISTS else raw
+            found[key] = ([p.strip() for p in raw.split(",") if p.strip()] if key in _LISTS else raw, name)
     return found
+
+
+def _name_sources(sources: Mapping[str, str], message: str) -> str:
+    for key, variable in sorted(sources.items(), key=lambda kv: -len(kv[0])):
+        message = re.sub(rf"(?<![\w.]){re.escape(key)}(?![\w.])", f"{key} ({variable})", message)
+    return message
 
 
 def _set(tree: dict[str, Any], key: str, value: Any) -> None:
@@ -236,14 +249,18 @@ def load_serve_config(path: Path | None = None, environ: Mapping[str, str] | Non
             raise ServeConfigError(f"config file {path}: expected a mapping of sections, got {type(raw).__name__}")
     listed = raw.get("verifiers")
     listed = tuple(listed) if isinstance(listed, dict) else ()
-    for key, value in {**env_overrides(environ), **(overrides or {})}.items():
+    from_env = env_overrides(environ)
+    for key, (value, _) in from_env.items():
+        _set(raw, key, value)
+    for key, value in (overrides or {}).items():
         _set(raw, key, value)
     for name, given in (raw.get("verifiers") or {}).items():
         if given is None:  # `math:` with nothing under it: its defaults
             raw["verifiers"][name] = {}
+    sources = {key: name for key, (_, name) in from_env.items() if key not in (overrides or {})}
     try:
         cfg = ServeConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ServeConfigError(explain(exc, ServeConfig)) from None
-    cfg._listed = listed
+        raise ServeConfigError(_name_sources(sources, explain(exc, ServeConfig))) from None
+    cfg._listed, cfg._from_env = listed, sources
     return cfg

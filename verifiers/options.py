@@ -46,7 +46,7 @@ def explain(exc: ValidationError, root: type[BaseModel], prefix: str = "") -> st
     problems = []
     for err in exc.errors():
         loc = [str(part) for part in err["loc"]]
-        where = prefix + (".".join(loc) or "config")
+        where = prefix + ".".join(loc) if loc else prefix.rstrip(".") or "config"
         if err["type"] == "extra_forbidden":
             known = list(_model_at(root, err["loc"][:-1]).model_fields)
             close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)

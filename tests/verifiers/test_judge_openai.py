@@ -323,21 +323,20 @@ def test_the_serving_path_loads_the_judge_with_torch_blocked(standin):
     code = ("import sys; sys.modules['torch'] = None\n"
             "import cohort.verifiers.hosting.server\n"
             "from cohort.verifiers import registry\n"
-            "v = registry.load('judge'); print(type(v.backend).__name__); v.close()\n")
-    env = {"COHORT_JUDGE_BACKEND": "openai", "COHORT_JUDGE_URL": standin.url, "COHORT_JUDGE_MODEL": "standin"}
-    import os
-
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+            f"v = registry.load('judge', {{'backend': 'openai', 'url': {standin.url!r}, 'model': 'standin'}})\n"
+            "print(type(v.backend).__name__); v.close()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "OpenAIBackend"
 
 
 @pytest.mark.parametrize("env, words", [
-    ({"COHORT_JUDGE_BACKEND": "bogus"}, "COHORT_JUDGE_BACKEND='bogus'"),
-    ({"COHORT_JUDGE_BACKEND": "openai"}, "needs COHORT_JUDGE_URL"),
+    ({"COHORT_JUDGE_BACKEND": "bogus"}, "verifiers.judge.backend (COHORT_JUDGE_BACKEND): Input should be 'local' or "
+     "'openai' (got 'bogus')"),
+    ({"COHORT_JUDGE_BACKEND": "openai"}, "verifiers.judge: backend openai needs url"),
     ({"COHORT_JUDGE_BACKEND": "local", "COHORT_JUDGE_MODEL": "/no/such/folder"}, "no such folder"),
     ({"COHORT_JUDGE_BACKEND": "openai", "COHORT_JUDGE_URL": "http://127.0.0.1:9/v1", "COHORT_JUDGE_MODEL": "m",
-      "COHORT_JUDGE_RATE": "fast"}, "COHORT_JUDGE_RATE='fast': expected a number"),
+      "COHORT_JUDGE_RATE": "fast"}, "verifiers.judge.rate_per_s (COHORT_JUDGE_RATE): Input should be a valid number"),
 ])
 def test_a_misconfigured_judge_fails_at_startup_naming_the_variable(env, words):
     import os

@@ -25,8 +25,8 @@ request past the deadline is cancelled cleanly by ``asyncio.wait_for`` (a blocki
 thread can only be abandoned, holding its thread and socket until its own timeout), and it pools
 keep-alive connections to the endpoint. The local back-end needs no HTTP and no httpx.
 
-The API key is read once, from the file named by ``COHORT_JUDGE_API_KEY_FILE`` or the environment
-variable named by ``COHORT_JUDGE_API_KEY_ENV``; it is kept only in the request headers, never in
+The API key is read once, from the file named by the option ``api_key_file`` or the environment
+variable named by ``api_key_env``; it is kept only in the request headers, never in
 :class:`JudgeConfig`, a ``repr``, a log line or a ``detail``.
 """
 
@@ -41,11 +41,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from cohort.rpc.loop import BackgroundLoop
+
+from pydantic import Field, model_validator
+
+from cohort.verifiers.options import VerifierOptions
 
 log = logging.getLogger("cohort.verifiers.judge")
 
@@ -66,97 +70,62 @@ class JudgeFailed(Exception):
 
 
 class ConfigError(ValueError):
-    """The judge's server-side configuration is wrong (raised at startup, naming the variable)."""
+    """The judge's model or key cannot be found (raised at startup, naming the option)."""
 
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name, "").strip() or default
-
-
-def _env_number(name: str, default: float, cast=float, minimum: float = 0.0):
-    raw = _env(name, str(default))
-    try:
-        value = cast(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r}: expected a number") from None
-    if value < minimum:
-        raise ConfigError(f"{name}={raw!r}: must be at least {minimum}")
-    return value
-
-
-@dataclass(frozen=True)
-class JudgeConfig:
-    """The server-side judge settings, from ``COHORT_JUDGE_*`` environment variables (validated once)."""
+class JudgeConfig(VerifierOptions):
+    """The judge's server-side settings (serve config ``verifiers.judge``; each field's former
+    ``COHORT_JUDGE_*`` variable still overrides it, docs/config.md)."""
 
     backend: BackendName = "local"
-    """``COHORT_JUDGE_BACKEND``: ``local`` (transformers, in a worker process) or ``openai``."""
-    model: str = "smollm2-135m-instruct"
-    """``COHORT_JUDGE_MODEL``: local: a transformers folder or a named model of ``trainer/gguf_models.py``;
-    openai: the model name sent to the endpoint (required)."""
+    """``local`` (transformers, in a worker process) or ``openai`` (formerly ``COHORT_JUDGE_BACKEND``)."""
+    model: str = ""
+    """local: a transformers folder or a named model of ``trainer/gguf_models.py`` (empty:
+    ``smollm2-135m-instruct``); openai: the model name sent to the endpoint (required). Formerly
+    ``COHORT_JUDGE_MODEL``."""
     url: str = ""
-    """``COHORT_JUDGE_URL``: the endpoint's base URL, e.g. ``http://127.0.0.1:8000/v1`` (openai)."""
+    """The endpoint's base URL, e.g. ``http://127.0.0.1:8000/v1`` (openai; formerly ``COHORT_JUDGE_URL``)."""
     api: Literal["chat", "completions"] = "chat"
-    """``COHORT_JUDGE_API``: ``chat`` (``/chat/completions``, one request per query, sent concurrently)
-    or ``completions`` (``/completions`` with the group's prompts as one list: one HTTP request)."""
+    """``chat`` (``/chat/completions``, one request per query, sent concurrently) or ``completions``
+    (``/completions`` with the group's prompts as one list: one HTTP request). Formerly ``COHORT_JUDGE_API``."""
     api_key_file: str = ""
-    """``COHORT_JUDGE_API_KEY_FILE``: a file holding the API key (read once at startup)."""
+    """A file holding the API key, read once at startup (formerly ``COHORT_JUDGE_API_KEY_FILE``)."""
     api_key_env: str = "OPENAI_API_KEY"
-    """``COHORT_JUDGE_API_KEY_ENV``: the name of the environment variable holding the key."""
-    concurrency: int = 0
-    """``COHORT_JUDGE_CONCURRENCY``: requests in flight at once; 0: the back-end's default (local: 1 worker
-    process, each holding the model; openai: 4)."""
-    rate_per_s: float = 0.0
-    """``COHORT_JUDGE_RATE``: request starts per second, 0 for no limit."""
-    timeout_s: float = 60.0
-    """``COHORT_JUDGE_TIMEOUT_S``: a group's judge budget when the call sets no earlier deadline."""
-    max_tokens: int = 32
-    """``COHORT_JUDGE_MAX_TOKENS``: reply length for text back-ends (a verdict or 'Score: N' fits)."""
-    cache_size: int = 100_000
-    """``COHORT_JUDGE_CACHE_SIZE``: answers kept (LRU); 0 disables the cache."""
-    threads: int = 2
-    """``COHORT_JUDGE_THREADS``: torch threads of each local worker."""
+    """The name of the environment variable holding the key (formerly ``COHORT_JUDGE_API_KEY_ENV``)."""
+    concurrency: int = Field(0, ge=0)
+    """Requests in flight at once; 0: the back-end's default (local: 1 worker process, each holding the model;
+    openai: 4). Formerly ``COHORT_JUDGE_CONCURRENCY``."""
+    rate_per_s: float = Field(0.0, ge=0)
+    """Request starts per second, 0 for no limit (formerly ``COHORT_JUDGE_RATE``)."""
+    timeout_s: float = Field(60.0, ge=0.1)
+    """A group's judge budget when the call sets no earlier deadline (formerly ``COHORT_JUDGE_TIMEOUT_S``)."""
+    max_tokens: int = Field(32, ge=1)
+    """Reply length for text back-ends, a verdict or 'Score: N' fits (formerly ``COHORT_JUDGE_MAX_TOKENS``)."""
+    cache_size: int = Field(100_000, ge=0)
+    """Answers kept (LRU); 0 disables the cache (formerly ``COHORT_JUDGE_CACHE_SIZE``)."""
+    threads: int = Field(2, ge=1)
+    """Torch threads of each local worker (formerly ``COHORT_JUDGE_THREADS``)."""
     device: str = "cpu"
-    """``COHORT_JUDGE_DEVICE``: the local model's torch device (``cpu``, ``cuda``, ``cuda:1``)."""
-    max_field_tokens: int = 1024
-    """``COHORT_JUDGE_MAX_FIELD_TOKENS``: the most a field (question, reference, completion) may hold, in the
-    judge's own tokens (local; an openai back-end, whose tokenizer is not known here, counts 4 characters a
-    token). A longer question or reference is cut; a longer completion is not judged: reward 0, flagged
-    ``candidate_limit`` (its own length would set the cost of its whole batch)."""
+    """The local model's torch device: ``cpu``, ``cuda``, ``cuda:1`` (formerly ``COHORT_JUDGE_DEVICE``)."""
+    max_field_tokens: int = Field(1024, ge=16)
+    """The most a field (question, reference, completion) may hold, in the judge's own tokens (local; an openai
+    back-end, whose tokenizer is not known here, counts 4 characters a token). A longer question or reference is
+    cut; a longer completion is not judged: reward 0, flagged ``candidate_limit`` (its own length would set the
+    cost of its whole batch). Formerly ``COHORT_JUDGE_MAX_FIELD_TOKENS``."""
 
-    def __post_init__(self) -> None:
-        if self.backend not in ("local", "openai"):
-            raise ConfigError(f"judge backend {self.backend!r}: expected 'local' or 'openai'")
-        if self.api not in ("chat", "completions"):
-            raise ConfigError(f"judge api {self.api!r}: expected 'chat' or 'completions'")
+    @model_validator(mode="after")
+    def _resolved(self) -> JudgeConfig:
+        """The back-end's defaults filled in (model, concurrency); openai needs its url and model."""
+        if self.backend == "openai" and not (self.model and self.url):
+            raise ValueError("backend openai needs url (e.g. http://127.0.0.1:8000/v1) and model")
+        fill = {"url": self.url.rstrip("/")}
+        if not self.model:
+            fill["model"] = "smollm2-135m-instruct"
         if self.concurrency == 0:
-            object.__setattr__(self, "concurrency", 1 if self.backend == "local" else 4)
-
-    @classmethod
-    def from_env(cls) -> JudgeConfig:
-        backend = _env("COHORT_JUDGE_BACKEND", "local")
-        if backend not in ("local", "openai"):
-            raise ConfigError(f"COHORT_JUDGE_BACKEND={backend!r}: expected 'local' or 'openai'")
-        api = _env("COHORT_JUDGE_API", "chat")
-        if api not in ("chat", "completions"):
-            raise ConfigError(f"COHORT_JUDGE_API={api!r}: expected 'chat' or 'completions'")
-        model = _env("COHORT_JUDGE_MODEL", "smollm2-135m-instruct" if backend == "local" else "")
-        url = _env("COHORT_JUDGE_URL", "").rstrip("/")
-        if backend == "openai" and not (model and url):
-            raise ConfigError("COHORT_JUDGE_BACKEND=openai needs COHORT_JUDGE_URL (e.g. http://127.0.0.1:8000/v1) "
-                              "and COHORT_JUDGE_MODEL")
-        return cls(
-            backend=backend, model=model, url=url, api=api,  # type: ignore[arg-type]
-            api_key_file=_env("COHORT_JUDGE_API_KEY_FILE", ""),
-            api_key_env=_env("COHORT_JUDGE_API_KEY_ENV", "OPENAI_API_KEY"),
-            concurrency=_env_number("COHORT_JUDGE_CONCURRENCY", 0, int, 0),
-            rate_per_s=_env_number("COHORT_JUDGE_RATE", 0.0),
-            timeout_s=_env_number("COHORT_JUDGE_TIMEOUT_S", 60.0, float, 0.1),
-            max_tokens=_env_number("COHORT_JUDGE_MAX_TOKENS", 32, int, 1),
-            cache_size=_env_number("COHORT_JUDGE_CACHE_SIZE", 100_000, int, 0),
-            threads=_env_number("COHORT_JUDGE_THREADS", 2, int, 1),
-            device=_env("COHORT_JUDGE_DEVICE", "cpu"),
-            max_field_tokens=_env_number("COHORT_JUDGE_MAX_FIELD_TOKENS", 1024, int, 16),
-        )
+            fill["concurrency"] = 1 if self.backend == "local" else 4
+        for key, value in fill.items():
+            object.__setattr__(self, key, value)  # frozen: set once, here, while validating
+        return self
 
 
 @dataclass(frozen=True)
@@ -306,19 +275,19 @@ def resolve_folder(model: str) -> Path:
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():
-            raise ConfigError(f"COHORT_JUDGE_MODEL={model!r}: the folder has no config.json (not a transformers model)")
+            raise ConfigError(f"verifiers.judge.model={model!r}: the folder has no config.json (not a transformers model)")
         return path.resolve()
     if "/" in model or not model:
-        raise ConfigError(f"COHORT_JUDGE_MODEL={model!r}: no such folder")
+        raise ConfigError(f"verifiers.judge.model={model!r}: no such folder")
     try:
         proc = subprocess.run([sys.executable, "-m", "cohort.trainer.gguf_models", model], capture_output=True,
                               text=True, timeout=900)
     except subprocess.TimeoutExpired:
-        raise ConfigError(f"COHORT_JUDGE_MODEL={model!r}: converting the named model took over 900 s") from None
+        raise ConfigError(f"verifiers.judge.model={model!r}: converting the named model took over 900 s") from None
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines or not Path(lines[-1]).is_dir():
         why = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ConfigError(f"COHORT_JUDGE_MODEL={model!r}: neither a folder nor a named model that resolves ({why})")
+        raise ConfigError(f"verifiers.judge.model={model!r}: neither a folder nor a named model that resolves ({why})")
     return Path(lines[-1])
 
 
@@ -396,7 +365,7 @@ def read_api_key(cfg: JudgeConfig) -> str:
         try:
             return Path(cfg.api_key_file).read_text().strip()
         except OSError as exc:
-            raise ConfigError(f"COHORT_JUDGE_API_KEY_FILE={cfg.api_key_file!r}: {exc.strerror}") from None
+            raise ConfigError(f"verifiers.judge.api_key_file={cfg.api_key_file!r}: {exc.strerror}") from None
     return os.environ.get(cfg.api_key_env, "").strip()
 
 
@@ -518,7 +487,7 @@ def _text(obj: dict, key: str) -> str:
 
 
 def make_backend(cfg: JudgeConfig) -> LocalBackend | OpenAIBackend:
-    log.info("judge back-end: %s", {k: v for k, v in asdict(cfg).items()})  # holds no key (see the docstring)
+    log.info("judge back-end: %s", cfg.model_dump())  # holds no key (see the docstring)
     return LocalBackend(cfg) if cfg.backend == "local" else OpenAIBackend(cfg)
 
 

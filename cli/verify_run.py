@@ -12,10 +12,10 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from cohort.rpc.tls import ClientTls
-from cohort.verifiers.base import GroupResult
-from cohort.verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier, combine
+from cohort.verifiers.base import RolloutResult
+from cohort.verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier
 from cohort.verifiers.convert import status_name
-from cohort.verifiers.records import Record, RecordError, group_requests, route
+from cohort.verifiers.records import Record, RecordError
 
 
 DETAIL_CHARS = 400
@@ -29,7 +29,6 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
     err = Console(stderr=True)
     out = Console()
     configured = [WeightedVerifier(n, weights.get(n, 1.0), tuple(eps), tls=tls) for n, eps in endpoints.items()]
-    defaults = {v.name: (v.weight, {}) for v in configured}
     async with VerifierClient(configured, timeout_s=timeout, retries=retries) as client:
         try:
             await client.handshake()
@@ -41,41 +40,29 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
             task = progress.add_task("scoring", total=len(records))
             for start in range(0, len(records), batch_size):
                 batch = records[start : start + batch_size]
-                # the one router (records.route): the row's own list, else every verifier that accepts its reference
-                try:
-                    plan = [(rec, route(rec.task, defaults, client.reference_kinds)) for rec in batch]
-                except RecordError as exc:
+                try:  # the one scoring call: route each row (records.route), fan out, combine
+                    scored = await client.score(batch)
+                except (RecordError, VerifierRequestError) as exc:
                     err.print(f"[red]error:[/] {exc}")
                     return 2
-                groups = [g for rec, routes in plan for g in group_requests(rec.task, rec.rollouts, routes)]
-                try:
-                    results = iter(await client.verify_groups(groups))
-                except VerifierRequestError as exc:
-                    err.print(f"[red]error:[/] {exc}")
-                    return 2
-                for rec, routes in plan:
-                    by_name: dict[str, GroupResult] = {r.name: next(results) for r in routes}
-                    scored = combine(rec.rollouts, by_name, {r.name: r.weight for r in routes})
-                    for rollout, s in zip(rec.rollouts, scored):
-                        rows.append((rec, rollout, by_name, s))
+                rows += [(rec, rollout, s) for rec, group in zip(batch, scored)
+                         for rollout, s in zip(rec.rollouts, group)]
                 progress.advance(task, len(batch))
     names = list(endpoints)
     if as_json:
-        for rec, rollout, by_name, s in rows:
-            pos = rec.rollouts.index(rollout)
+        for rec, rollout, s in rows:
             print(json.dumps({
                 "group_id": rec.task.id, "index": rollout.index, "status": status_name[s.status], "reward": s.reward,
                 "components": dict(s.components),
-                "verifiers": {n: {"status": status_name[g.results[pos].status], "verdict": g.results[pos].verdict.value,
-                                  "reward": g.results[pos].reward, "detail": g.results[pos].detail,
-                                  "flags": list(g.results[pos].flags),
-                                  **({"steps": [[x.end, x.reward] for x in g.results[pos].steps]} if g.results[pos].steps else {}),
-                                  } for n, g in by_name.items()},
+                "verifiers": {n: {"status": status_name[r.status], "verdict": r.verdict.value, "reward": r.reward,
+                                  "detail": r.detail, "flags": list(r.flags),
+                                  **({"steps": [[x.end, x.reward] for x in r.steps]} if r.steps else {}),
+                                  } for n, r in s.results.items()},
             }))
     elif not out.is_terminal:  # a pipe or a file: plain lines, no box drawn at a guessed width
         print("\t".join(["group", "idx", *names, "reward", "detail"]))
-        for rec, rollout, by_name, s in rows[:max_rows]:
-            cells = [_cell(by_name.get(n), rec.rollouts.index(rollout))[0] for n in names]
+        for rec, rollout, s in rows[:max_rows]:
+            cells = [_cell(s.results.get(n))[0] for n in names]
             reward = f"{s.reward:.3g}" if s.usable else "unusable"
             group = " ".join(rec.task.id.split())  # whitespace collapsed: a tab or newline would break the line
             print("\t".join([group, str(rollout.index), *cells, reward, " ".join(s.detail.split())]))
@@ -84,10 +71,10 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
         # rather than ending in "…"); only a very long detail is shortened, at a word, with an ellipsis
         table = Table(Column("group", overflow="fold"), "idx", *names, "reward",
                       Column("detail", overflow="fold", min_width=24), title=f"{len(rows)} rollouts")
-        for rec, rollout, by_name, s in rows[:max_rows]:
+        for rec, rollout, s in rows[:max_rows]:
             cells = []
             for n in names:
-                text, usable = _cell(by_name.get(n), rec.rollouts.index(rollout))
+                text, usable = _cell(s.results.get(n))
                 cells.append(text if usable else f"[red]{text}[/]")
             detail = textwrap.shorten(s.detail, DETAIL_CHARS, placeholder=" …") if s.detail else ""
             table.add_row(Text(rec.task.id), str(rollout.index), *cells,
@@ -101,9 +88,8 @@ async def run_verify(records: list[Record], endpoints: dict[str, list[str]], wei
     return 0
 
 
-def _cell(g: GroupResult | None, pos: int) -> tuple[str, bool]:
+def _cell(r: RolloutResult | None) -> tuple[str, bool]:
     """One verifier's cell for one rollout: ``reward verdict``, its status when unusable, ``-`` when not asked."""
-    if g is None:
+    if r is None:
         return "-", True
-    r = g.results[pos]
     return (f"{r.reward:g} {r.verdict.value}", True) if r.usable else (r.status.value, False)

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from cohort.integrations._common import parse_endpoints
-from cohort.integrations._sync import SyncScorer
 from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutResult, RolloutStatus
+from cohort.verifiers.blocking import BlockingClient
 from cohort.verifiers.client import WeightedVerifier
 
 FAILURE_KINDS = {
@@ -94,7 +94,7 @@ def verify_response(body: Mapping[str, Any], result: RolloutResult) -> dict[str,
 class VerifyFront:
     """Turns one ``/verify`` body into one Cohort group and its result into a ``BaseVerifyResponse``."""
 
-    def __init__(self, scorer: SyncScorer, verifier: str, options: Mapping[str, str], answer_field: str) -> None:
+    def __init__(self, scorer: BlockingClient, verifier: str, options: Mapping[str, str], answer_field: str) -> None:
         self.scorer, self.verifier, self.options, self.answer_field = scorer, verifier, dict(options), answer_field
 
     def verify(self, body: Any) -> dict[str, Any]:
@@ -156,9 +156,9 @@ def _handler(front: VerifyFront) -> type[BaseHTTPRequestHandler]:
 
 def serve(verifier: str, endpoints: Sequence[str], *, host: str = "127.0.0.1", port: int = 0,
           options: Mapping[str, str] | None = None, answer_field: str = "expected_answer",
-          timeout_s: float = 60.0) -> tuple[ThreadingHTTPServer, SyncScorer]:
+          timeout_s: float = 60.0) -> tuple[ThreadingHTTPServer, BlockingClient]:
     """Start the front (in a daemon thread); returns the HTTP server (``server_address`` has the port) and the scorer."""
-    scorer = SyncScorer([WeightedVerifier(verifier, 1.0, tuple(endpoints))], timeout_s=timeout_s)
+    scorer = BlockingClient([WeightedVerifier(verifier, 1.0, tuple(endpoints))], timeout_s=timeout_s)
     try:
         scorer.handshake()
         httpd = ThreadingHTTPServer((host, port), _handler(VerifyFront(scorer, verifier, options or {}, answer_field)))

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from cohort.integrations._common import parse_endpoints
-from cohort.integrations._sync import SyncScorer
 from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
+from cohort.verifiers.blocking import BlockingClient
 from cohort.verifiers.client import WeightedVerifier
 from cohort.verifiers.interop.remote import COHORT_STATUS
 from cohort.verifiers.records import Task, read_tasks
@@ -48,7 +48,7 @@ def task_of(task: Task, verifier: str) -> dict[str, Any]:
     return {"id": task.id, "prompt": task.prompt, "answer": task.reference.answer, "options": dict(options)}
 
 
-def environment(scorer: SyncScorer, verifier: str, tasks: Sequence[Task] = ()) -> tuple[type, type, type]:
+def environment(scorer: BlockingClient, verifier: str, tasks: Sequence[Task] = ()) -> tuple[type, type, type]:
     """``(Environment, Action, Observation)`` classes for OpenEnv's ``create_app``: episodes over ``tasks``
     (or tasks given to ``reset``), scored by ``verifier`` through ``scorer``."""
     from openenv.core.env_server import Action, Environment, Observation, State
@@ -111,7 +111,7 @@ def environment(scorer: SyncScorer, verifier: str, tasks: Sequence[Task] = ()) -
     return CohortEnvironment, CohortAction, CohortObservation
 
 
-def app(scorer: SyncScorer, verifier: str, tasks: Sequence[Task] = (), max_concurrent_envs: int = 64) -> Any:
+def app(scorer: BlockingClient, verifier: str, tasks: Sequence[Task] = (), max_concurrent_envs: int = 64) -> Any:
     """OpenEnv's FastAPI app (their ``create_app``, simulation mode) around the environment."""
     from openenv.core.env_server import create_app
 
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tasks = read_tasks(a.rows) if a.rows else []
         if any(t.reference.kind != "answer" for t in tasks):
             raise ValueError(f"{a.rows}: only rows with an answer can be served (a code_tests row has no episode form)")
-        scorer = SyncScorer([WeightedVerifier(a.verifier, 1.0, tuple(a.endpoint))], timeout_s=a.timeout)
+        scorer = BlockingClient([WeightedVerifier(a.verifier, 1.0, tuple(a.endpoint))], timeout_s=a.timeout)
         scorer.handshake()
         asgi = app(scorer, a.verifier, tasks, a.max_sessions)
         sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from cohort.integrations._common import parse_endpoints
-from cohort.integrations._sync import SyncScorer
 from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
+from cohort.verifiers.blocking import BlockingClient
 from cohort.verifiers.client import WeightedVerifier
 from cohort.verifiers.interop.remote import COHORT_STATUS
 from cohort.verifiers.records import Task, read_tasks
@@ -44,7 +44,7 @@ def task_spec(task: Task, verifier: str) -> dict[str, Any]:
     return {"id": task.id, "prompt": task.prompt, "answer": task.reference.answer, "options": dict(options)}
 
 
-def environment(tasks: Sequence[Task], scorer: SyncScorer, verifier: str, name: str = "cohort") -> type:
+def environment(tasks: Sequence[Task], scorer: BlockingClient, verifier: str, name: str = "cohort") -> type:
     """An ``openreward`` ``Environment`` class over ``tasks``, scoring with ``verifier`` through ``scorer``."""
     from openreward.environments import Environment, TextBlock, ToolOutput, terminal, tool
     from pydantic import BaseModel
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tasks = read_tasks(a.rows)
         if any(t.reference.kind != "answer" for t in tasks):
             raise ValueError(f"{a.rows}: only rows with an answer can be served (a code_tests row has no ORS task form)")
-        scorer = SyncScorer([WeightedVerifier(a.verifier, 1.0, tuple(a.endpoint))], timeout_s=a.timeout)
+        scorer = BlockingClient([WeightedVerifier(a.verifier, 1.0, tuple(a.endpoint))], timeout_s=a.timeout)
         scorer.handshake()
         server = Server([environment(tasks, scorer, a.verifier, a.name)])
         sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)

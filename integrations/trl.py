@@ -28,7 +28,7 @@ and ``trl/trainer/utils.py`` (``get_callable_name``, ``is_async_callable``):
    ``<name>/<component>/mean`` over the usable rollouts; the column ``<name>_status``.
 5. A reward function whose ``__call__`` is a coroutine is awaited on TRL's own loop; this one is
    synchronous on purpose, so it works the same outside TRL: the async client runs on a private event loop
-   thread (:class:`~cohort.integrations._sync.SyncScorer`), stopped by :meth:`CohortReward.close` (or a
+   thread (:class:`~cohort.verifiers.blocking.BlockingClient`), stopped by :meth:`CohortReward.close` (or a
    ``with`` block, or at interpreter exit).
 
 Per-row verifier options (a Cohort data row's ``options``, such as the ``steps`` verifier's ``solution``) come
@@ -52,9 +52,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cohort.integrations._common import endpoints_from_env, parse_code_tests, parse_endpoints
-from cohort.integrations._sync import SyncScorer
 from cohort.verifiers.base import Reference, Rollout, RolloutStatus
-from cohort.verifiers.client import ScoredRollout, ScoreRequest, WeightedVerifier
+from cohort.verifiers.blocking import BlockingClient
+from cohort.verifiers.client import WeightedVerifier
+from cohort.verifiers.combine import ScoredRollout
+from cohort.verifiers.records import Record, Task
 
 __all__ = ["CohortReward", "completion_text"]
 
@@ -142,7 +144,7 @@ class CohortReward:
         self.options_column = options_column
         self.status_counts: Counter[str] = Counter()
         """Statuses of every rollout scored so far, by value (``ok``, ``dependency_unavailable``, ...)."""
-        self._scorer = SyncScorer(_verifiers(verifiers), timeout_s=timeout_s, retries=retries)
+        self._scorer = BlockingClient(_verifiers(verifiers), timeout_s=timeout_s, retries=retries)
         if handshake:
             try:
                 self.versions = self._scorer.handshake()
@@ -162,9 +164,9 @@ class CohortReward:
         texts = [completion_text(c) for c in completions]
         step = getattr(trainer_state, "global_step", None)
         options = self._options(columns, len(completions))
-        requests = self._group(prompts, texts, references, options, prefix="" if step is None else f"s{step}-")
+        rows = self._group(prompts, texts, references, options, prefix="" if step is None else f"s{step}-")
         scored: list[ScoredRollout | None] = [None] * len(completions)
-        for result in self._scorer.score(requests):
+        for result in self._scorer.score(rows):
             for s in result:
                 scored[s.index] = s
         assert all(s is not None for s in scored)
@@ -208,14 +210,14 @@ class CohortReward:
 
     @staticmethod
     def _group(prompts: Sequence[Any], texts: list[str], references: list[Reference],
-               options: list[dict[str, dict[str, str]]], prefix: str) -> list[ScoreRequest]:
+               options: list[dict[str, dict[str, str]]], prefix: str) -> list[Record]:
         groups: dict[tuple[str, Reference, str], list[int]] = {}
         for i, (prompt, ref, opts) in enumerate(zip(prompts, references, options)):
             key = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
             groups.setdefault((key, ref, json.dumps(opts, sort_keys=True)), []).append(i)
         return [
-            ScoreRequest(f"{prefix}g{k}", tuple(Rollout(i, texts[i]) for i in members), ref,
-                         _prompt_text(prompts[members[0]]), options=options[members[0]])
+            Record(Task(f"{prefix}g{k}", _prompt_text(prompts[members[0]]), ref, options=options[members[0]]),
+                   tuple(Rollout(i, texts[i]) for i in members))
             for k, ((_, ref, _), members) in enumerate(groups.items())
         ]
 

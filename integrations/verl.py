@@ -56,9 +56,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cohort.integrations._common import endpoints_from_env, parse_code_tests, parse_endpoints
-from cohort.integrations._sync import SyncScorer
-from cohort.verifiers.base import CodeTests, GroupRequest, IoCase, Reference, Rollout
-from cohort.verifiers.client import ScoredRollout, WeightedVerifier, combine
+from cohort.verifiers.base import CodeTests, IoCase, Reference, Rollout
+from cohort.verifiers.blocking import BlockingClient
+from cohort.verifiers.client import WeightedVerifier
+from cohort.verifiers.combine import ScoredRollout
+from cohort.verifiers.records import Record, Task, VerifierUse
 
 __all__ = ["compute_score", "close_clients", "group_scores", "VerificationUnavailable"]
 
@@ -122,11 +124,11 @@ def _config(endpoints: object, verifier: object, verifier_map: object, weights: 
 
 # ---- one client per process and configuration ------------------------------------------------
 
-_CLIENTS: dict[tuple, SyncScorer] = {}
+_CLIENTS: dict[tuple, BlockingClient] = {}
 _LOCK = threading.Lock()
 
 
-def _scorer(cfg: _Config) -> SyncScorer:
+def _scorer(cfg: _Config) -> BlockingClient:
     key = (os.getpid(), tuple(sorted(cfg.endpoints.items())), cfg.timeout_s, cfg.retries)
     with _LOCK:
         for stale in [k for k in _CLIENTS if k[0] != os.getpid()]:  # inherited through fork: unusable here
@@ -134,7 +136,7 @@ def _scorer(cfg: _Config) -> SyncScorer:
         scorer = _CLIENTS.get(key)
         if scorer is None or scorer.closed:
             verifiers = [WeightedVerifier(name, 1.0, eps) for name, eps in cfg.endpoints.items()]
-            scorer = SyncScorer(verifiers, timeout_s=cfg.timeout_s, retries=cfg.retries)
+            scorer = BlockingClient(verifiers, timeout_s=cfg.timeout_s, retries=cfg.retries)
             try:
                 scorer.handshake()
             except BaseException:
@@ -206,7 +208,6 @@ def _reference(ground_truth: object, extra_info: Mapping[str, Any]) -> Reference
 
 @dataclass(frozen=True)
 class _Row:
-    names: tuple[str, ...]
     reference: Reference
     options: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
     group_key: tuple
@@ -238,25 +239,21 @@ def _row(cfg: _Config, data_source: object, ground_truth: object, extra_info: ob
     row_options = _options(extra_info.get("cohort_options"), "extra_info['cohort_options']")
     options = tuple((n, tuple(sorted({**cfg.options.get(n, {}), **row_options.get(n, {})}.items()))) for n in names)
     index = extra_info.get("index")
-    return _Row(names, reference, options, (source, names, reference, options, None if index is None else str(index)))
+    return _Row(reference, options, (source, names, reference, options, None if index is None else str(index)))
 
 
 def _score_rows(cfg: _Config, rows: list[_Row], solutions: Sequence[str]) -> list[dict[str, Any]]:
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
         groups.setdefault(row.group_key, []).append(i)
-    plan = []  # (positions, row, requests)
+    records = []  # one per group: the row's verifiers with their weights and merged options
     for g, members in enumerate(groups.values()):
         row = rows[members[0]]
-        rollouts = tuple(Rollout(i, str(solutions[i])) for i in members)
-        requests = [GroupRequest(name, rollouts, row.reference, f"verl-{g}", "", None, dict(opts))
-                    for name, opts in row.options]
-        plan.append((members, row, requests))
-    results = iter(_scorer(cfg).verify_groups([r for _, _, reqs in plan for r in reqs]))
+        uses = tuple(VerifierUse(name, cfg.weights.get(name, 1.0), dict(opts)) for name, opts in row.options)
+        records.append(Record(Task(f"verl-{g}", "", row.reference, verifiers=uses),
+                              tuple(Rollout(i, str(solutions[i])) for i in members)))
     out: list[dict[str, Any]] = [{}] * len(rows)
-    for members, row, requests in plan:
-        by_name = {req.verifier: next(results) for req in requests}
-        scored = combine(requests[0].rollouts, by_name, {n: cfg.weights.get(n, 1.0) for n in row.names})
+    for members, scored in zip(groups.values(), _scorer(cfg).score(records)):
         for pos, result in zip(members, group_scores(scored, cfg.unusable, cfg.unusable_score)):
             out[pos] = result
     return out

@@ -122,7 +122,13 @@ class ClientTls:
             raise TlsError(f"{prefix}*: {exc}") from None
 
 
+MAX_MESSAGE_BYTES = 64 << 20
+"""The largest message a Cohort client sends or takes (gRPC's default receive limit is 4 MiB): a batch of
+groups, a tool result or a sandbox reply; a server advertises its own limit (``Limits.max_message_bytes``)."""
+
 CHANNEL_OPTIONS: dict[str, object] = {
+    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+    "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
     # gRPC's default reconnect backoff grows to 120 s: a restarted server would stay unused (every call
     # failing fast) for that long. Reconnect within a second instead; a down server costs a connect
     # attempt a second, nothing more.

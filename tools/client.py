@@ -30,7 +30,6 @@ from cohort.rpc.retry import (Exhausted, Failover, RequestRejected, RetryPolicy,
 from cohort.rpc.tls import channel
 from cohort.tools.base import CallResult
 
-MAX_MESSAGE_BYTES = 64 << 20
 END_TIMEOUT_S = 10.0
 log = logging.getLogger("cohort.tools")
 
@@ -48,10 +47,8 @@ class ToolError(RuntimeError):
 
 class _Server:
     def __init__(self, endpoints: Sequence[str], timeout_s: float, policy: RetryPolicy) -> None:
-        opts = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
         self.endpoints = list(endpoints)
-        self.stubs = [pb_grpc.ToolServiceStub(channel(e, None, opts)) for e in self.endpoints]
+        self.stubs = [pb_grpc.ToolServiceStub(channel(e)) for e in self.endpoints]
         self.failover = Failover(len(self.stubs), policy)
         self.timeout_s = timeout_s
         self.tools: dict[str, pb.Tool] = {}

@@ -107,8 +107,7 @@ def evaluate(cfg: TrainConfig, endpoints: dict[str, list[str]], samples: int, k:
         for start in range(0, len(tasks), prompts_per_batch):
             chunk = tasks[start : start + prompts_per_batch]
             batch = engine.generate(prompt_ids[start : start + prompts_per_batch], samples)
-            scores = scorer.submit(chunk, batch.texts, batch.truncated.tolist(), start).result()
-            scores = tool_rollouts.mask_failures(scores, batch)  # a tool's infrastructure failed: unusable
+            scores = scorer.submit(chunk, batch.texts, batch.truncated.tolist(), start, tools=batch.tools).result()
             for i, task in enumerate(chunk):
                 _add_group(result, scorer, task, i, scores, batch, samples, pass_threshold, on_rollout)
             if on_progress is not None:

@@ -1,44 +1,58 @@
 """Remote scoring, off the learner's thread: submit a round's completions, keep generating or
 computing, collect the rewards later.
 
-The async :class:`verifiers.client.VerifierClient` runs on the one private event loop thread of blocking
-callers (:class:`cohort.rpc.loop.BackgroundLoop`, shared with the TRL/verl adapters);
-:meth:`Scorer.submit` returns a ``concurrent.futures.Future`` at once. The learner only waits in
-:meth:`Scorer.result`, and that wait is what ``verify/idle_frac`` reports. Statuses travel with the
-rewards: a rollout no verifier could judge is ``valid = False`` (masked), never a reward of 0.
+The one scoring call (:meth:`cohort.verifiers.client.VerifierClient.score`: route each row, one
+``BatchVerifyGroups`` per verifier per chunk, ride out an outage as ``scoring.on_outage`` says, combine with
+weights) runs on the private event loop thread of the blocking client
+(:class:`cohort.verifiers.blocking.BlockingClient`, the adapters' too); :meth:`Scorer.submit` returns a
+``concurrent.futures.Future`` of :class:`Scores` at once. The learner only waits in ``Future.result``, and that
+wait is what ``verify/idle_frac`` reports. Statuses travel with the rewards: a rollout no verifier could judge
+is ``valid = False`` (masked), never a reward of 0, and so is a rollout whose tool call hit an infrastructure
+failure (masked here, where the scores are made, so a round has one ``Scores``).
 
 Routing: each group goes only to the verifiers its row is routed to (``verifiers.records.route``: the
 row's own list, else every configured verifier that accepts its reference kind), so one batch can mix
-math and code rows and still makes one ``BatchVerifyGroups`` per verifier per chunk. A rollout's
-reward is the weighted sum over *its* verifiers, and it is usable when each of those could judge it;
-a verifier that does not apply to a row neither scores nor masks it (its component is NaN there).
-Routes are checked for every row at start-up (:meth:`Scorer.check`), after the handshake has told
-which reference kinds each verifier accepts.
+math and code rows. A rollout's reward is the weighted sum over *its* verifiers, and it is usable when each
+of those could judge it; a verifier that does not apply to a row neither scores nor masks it (its component
+is NaN there). Routes are checked for every row at start-up (:meth:`Scorer.check`), after the handshake has
+told which reference kinds each verifier accepts.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from cohort.rpc.loop import BackgroundLoop
 from cohort.trainer.config import ScoringSection
 from cohort.trainer.distributed import SINGLE, Comm
 from cohort.trainer.preflight import client_tls
-from cohort.verifiers.records import RecordError, Task, check_routes, group_requests, route
+from cohort.verifiers.base import Rollout, RolloutStatus
+from cohort.verifiers.blocking import BlockingClient
+from cohort.verifiers.client import OutageError, WeightedVerifier
+from cohort.verifiers.combine import ScoredRollout
+from cohort.verifiers.records import Record, RecordError, Task, check_routes
+
+if TYPE_CHECKING:
+    from cohort.trainer.rollout import ToolTrace
+
+__all__ = ["MaskCounts", "MaskedShare", "MaskedShareError", "OutageError", "Scorer", "Scores", "merge_scores",
+           "TOOL_FAILED_STATUS"]
+
+TOOL_FAILED_STATUS = "tool_unavailable"
+"""The status of a rollout whose tool call hit an infrastructure failure (``masked_by``: ``tools/<status>``)."""
 
 
 @dataclass
 class Scores:
     rewards: Float[Tensor, "P G"]  # weighted sum (0 where not valid; never used there)
-    valid: Bool[Tensor, "P G"]  # status OK
+    valid: Bool[Tensor, "P G"]  # status OK, and no tool call hit an infrastructure failure
     components: dict[str, Float[Tensor, "P G"]]  # per verifier (and sub-component), NaN where absent
     latency_s: float  # submit -> scores ready
     steps: list[tuple] | None = None
@@ -60,31 +74,51 @@ class Scores:
         return Scores(self.rewards[idx], self.valid[idx], {k: v[idx] for k, v in self.components.items()},
                       self.latency_s, steps, pick(self.statuses), pick(self.masked_by), pick(self.flags), self.dropped)
 
-
-OUTAGE_POLL_S = 0.5
-"""Longest wait between two tries of an unavailable verifier (channels reconnect as fast: cohort.rpc.tls)."""
-
-
-class OutageError(RuntimeError):
-    """A verifier stayed unavailable longer than ``scoring.max_outage_s``."""
+    @staticmethod
+    def of(scored: list[list[ScoredRollout]], latency_s: float, tool_failed: Bool[Tensor, "P G"] | None = None
+           ) -> Scores:
+        """The tensors of P groups of G combined verdicts; ``tool_failed``: rollouts masked whatever the
+        verifiers said (:data:`TOOL_FAILED_STATUS`)."""
+        p, g = len(scored), len(scored[0])
+        flat = [r for group in scored for r in group]  # prompt-major, B = P*G
+        judged = [r.status is RolloutStatus.OK for r in flat]  # the verifiers could judge it
+        failed = [False] * len(flat) if tool_failed is None else tool_failed.flatten().tolist()
+        valid = [ok and not f for ok, f in zip(judged, failed)]
+        rewards = [r.reward if ok else 0.0 for r, ok in zip(flat, valid)]
+        nan = float("nan")
+        names = sorted({k for r, ok in zip(flat, judged) if ok for k in r.components})
+        components = {  # what the verifiers said, a tool failure's rollout included (it is masked by ``valid``)
+            k: torch.tensor([r.components.get(k, nan) if ok else nan for r, ok in zip(flat, judged)],
+                            dtype=torch.float64).view(p, g)
+            for k in names
+        }
+        statuses = [TOOL_FAILED_STATUS if f else r.status.value for r, f in zip(flat, failed)]
+        masked_by = [f"tools/{TOOL_FAILED_STATUS}" if f else f"{r.masked_by}/{r.status.value}" if r.masked_by else ""
+                     for r, f in zip(flat, failed)]
+        rows = lambda xs: [xs[k * g : (k + 1) * g] for k in range(p)]  # noqa: E731
+        dropped = frozenset().union(*(r.dropped for r in flat))
+        return Scores(torch.tensor(rewards, dtype=torch.float64).view(p, g), torch.tensor(valid).view(p, g),
+                      components, latency_s, statuses=rows(statuses), masked_by=rows(masked_by),
+                      flags=[[r.flags for r in group] for group in scored], dropped=dropped)
 
 
 class Scorer:
     def __init__(self, cfg: ScoringSection, endpoints: dict[str, list[str]]):
-        from cohort.verifiers.client import VerifierClient, WeightedVerifier
-
         self.cfg = cfg
         tls = client_tls(cfg)
         # a process verifier's scalar reward stays out of the outcome sum (weight 0); its steps travel apart
         verifiers = [WeightedVerifier(v.name, v.weight if v.kind == "outcome" else 0.0, tuple(endpoints[v.name]),
                                       dict(v.options), tls[v.name]) for v in cfg.verifiers]
         self.process = next((v.name for v in cfg.verifiers if v.kind == "process"), None)
-        self._bg = BackgroundLoop("cohort-scorer")  # the one private event loop thread of blocking callers
-        self.client = self._bg.run(self._make_client(VerifierClient, verifiers))
-        self._bg.on_close(self.client.close)
-        self.versions = self._bg.run(self.client.handshake())
-        # route weights: a process verifier's scalar reward stays out of the outcome sum, as above
-        self.defaults = {v.name: (v.weight if v.kind == "outcome" else 0.0, dict(v.options)) for v in cfg.verifiers}
+        note = {"wait": "training waits until it is back (scoring.on_outage=wait)",
+                "drop": "its weight is left out, the others renormalised, until it is back (scoring.on_outage=drop)",
+                "mask": "its rollouts are masked until it is back (scoring.on_outage=mask)"}
+        self.remote = BlockingClient(verifiers, thread_name="cohort-scorer", timeout_s=cfg.timeout_s,
+                                     retries=cfg.retries, attempt_timeout_s=cfg.attempt_timeout_s,
+                                     outage_note=note[cfg.on_outage])
+        self.client = self.remote.client
+        self.versions = self.remote.handshake()
+        self.defaults = self.client.defaults  # route weights: a process verifier's is 0, as above
         self.kinds = dict(self.client.reference_kinds)
         self._record = open(cfg.record_path, "a") if cfg.record_path else None  # scoring.record_path: an audit log
         self._submitted = 0
@@ -96,13 +130,6 @@ class Scorer:
         except RecordError as exc:
             raise ValueError(f"data: {exc}") from None
 
-    async def _make_client(self, cls, verifiers):  # the channels belong to the scorer's loop
-        note = {"wait": "training waits until it is back (scoring.on_outage=wait)",
-                "drop": "its weight is left out, the others renormalised, until it is back (scoring.on_outage=drop)",
-                "mask": "its rollouts are masked until it is back (scoring.on_outage=mask)"}
-        return cls(verifiers, timeout_s=self.cfg.timeout_s, retries=self.cfg.retries,
-                   attempt_timeout_s=self.cfg.attempt_timeout_s, outage_note=note[self.cfg.on_outage])
-
     def describe(self) -> list[str]:
         """One line per verifier: endpoints, TLS mode, server version and limits from the handshake."""
         return self.client.describe()
@@ -111,107 +138,48 @@ class Scorer:
         """Seconds any verifier has been unavailable so far (outages of different verifiers add up)."""
         return sum(a.total_down_s() for a in self.client.availability.values())
 
-    def _droppable(self, name: str) -> bool:
-        """``on_outage=drop`` may leave out a verifier while another outcome verifier with weight is up."""
-        up = [n for n, (w, _) in self.defaults.items() if n != name and w > 0
-              and self.client.availability[n].down_since is None]
-        return self.cfg.on_outage == "drop" and bool(up)
+    def submit(self, tasks: list[Task], texts: list[str], truncated: list[bool], group_offset: int = 0,
+               tools: ToolTrace | None = None) -> Future:
+        """Score P groups of G completions (prompt-major ``texts``); returns a Future of :class:`Scores`.
 
-    async def _verify(self, name: str, groups: list):
-        """One verifier's results for ``groups``; through an outage, retried with backoff (capped at
-        ``OUTAGE_POLL_S``, so a restarted verifier is used within about a second) or, with
-        ``on_outage=drop``, None (left out). Scoring is pure, so a retry is safe."""
-        from cohort.verifiers.client import VerifierUnavailable
-
-        if self.cfg.on_outage == "mask":
-            return await self.client.verify_groups(groups, unreachable="mask")
-        wait = 0.05
-        while True:
-            try:
-                return await self.client.verify_groups(groups, unreachable="raise")
-            except VerifierUnavailable:
-                if self._droppable(name):
-                    return None
-                since = self.client.availability[name].down_since
-                if self.cfg.max_outage_s is not None and since is not None \
-                        and time.monotonic() - since > self.cfg.max_outage_s:
-                    raise OutageError(f"verifier {name!r} unavailable for over scoring.max_outage_s="
-                                      f"{self.cfg.max_outage_s:g} s (last error: "
-                                      f"{self.client.availability[name].last_error})") from None
-                await asyncio.sleep(wait)
-                wait = min(OUTAGE_POLL_S, wait * 2)
-
-    def submit(self, tasks: list[Task], texts: list[str], truncated: list[bool], group_offset: int = 0) -> Future:
-        """Score P groups of G completions (prompt-major ``texts``); returns a Future of :class:`Scores`."""
-        from cohort.verifiers.base import Rollout
-        from cohort.verifiers.client import combine
-
+        ``tools``: what tools did in these rows (``batch.tools``); a rollout whose tool call hit an
+        infrastructure failure is masked with :data:`TOOL_FAILED_STATUS`, whatever the verifiers said of its text."""
         p = len(tasks)
         g = len(texts) // p
-        plan, groups = [], []
-        for i, task in enumerate(tasks):
-            rollouts = tuple(Rollout(j, texts[i * g + j], bool(truncated[i * g + j])) for j in range(g))
-            routes = route(task, self.defaults, self.kinds)
-            plan.append((rollouts, routes))
-            groups.extend(group_requests(task, rollouts, routes, f"g{group_offset + i}"))
+        rows = [Record(dataclasses.replace(task, id=f"g{group_offset + i}"),
+                       tuple(Rollout(j, texts[i * g + j], bool(truncated[i * g + j])) for j in range(g)))
+                for i, task in enumerate(tasks)]
+        failed = None if tools is None else tools.failed.view(p, g)
         started = time.perf_counter()
         serial, self._submitted = self._submitted, self._submitted + 1
 
         async def run() -> Scores:
-            names = sorted({g.verifier for g in groups})
-            per_verifier = await asyncio.gather(*(self._verify(n, [g for g in groups if g.verifier == n]) for n in names))
-            dropped = frozenset(n for n, res in zip(names, per_verifier) if res is None)
-            results = {n: iter(res or ()) for n, res in zip(names, per_verifier)}  # one call per verifier (per server limit)
-            scored = [combine(rollouts, {r.name: next(results[r.name]) for r in routes if r.name not in dropped}
-                              | {r.name: None for r in routes if r.name in dropped},
-                              {r.name: r.weight for r in routes}, dropped)
-                      for rollouts, routes in plan]
+            scored = await self.client.score(rows, on_outage=self.cfg.on_outage, max_outage_s=self.cfg.max_outage_s)
             if self._record is not None:
-                self._write_record(serial, tasks, plan, scored, group_offset)
-            scores = _to_tensors(scored, time.perf_counter() - started)  # latency includes the conversion
-            scores.dropped = dropped
+                self._write_record(serial, rows, scored)
+            scores = Scores.of(scored, time.perf_counter() - started, failed)  # latency includes the conversion
             if self.process is not None:
                 scores.steps = [r.steps.get(self.process, ()) for group in scored for r in group]
             return scores
 
-        return self._bg.submit(run())
+        return self.remote.submit(run())
 
-    def _write_record(self, serial: int, tasks: list[Task], plan, scored, group_offset: int) -> None:
+    def _write_record(self, serial: int, rows: list[Record], scored: list[list[ScoredRollout]]) -> None:
         """One JSON line per submitted batch (``scoring.record_path``), written on the scorer's loop."""
         import json
 
-        groups = [{"group_id": f"g{group_offset + i}", "answer": task.reference.answer,
-                   "texts": [r.completion for r in rollouts], "truncated": [r.truncated for r in rollouts],
+        groups = [{"group_id": row.task.id, "answer": row.task.reference.answer,
+                   "texts": [r.completion for r in row.rollouts], "truncated": [r.truncated for r in row.rollouts],
                    "status": [r.status.name for r in group], "reward": [r.reward for r in group]}
-                  for i, (task, (rollouts, _routes), group) in enumerate(zip(tasks, plan, scored))]
+                  for row, group in zip(rows, scored)]
         line = {"submission": serial, "client": dict(self.client.stats), "groups": groups}
         self._record.write(json.dumps(line) + "\n")
         self._record.flush()
 
     def close(self) -> None:
-        self._bg.close()
+        self.remote.close()
         if self._record is not None:
             self._record.close()
-
-
-def _to_tensors(scored, latency_s: float) -> Scores:
-    from cohort.verifiers.base import RolloutStatus
-
-    p, g = len(scored), len(scored[0])
-    flat = [r for group in scored for r in group]  # prompt-major, B = P*G
-    valid = [r.status is RolloutStatus.OK for r in flat]
-    rewards = [r.reward if ok else 0.0 for r, ok in zip(flat, valid)]
-    nan = float("nan")
-    names = sorted({k for r, ok in zip(flat, valid) if ok for k in r.components})
-    components = {
-        k: torch.tensor([r.components.get(k, nan) if ok else nan for r, ok in zip(flat, valid)],
-                        dtype=torch.float64).view(p, g)
-        for k in names
-    }
-    return Scores(torch.tensor(rewards, dtype=torch.float64).view(p, g), torch.tensor(valid).view(p, g),
-                  components, latency_s, statuses=[[r.status.value for r in group] for group in scored],
-                  masked_by=[[f"{r.masked_by}/{r.status.value}" if r.masked_by else "" for r in group] for group in scored],
-                  flags=[[r.flags for r in group] for group in scored])
 
 
 def merge_scores(parts: list[Scores]) -> Scores:

@@ -15,7 +15,7 @@ too) when ``rollout.max_turns > 1``. One :meth:`~ToolRollouts.generate` is a loo
    token, so a program cannot end the turn or forge one): context for the next turn, never part of the loss or the KL
    (``RolloutBatch.loss_mask``). Generated tokens keep the sampler's log-probs across turns.
 4. A call that hit an infrastructure failure (the sandbox down, a server unreachable past
-   ``rollout.tool_timeout_s``) stops its row; :func:`mask_failures` masks that rollout after scoring.
+   ``rollout.tool_timeout_s``) stops its row; :meth:`trainer.scoring.Scorer.submit` masks that rollout.
    A call that failed by its own content (code that raises) is a result the model reads.
 
 ``rollout.max_completion_length`` bounds the whole transcript (tool results included); a row over it is
@@ -46,10 +46,7 @@ from cohort.tools.client import ToolClient
 from cohort.trainer.config import RolloutSection, TrainConfig
 from cohort.trainer.distributed import SINGLE, Comm
 from cohort.trainer.rollout import RolloutBatch, ToolTrace
-from cohort.trainer.scoring import Scores
 from cohort.verifiers.base import encode_text
-
-MASKED_STATUS = "tool_unavailable"
 
 
 @dataclass
@@ -209,20 +206,6 @@ class ToolRollouts:
         return RolloutBatch(first.prompt_ids, first.prompt_mask, ids, mask, torch.tensor([not r.ended for r in rows]),
                             ["".join(r.text) for r in rows],
                             logprobs if first.rollout_logprobs is not None else None, trace)
-
-
-def mask_failures(scores: Scores, batch: RolloutBatch) -> Scores:
-    """Rollouts whose tool calls hit an infrastructure failure are masked (never scored), whatever the
-    verifiers said of their text."""
-    if batch.tools is None or not bool(batch.tools.failed.any()):
-        return scores
-    p, g = scores.valid.shape
-    failed = batch.tools.failed.view(p, g)  # (P, G)
-    statuses = [[MASKED_STATUS if failed[a, c] else s for c, s in enumerate(row)] for a, row in enumerate(scores.statuses)]
-    masked_by = [[f"tools/{MASKED_STATUS}" if failed[a, c] else s for c, s in enumerate(row)]
-                 for a, row in enumerate(scores.masked_by)]
-    return dataclasses.replace(scores, valid=scores.valid & ~failed, rewards=scores.rewards.masked_fill(failed, 0.0),
-                               statuses=statuses, masked_by=masked_by)
 
 
 def metrics(batch: RolloutBatch, comm: Comm = SINGLE) -> dict[str, float]:

@@ -12,8 +12,12 @@
 - When every attempt fails, the rollouts come back DEPENDENCY_UNAVAILABLE: an infrastructure
   failure is never a reward of 0. INVALID_ARGUMENT is a bug in the request and raises.
 - TLS per verifier (``WeightedVerifier.tls``, see :mod:`cohort.rpc.tls`); plaintext when unset.
-- :meth:`VerifierClient.score` combines several verifiers with weights into one reward per
-  rollout plus named components; a rollout is usable only when every verifier could judge it.
+- :meth:`VerifierClient.score` is the one scoring call of every Cohort caller (the trainer, ``cohort verify``,
+  the TRL and verl adapters): it routes each row (:func:`cohort.verifiers.records.route`), makes one call
+  per verifier for the whole batch, rides out an outage as the caller chose (``on_outage``: mask, wait or
+  drop) and combines the verifiers with weights (:func:`cohort.verifiers.combine.combine`) into one reward
+  per rollout plus named components; a rollout is usable only when every verifier could judge it.
+  Blocking callers drive it through :class:`cohort.verifiers.blocking.BlockingClient`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import grpc
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
@@ -32,20 +37,11 @@ from cohort.rpc.diagnose import explain
 from cohort.rpc.retry import Exhausted, Failover, RequestRejected, RetryPolicy, call_with_failover, short_error
 from cohort.rpc.tls import ClientTls, aio_channel
 from cohort.verifiers import convert
-from cohort.verifiers.base import (
-    GroupRequest,
-    GroupResult,
-    Reference,
-    Rollout,
-    RolloutResult,
-    RolloutStatus,
-    StepReward,
-    checked_steps,
-)
+from cohort.verifiers.base import GroupRequest, GroupResult, RolloutResult, RolloutStatus, checked_steps
+from cohort.verifiers.combine import ScoredRollout, combine
+from cohort.verifiers.records import Record, group_requests, route
 
 log = logging.getLogger("cohort.verifiers.client")
-
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
 class VerifierRequestError(ValueError):
@@ -63,6 +59,17 @@ class VerifierUnavailable(RuntimeError):
         super().__init__(f"verifier {name!r} unavailable: {detail}")
         self.name = name
 
+
+class OutageError(RuntimeError):
+    """A verifier stayed unavailable longer than the call's ``max_outage_s``."""
+
+
+OnOutage = Literal["mask", "wait", "drop"]
+"""What :meth:`VerifierClient.score` does while a verifier is unavailable: mask its rollouts
+(DEPENDENCY_UNAVAILABLE), wait until it is back, or leave it out and renormalise the other weights."""
+
+OUTAGE_POLL_S = 0.5
+"""Longest wait between two tries of an unavailable verifier (channels reconnect as fast: cohort.rpc.tls)."""
 
 REPORT_EVERY_S = 30.0
 """While a verifier stays unavailable, one line this often (with the count of failed calls)."""
@@ -122,38 +129,6 @@ class WeightedVerifier:
             raise ValueError(f"verifier {self.name!r} has no endpoints")
 
 
-@dataclass(frozen=True)
-class ScoreRequest:
-    """One prompt's group, scored by every configured verifier."""
-
-    group_id: str
-    rollouts: tuple[Rollout, ...]
-    reference: Reference = field(default_factory=Reference)
-    prompt: str = ""
-    rollout_timeout_s: float | None = None
-    options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    """Per verifier, options for this group only (a data row's ``options``), over the configured ones."""
-
-
-@dataclass(slots=True)
-class ScoredRollout:
-    index: int
-    reward: float
-    status: RolloutStatus
-    components: Mapping[str, float]
-    detail: str = ""
-    steps: Mapping[str, tuple[StepReward, ...]] = field(default_factory=dict)
-    """Step rewards per verifier that sent any (process supervision), only when usable."""
-    flags: tuple[str, ...] = ()
-    """``verifier/flag`` for every flag a verifier set (e.g. a candidate-caused limit, a hack attempt)."""
-    masked_by: str = ""
-    """The verifier whose status masked this rollout ("" when usable)."""
-
-    @property
-    def usable(self) -> bool:
-        return self.status is RolloutStatus.OK
-
-
 @dataclass
 class _Endpoint:
     address: str
@@ -167,11 +142,6 @@ class _Pool:
     Channels are created on first use, inside the running event loop (grpc.aio binds them to it).
     """
 
-    OPTIONS = [  # besides cohort.rpc.tls.CHANNEL_OPTIONS (fast reconnects, no gRPC retries)
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ]
-
     def __init__(self, addresses: Sequence[str], tls: ClientTls | None, policy: RetryPolicy) -> None:
         self.addresses = list(addresses)
         self.tls = tls
@@ -183,7 +153,7 @@ class _Pool:
         if self._endpoints is None:
             self._endpoints = []
             for address in self.addresses:
-                channel = aio_channel(address, self.tls, self.OPTIONS)
+                channel = aio_channel(address, self.tls)  # cohort.rpc.tls.CHANNEL_OPTIONS
                 self._endpoints.append(_Endpoint(address, channel, pb_grpc.VerifierServiceStub(channel)))
         return self._endpoints
 
@@ -346,22 +316,61 @@ class VerifierClient:
         self.availability[name].succeeded()
         return results
 
-    # ---- several verifiers, weighted ----------------------------------------------------------
+    # ---- the one scoring call: route, fan out, combine ----------------------------------------
 
-    async def score(self, requests: Sequence[ScoreRequest]) -> list[list[ScoredRollout]]:
-        """Score every request with the verifiers the one router (``records.route``) gives it: every configured
-        verifier, less those whose handshake said they do not accept its reference kind; combined with weights."""
-        from cohort.verifiers.records import Task, group_requests, route
+    @property
+    def defaults(self) -> dict[str, tuple[float, dict[str, str]]]:
+        """The router's defaults (``records.route``): configured verifier name -> (weight, options)."""
+        return {name: (v.weight, dict(v.options)) for name, v in self.verifiers.items()}
 
-        defaults = {name: (v.weight, dict(v.options)) for name, v in self.verifiers.items()}
+    async def score(self, rows: Sequence[Record], *, on_outage: OnOutage = "mask",
+                    max_outage_s: float | None = None) -> list[list[ScoredRollout]]:
+        """Each row's rollouts scored by the verifiers the one router (``records.route``) gives it: the row's
+        own list, else every configured verifier that accepts its reference kind (as the handshake said; any
+        before one); one call per verifier for the whole batch; combined with weights. Group ids are the
+        rows' task ids. Raises :class:`~cohort.verifiers.records.RecordError` for a row that cannot be routed.
+
+        ``on_outage``: a verifier whose every attempt failed has its rollouts masked (``"mask"``), or is
+        tried again with backoff until it is back (``"wait"``; :class:`OutageError` once it has been down
+        over ``max_outage_s``), or is left out while another verifier with weight is up (``"drop"``: the
+        others renormalised, see :func:`~cohort.verifiers.combine.combine`; else it waits)."""
         kinds = self.reference_kinds or None  # before a handshake: every verifier
-        tasks = [Task(req.group_id, req.prompt, req.reference, options=req.options,
-                      rollout_timeout_s=req.rollout_timeout_s) for req in requests]
-        plan = [(req, task, route(task, defaults, kinds)) for req, task in zip(requests, tasks)]
-        groups = [g for req, task, routes in plan for g in group_requests(task, req.rollouts, routes)]
-        results = iter(await self.verify_groups(groups))
-        return [combine(req.rollouts, {r.name: next(results) for r in routes}, {r.name: r.weight for r in routes})
-                for req, _, routes in plan]
+        plan = [(row, route(row.task, self.defaults, kinds)) for row in rows]
+        groups = [g for row, routes in plan for g in group_requests(row.task, row.rollouts, routes)]
+        names = sorted({g.verifier for g in groups})
+        per_verifier = await asyncio.gather(*(self._ride_out(n, [g for g in groups if g.verifier == n], on_outage,
+                                                             max_outage_s) for n in names))
+        dropped = frozenset(n for n, res in zip(names, per_verifier) if res is None)
+        results = {n: iter(res or ()) for n, res in zip(names, per_verifier)}
+        return [combine(row.rollouts, {r.name: None if r.name in dropped else next(results[r.name]) for r in routes},
+                        {r.name: r.weight for r in routes}, dropped)
+                for row, routes in plan]
+
+    async def _ride_out(self, name: str, groups: list[GroupRequest], on_outage: OnOutage,
+                        max_outage_s: float | None) -> list[GroupResult] | None:
+        """One verifier's results for ``groups``; through an outage, masked, retried with backoff (capped at
+        :data:`OUTAGE_POLL_S`, so a restarted verifier is used within about a second) or None (dropped).
+        Scoring is pure, so a retry is safe."""
+        if on_outage == "mask":
+            return await self.verify_groups(groups, unreachable="mask")
+        wait = 0.05
+        while True:
+            try:
+                return await self.verify_groups(groups, unreachable="raise")
+            except VerifierUnavailable:
+                if on_outage == "drop" and self._droppable(name):
+                    return None
+                since = self.availability[name].down_since
+                if max_outage_s is not None and since is not None and time.monotonic() - since > max_outage_s:
+                    raise OutageError(f"verifier {name!r} unavailable for over max_outage_s={max_outage_s:g} s "
+                                      f"(last error: {self.availability[name].last_error})") from None
+                await asyncio.sleep(wait)
+                wait = min(OUTAGE_POLL_S, wait * 2)
+
+    def _droppable(self, name: str) -> bool:
+        """A verifier may be left out while another verifier with weight is up."""
+        return any(n != name and v.weight > 0 and self.availability[n].down_since is None
+                   for n, v in self.verifiers.items())
 
 
 def _describe(address: str, resp: pb.ListVerifiersResponse) -> str:
@@ -371,43 +380,6 @@ def _describe(address: str, resp: pb.ListVerifiersResponse) -> str:
                                                ("max message bytes", lim.max_message_bytes),
                                                ("max queued groups", lim.max_queued_groups)) if v)
     return f"{address} server {resp.server_version or '?'}" + (f" ({limits})" if limits else "")
-
-
-def combine(rollouts: Sequence[Rollout], results: Mapping[str, GroupResult], weights: Mapping[str, float],
-            dropped: frozenset[str] = frozenset()) -> list[ScoredRollout]:
-    """Weighted sum per rollout; components ``name`` and ``name/component``; unusable if any verifier is.
-
-    ``dropped``: verifiers left out (an outage the caller chose to ride out without them): not in the
-    sum, and the other weights scaled up to the configured total (renormalised)."""
-    used = {name: w for name, w in weights.items() if name in results and name not in dropped}
-    total = sum(w for name, w in weights.items() if name in results)
-    if dropped & results.keys() and total > 0 and not any(used.values()):  # nothing left to score with
-        name = sorted(dropped & results.keys())[0]
-        return [ScoredRollout(r.index, 0.0, RolloutStatus.DEPENDENCY_UNAVAILABLE, {}, f"{name}: unavailable (dropped)",
-                              masked_by=name) for r in rollouts]
-    scale = total / sum(used.values()) if dropped and sum(used.values()) else 1.0
-    scored = []
-    for pos, rollout in enumerate(rollouts):
-        reward, components, details, steps, flags = 0.0, {}, [], {}, []
-        status, masked_by = RolloutStatus.OK, ""
-        for name, group in results.items():
-            if name in dropped:
-                continue
-            r = group.results[pos]
-            if r.status is not RolloutStatus.OK and status is RolloutStatus.OK:
-                status, masked_by = r.status, name
-            reward += used[name] * scale * r.reward
-            components[name] = r.reward
-            components.update({f"{name}/{k}": v for k, v in r.components.items()})
-            flags.extend(f"{name}/{f}" for f in r.flags)
-            if r.detail:
-                details.append(f"{name}: {r.detail}")
-            if r.steps:
-                steps[name] = r.steps
-        ok = status is RolloutStatus.OK
-        scored.append(ScoredRollout(rollout.index, reward if ok else 0.0, status, components, " | ".join(details),
-                                    steps if ok else {}, tuple(flags), masked_by))
-    return scored
 
 
 def _checked(name: str, groups: list[GroupRequest], response: pb.BatchVerifyGroupsResponse, address: str) -> list[GroupResult]:

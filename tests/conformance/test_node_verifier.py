@@ -13,7 +13,8 @@ from cohort.conformance import RULES, load_cases, run_kit
 from cohort.conformance.runner import ServerProcess, free_port
 from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers.base import Reference, Rollout, RolloutStatus
-from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
+from cohort.verifiers.client import VerifierClient, WeightedVerifier
+from cohort.verifiers.records import Record, Task
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "node-verifier"
@@ -68,20 +69,20 @@ async def _score(exact_endpoint: str, format_endpoint: str):
         WeightedVerifier("format", 0.3, (format_endpoint,)),
     ]
     requests = [
-        ScoreRequest("g-four", (
+        Record(Task("g-four", "", Reference(answer="4")), (
             Rollout(0, "<think>2+2</think><answer>4</answer>"),
             Rollout(1, "<answer>4</answer>"),
             Rollout(2, "<think>2+2</think><answer>5</answer>"),
             Rollout(3, "five"),
-        ), Reference(answer="4")),
-        ScoreRequest("g-paris", (
+        )),
+        Record(Task("g-paris", "", Reference(answer="Paris")), (
             Rollout(5, "<think>capital</think><answer>paris</answer>"),
             Rollout(9, "<think>capital</think><answer>Lyon</answer>"),
-        ), Reference(answer="Paris")),
-        ScoreRequest("g-bad-gold", (
+        )),
+        Record(Task("g-bad-gold", "", Reference(answer=" ")), (
             Rollout(0, "<think>x</think><answer>1</answer>"),
             Rollout(1, "<think>x</think><answer>2</answer>"),
-        ), Reference(answer=" ")),
+        )),
     ]
     async with VerifierClient(verifiers, timeout_s=20.0) as client:
         versions = await client.handshake()

@@ -22,7 +22,8 @@ import pytest
 from cohort.integrations import verl as cv
 from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers.base import RolloutStatus as S
-from cohort.verifiers.client import HandshakeError, ScoredRollout
+from cohort.verifiers.client import HandshakeError
+from cohort.verifiers.combine import ScoredRollout
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -51,7 +51,8 @@ def _user_env() -> dict[str, str]:
 
 def _serve_and_score(env_dir: Path, cwd: Path, tmp_path: Path) -> None:
     from cohort.verifiers.base import Reference, Rollout
-    from cohort.verifiers.client import ScoreRequest, VerifierClient
+    from cohort.verifiers.client import VerifierClient
+    from cohort.verifiers.records import Record, Task
 
     port_file = tmp_path / "port"
     log = tmp_path / "serve.log"
@@ -68,8 +69,8 @@ def _serve_and_score(env_dir: Path, cwd: Path, tmp_path: Path) -> None:
         async def score():
             async with VerifierClient({"math": [endpoint]}, timeout_s=60) as client:
                 # answers that need SymPy (a math worker), not the server's string fast path
-                return await client.score([ScoreRequest("g0", (Rollout(0, "so \\boxed{\\frac{2}{4}}"), Rollout(1, "\\boxed{0.6}")),
-                                                        Reference(answer="0.5"))])
+                return await client.score([Record(Task("g0", "", Reference(answer="0.5")),
+                                                  (Rollout(0, "so \\boxed{\\frac{2}{4}}"), Rollout(1, "\\boxed{0.6}")))])
 
         (group,) = asyncio.run(score())
         assert [(r.status.name, r.reward) for r in group] == [("OK", 1.0), ("OK", 0.0)], log.read_text()[-2000:]

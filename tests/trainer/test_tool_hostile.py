@@ -92,8 +92,8 @@ def test_a_call_nested_1024_deep_is_the_models_error_and_the_rollout_is_scored(t
             engine.close()
         scorer = Scorer(cfg.scoring, {"arith": [arith.endpoint]})
         try:
-            scores = tool_rollouts.mask_failures(
-                scorer.submit([Task.with_answer("Q:", "42")], batch.texts, batch.truncated.tolist()).result(), batch)
+            scores = scorer.submit([Task.with_answer("Q:", "42")], batch.texts, batch.truncated.tolist(),
+                                   tools=batch.tools).result()
         finally:
             scorer.close()
     for row in range(2):

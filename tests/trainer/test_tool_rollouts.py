@@ -115,6 +115,8 @@ def test_tool_tokens_get_zero_gradient_and_zero_kl(taught, sandbox_server):
 
 def test_a_sandbox_down_mid_rollout_masks_the_rollout_and_the_run_goes_on(taught):
     from cohort.trainer.scoring import Scores
+    from cohort.verifiers.base import RolloutStatus
+    from cohort.verifiers.combine import ScoredRollout
 
     model, tok = taught
     with ServiceProcess(["sandbox"]) as server:
@@ -122,10 +124,9 @@ def test_a_sandbox_down_mid_rollout_masks_the_rollout_and_the_run_goes_on(taught
         server.kill()  # after the handshake: the first turn is generated, its call finds no sandbox
         batch = engine.generate([tok("Q:")["input_ids"]], 2)
         assert batch.tools.failed.tolist() == [True, True]
-        scores = Scores(torch.ones(1, 2), torch.ones(1, 2, dtype=torch.bool), {}, 0.0,
-                        statuses=[["ok", "ok"]], masked_by=[["", ""]], flags=[[(), ()]])
-        masked = tool_rollouts.mask_failures(scores, batch)  # whatever the verifiers said of the text
-        assert masked.valid.tolist() == [[False, False]]
+        judged = [[ScoredRollout(i, 1.0, RolloutStatus.OK, {"arith": 1.0}) for i in range(2)]]
+        masked = Scores.of(judged, 0.0, batch.tools.failed.view(1, 2))  # whatever the verifiers said of the text
+        assert masked.valid.tolist() == [[False, False]] and masked.rewards.tolist() == [[0.0, 0.0]]
         assert masked.statuses == [["tool_unavailable"] * 2] and masked.masked_by == [["tools/tool_unavailable"] * 2]
         server.start()  # back (a new port): a fresh engine's rollouts call it again
         engine = engine_for(cfg_for(server.endpoint).rollout, model, tok, seed=0)

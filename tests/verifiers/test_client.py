@@ -15,7 +15,8 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
-from cohort.verifiers.client import HandshakeError, ScoreRequest, VerifierClient, VerifierRequestError, WeightedVerifier
+from cohort.verifiers.client import HandshakeError, VerifierClient, VerifierRequestError, WeightedVerifier
+from cohort.verifiers.records import Record, Task
 
 GOOD = "<think>t</think><answer>4</answer>"
 
@@ -64,7 +65,7 @@ def test_everything_down_is_dependency_unavailable_not_zero():
         async with VerifierClient([WeightedVerifier("format", 1.0, dead)], timeout_s=3, retries=3, backoff_s=0.01) as client:
             with pytest.raises(HandshakeError, match="no endpoint serves verifier 'format'"):
                 await client.handshake()
-            return await client.score([ScoreRequest("g", (Rollout(0, GOOD), Rollout(1, "x")))])
+            return await client.score([Record(Task("g", ""), (Rollout(0, GOOD), Rollout(1, "x")))])
 
     t0 = time.monotonic()
     (scored,) = asyncio.run(run())
@@ -79,7 +80,7 @@ def test_weighted_combination_and_partial_outage(format_server, testplugin):
     with ServiceProcess(["exact"]) as exact:
         verifiers = [WeightedVerifier("format", 0.25, (format_server.endpoint,)),
                      WeightedVerifier("exact", 1.0, (exact.endpoint,), options={})]
-        req = ScoreRequest("q", (Rollout(0, "4"), Rollout(1, GOOD), Rollout(2, "5")), Reference(answer="4"))
+        req = Record(Task("q", "", Reference(answer="4")), (Rollout(0, "4"), Rollout(1, GOOD), Rollout(2, "5")))
 
         async def run(client):
             return await client.score([req])

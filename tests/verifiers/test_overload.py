@@ -14,7 +14,8 @@ from cohort.proto.grpo.verifier.v1 import verifier_service_pb2_grpc as pb_grpc
 
 from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers.base import GroupRequest, Rollout, RolloutStatus
-from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
+from cohort.verifiers.client import VerifierClient, WeightedVerifier
+from cohort.verifiers.records import Record, Task
 
 QUEUE = 4
 
@@ -77,7 +78,7 @@ def test_overload_that_outlasts_the_retries_is_masked_never_zero(sleepy):
     async def run():
         verifiers = [WeightedVerifier("sleepy", 1.0, (sleepy.endpoint,))]
         async with VerifierClient(verifiers, timeout_s=2, retries=3, backoff_s=0.05) as client:
-            return await client.score([ScoreRequest("busy", (Rollout(0, "abc"), Rollout(1, "ab")))]), client.stats
+            return await client.score([Record(Task("busy", ""), (Rollout(0, "abc"), Rollout(1, "ab")))]), client.stats
 
     with ch:
         [scored], stats = asyncio.run(run())

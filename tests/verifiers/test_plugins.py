@@ -10,8 +10,9 @@ import pytest
 
 from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers import registry
-from cohort.verifiers.base import Reference, Rollout
-from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
+from cohort.verifiers.base import Reference, Rollout, VerifierBase
+from cohort.verifiers.client import VerifierClient, WeightedVerifier
+from cohort.verifiers.records import Record, Task
 
 
 def test_builtins_register_through_entry_points():
@@ -31,7 +32,7 @@ def test_unknown_and_invalid_plugins_fail_with_their_name():
     with pytest.raises(registry.PluginError, match="'broken' does not implement the Verifier protocol"):
         registry.validate("broken", NotAVerifier())
 
-    class WrongName:
+    class WrongName(VerifierBase):
         name, version, description, reference_kinds = "other", "1", "", ()
 
         def verify_group(self, group, ctx):
@@ -51,7 +52,7 @@ def test_third_party_plugin_is_served_and_scored(testplugin):
             verifiers = [WeightedVerifier("exact", 1.0, (sp.endpoint,)), WeightedVerifier("format", 0.5, (sp.endpoint,))]
             async with VerifierClient(verifiers) as client:
                 await client.handshake()
-                return await client.score([ScoreRequest("g", (Rollout(0, "42"), Rollout(1, "41")), Reference(answer="42"))])
+                return await client.score([Record(Task("g", "", Reference(answer="42")), (Rollout(0, "42"), Rollout(1, "41")))])
 
         (scored,) = asyncio.run(run())
     assert [s.reward for s in scored] == [1.0, 0.0]

@@ -237,7 +237,8 @@ class _LyingSteps(pb_grpc.VerifierServiceServicer):
 
 
 def test_client_checks_steps_against_the_completions():
-    from cohort.verifiers.client import ScoreRequest, VerifierClient, WeightedVerifier
+    from cohort.verifiers.client import VerifierClient, WeightedVerifier
+    from cohort.verifiers.records import Record, Task
 
     server = grpc.server(futures.ThreadPoolExecutor(2))
     pb_grpc.add_VerifierServiceServicer_to_server(_LyingSteps(), server)
@@ -247,7 +248,7 @@ def test_client_checks_steps_against_the_completions():
         async def run():
             verifiers = [WeightedVerifier("liar", 1.0, (f"127.0.0.1:{port}",))]
             async with VerifierClient(verifiers) as client:
-                return await client.score([ScoreRequest("g", (Rollout(0, "2+2=4"), Rollout(1, "abc"), Rollout(2, "x")))])
+                return await client.score([Record(Task("g", ""), (Rollout(0, "2+2=4"), Rollout(1, "abc"), Rollout(2, "x")))])
 
         (scored,) = asyncio.run(run())
     finally:

@@ -19,8 +19,9 @@ HERE = Path(__file__).resolve().parent
 class Foreign:
     """A foreign server script in its own process group on 127.0.0.1; ``restart`` brings it back on its port."""
 
-    def __init__(self, script: str, tmp: Path, probe: str) -> None:
+    def __init__(self, script: str, tmp: Path, probe: str, env: dict[str, str] | None = None) -> None:
         self.script, self.tmp, self.probe = script, tmp, probe
+        self.env = {**os.environ, **(env or {})}
         self.port = 0
         self.proc: subprocess.Popen | None = None
 
@@ -29,7 +30,8 @@ class Foreign:
         port_file.unlink(missing_ok=True)
         args = [sys.executable, str(HERE / self.script), str(port_file)] + ([str(self.port)] if self.port else [])
         self.log = open(self.tmp / f"{self.script}.log", "ab")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     env=self.env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, (self.tmp / f"{self.script}.log").read_text()

@@ -13,11 +13,16 @@ equivalence_rule (normalised strings equal). Some expected answers make it fail 
 - `HTTP500` / `HTTP503`: that status; `SLOW`: answers after 30 s; `NOT_JSON`: a 200 that is not JSON;
   `NO_REWARD`: a 200 with `reward: null`.
 
+With `COHORT_TEST_BROKEN=1` it is deliberately broken, as the conformance kit must catch: every failure above
+is scored 0.0 instead (a fake measurement), and a wrong answer gets a random reward in [0, 1) (not deterministic).
+
 Run: `python nemo_gym_standin.py PORT_FILE [PORT]` (binds 127.0.0.1 on PORT, default a free one, writes it to PORT_FILE).
 """
 
 from __future__ import annotations
 
+import os
+import random
 import re
 import socket
 import sys
@@ -31,6 +36,7 @@ from openai.types.responses.response_create_params import ResponseCreateParamsNo
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 CREATE_PARAMS = TypeAdapter(ResponseCreateParamsNonStreaming)
+BROKEN = os.environ.get("COHORT_TEST_BROKEN") == "1"
 
 
 class VerifyRequest(BaseModel):  # BaseVerifyRequest + equivalence_rule's task field
@@ -56,6 +62,10 @@ def verify(body: VerifyRequest):
                    if c.type == "output_text")
     echo = body.model_dump(mode="json")
     gold = body.expected_answer
+    if BROKEN and (gold.startswith("MASK:") or gold in ("HTTP500", "HTTP503", "NOT_JSON", "NO_REWARD")):
+        return {**echo, "reward": 0.0, "mask_sample": False}  # a failure passed off as a measurement
+    if BROKEN and _normalize(text) != _normalize(gold):
+        return {**echo, "reward": random.random(), "mask_sample": False}
     if gold.startswith("MASK:"):
         return {**echo, "reward": 0.0, "mask_sample": True, "failure_kind": gold[5:], "failure_reason": "standin"}
     if gold == "DEGRADED":

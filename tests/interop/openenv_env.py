@@ -8,12 +8,17 @@ messages fail on purpose: `RAISE` raises inside `step` (their server sends an `E
 `NO_REWARD` ends without a reward, `NOT_DONE` gives a reward but does not end the episode, `SLOW` answers
 after 30 s, `BOOL` gives the reward `True`. `reset(index=99)` raises (no such task).
 
+With `COHORT_TEST_BROKEN=1` it is deliberately broken, as the conformance kit must catch: every failure above
+is scored 0.0 instead (a fake measurement), and a wrong answer gets a random reward in [0, 1) (not deterministic).
+
 Run: `python openenv_env.py PORT_FILE [PORT]` (binds 127.0.0.1 on PORT, default a free one, writes it to
 PORT_FILE once bound). uvicorn is started directly on their ASGI app.
 """
 
 from __future__ import annotations
 
+import os
+import random
 import socket
 import sys
 import time
@@ -22,6 +27,7 @@ from typing import Any
 import uvicorn
 from openenv.core.env_server import Action, Environment, Observation, State, create_app
 
+BROKEN = os.environ.get("COHORT_TEST_BROKEN") == "1"
 TASKS = [{"question": "What is 2+2?", "answer": "4"}, {"question": "What is 3*5?", "answer": "15"}]
 
 
@@ -58,6 +64,11 @@ class Arithmetic(Environment):
     def step(self, action: ArithmeticAction, timeout_s: float | None = None, **kwargs: Any) -> ArithmeticObservation:
         self._state.step_count += 1
         text = action.message
+        right = text.strip() == self.task["answer"]
+        if BROKEN and text in ("RAISE", "NO_REWARD", "NOT_DONE"):
+            return ArithmeticObservation(question=self.task["question"], reward=0.0, done=True)
+        if BROKEN and not right:
+            return ArithmeticObservation(question=self.task["question"], reward=random.random(), done=True)
         if text == "RAISE":
             raise RuntimeError("environment failure on purpose")
         if text == "SLOW":
@@ -66,7 +77,6 @@ class Arithmetic(Environment):
             return ArithmeticObservation(question=self.task["question"], done=True)
         if text == "BOOL":
             return ArithmeticObservation(question=self.task["question"], reward=True, done=True)
-        right = text.strip() == self.task["answer"]
         return ArithmeticObservation(question=self.task["question"], feedback="right" if right else "wrong",
                                      reward=float(right), done=text != "NOT_DONE")
 

@@ -6,12 +6,17 @@ One single-turn environment, `arithmetic`: tasks `{"question", "answer"}` in spl
 SSE `error` event), `NO_REWARD` returns a finished output without a reward. A second environment, `chat`,
 has no terminal tool.
 
+With `COHORT_TEST_BROKEN=1` it is deliberately broken, as the conformance kit must catch: every failure above
+is scored 0.0 instead (a fake measurement), and a wrong answer gets a random reward in [0, 1) (not deterministic).
+
 Run: `python ors_env.py PORT_FILE [PORT]` (binds 127.0.0.1 on PORT, default a free one, writes it to PORT_FILE). uvicorn is
 started directly on the SDK's ASGI app (`Server(...).app`): `Server.run` also checks PyPI for updates.
 """
 
 from __future__ import annotations
 
+import os
+import random
 import socket
 import sys
 
@@ -19,6 +24,7 @@ import uvicorn
 from openreward.environments import Environment, Server, TextBlock, ToolOutput, terminal, tool
 from pydantic import BaseModel
 
+BROKEN = os.environ.get("COHORT_TEST_BROKEN") == "1"
 TASKS = [{"question": "What is 2+2?", "answer": "4"}, {"question": "What is 3*5?", "answer": "15"}]
 
 
@@ -41,11 +47,15 @@ class Arithmetic(Environment):
     @terminal
     @tool
     def answer(self, args: Answer) -> ToolOutput:
+        right = args.answer.strip() == str(self.task_spec["answer"])
+        if BROKEN and args.answer in ("RAISE", "NO_REWARD"):
+            return ToolOutput(blocks=[TextBlock(text="wrong")], reward=0.0, finished=True)
+        if BROKEN and not right:
+            return ToolOutput(blocks=[TextBlock(text="?")], reward=random.random(), finished=True)
         if args.answer == "RAISE":
             raise RuntimeError("environment failure on purpose")
         if args.answer == "NO_REWARD":
             return ToolOutput(blocks=[TextBlock(text="no grade")], finished=True)
-        right = args.answer.strip() == str(self.task_spec["answer"])
         return ToolOutput(blocks=[TextBlock(text="right" if right else "wrong")], reward=float(right), finished=True)
 
 

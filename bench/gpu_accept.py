@@ -92,6 +92,43 @@ def stage_memory(device: str, dry: bool) -> dict:
     return result
 
 
+def stage_ipc(device: str, dry: bool) -> dict:
+    """``rollout.vllm.transfer_backend=ipc``: a SmolLM2-135M-sized bf16 weight buffer (134.5 M elements; the dry
+    run 1 M) pushed from this process, from the GPU, to a receiving process standing in for a vLLM server's worker
+    (tests/vllm/standin.py ``receive_updates``: the GPU machine has no vLLM) through CUDA IPC on the same GPU, in
+    16 MiB buckets: a full push, then two deltas of 1 % of the elements; bit for bit, with the sender's and the
+    receiver's seconds. Then the same versions from host memory over gloo, for comparison. Without a GPU (the dry
+    run) the IPC line says skipped and only gloo runs (the same protocol and receiving process)."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tests" / "vllm"))
+    import standin
+
+    from cohort.trainer.flat_layout import FlatLayout, FlatWeights
+
+    numel = 1_000_000 if dry else 134_515_008
+    layout = FlatLayout(("weights",), ((numel,),), torch.bfloat16)
+    gen = torch.Generator().manual_seed(0)
+    flat = torch.randn(numel, generator=gen).to(torch.bfloat16)
+    host = []
+    for _ in range(3):
+        host.append(FlatWeights(flat, layout))
+        flat = flat.clone()
+        flat[torch.randint(0, numel, (numel // 100,), generator=gen)] += 1
+    bucket = 16 * 2**20
+    out: dict = {"elements": numel, "buffer_mb": numel * 2 / 1e6, "bucket_mib": bucket / 2**20}
+    if device == "cuda":
+        gpu = [FlatWeights(v.flat.to("cuda"), layout) for v in host]
+        out["ipc"] = standin.run_transfer("ipc", gpu, bucket, sender_device=torch.device("cuda", 0),
+                                          receiver_device_index=0, timeout_s=120)
+    else:
+        out["ipc"] = "skipped: CUDA IPC needs a GPU (the dry run sends the same buckets over gloo)"
+    out["gloo"] = standin.run_transfer("gloo", host, bucket, timeout_s=120)
+    runs = [r for k in ("ipc", "gloo") if isinstance(out[k], list) for r in out[k]]
+    out["ok"] = all(r["equal"] for r in runs) and [r["kind"] for r in out["gloo"]] == ["full", "delta", "delta"]
+    return out
+
+
 def model_folder(geometry: dict, folder: Path) -> Path:
     """A random-init model of ``geometry`` with the char tokenizer (the machine has no network and no checkpoint
     small enough to carry): its folder, for ``model.path``."""
@@ -150,7 +187,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
     ap.add_argument("--dry-run", action="store_true", help="the CPU at tiny sizes")
-    ap.add_argument("--stages", nargs="+", default=["tests", "precision", "memory", "train"])
+    ap.add_argument("--stages", nargs="+", default=["tests", "precision", "memory", "ipc", "train"])
     args = ap.parse_args()
     import torch
 
@@ -172,6 +209,8 @@ def main() -> None:
                     r = stage_precision(device)
                 elif name == "memory":
                     r = stage_memory(device, args.dry_run)
+                elif name == "ipc":
+                    r = stage_ipc(device, args.dry_run)
                 else:
                     r = stage_train(device, args.dry_run, Path(work))
             except Exception as exc:  # one stage's failure is reported in the JSON; the others still run
@@ -179,6 +218,8 @@ def main() -> None:
             r["seconds"] = time.perf_counter() - start
             result["stages"][name] = r
             print(f"{name}: {'ok' if r.get('ok') else 'FAILED'} in {r['seconds']:.0f} s", flush=True)
+            if name == "ipc" and isinstance(r.get("ipc"), str):
+                print(f"ipc: {r['ipc']}", flush=True)
             out.write_text(json.dumps(result, indent=1, default=str))
     result["ok"] = all(r.get("ok") for r in result["stages"].values())
     out.write_text(json.dumps(result, indent=1, default=str))

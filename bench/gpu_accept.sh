@@ -11,7 +11,9 @@
 # (2) the precision gate on the device (one update at lr 1e-6 moves >= 99 % of the float32 masters under
 # model.dtype=bfloat16, < 10 % under bfloat16-pure); (3) one learner step of a Qwen2.5-1.5B-geometry model
 # (random init) at 64 rows x 512 tokens with the plan's settings: measured peak against `cohort plan`;
-# (4) `cohort train` on the GPU: the embedded task to its target, then a random-init SmolLM2-135M-geometry model
+# (4) CUDA IPC weight transfer (rollout.vllm.transfer_backend=ipc) of a SmolLM2-sized bf16 buffer to a receiving
+# process standing in for a vLLM server's worker, bit for bit, against gloo (the dry run: gloo only, IPC skipped);
+# (5) `cohort train` on the GPU: the embedded task to its target, then a random-init SmolLM2-135M-geometry model
 # for about 3 minutes: generation and update tokens/s.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -350,7 +350,7 @@ class VLLMOptions(_Section):
     with ``--weight-transfer-config '{"backend": "cohort-gloo"}'`` either way): ``gloo`` through host memory over
     TCP (CPU, other machines); ``nccl`` GPU to GPU (this side stages buckets on its GPU); ``ipc`` CUDA IPC through a
     bucket on the GPU this side shares with the server (same machine, same GPU). docs/vllm.md."""
-    bucket_mib: int = Field(64, ge=1)
+    bucket_mib: float = Field(16.0, gt=0)
     """``vllm-server``: weights travel in buckets of this size (MiB); a relay's memory is bounded by a few of them."""
 
 

@@ -113,25 +113,58 @@ def load_flat(model: torch.nn.Module, flat: Tensor) -> None:
         torch.nn.utils.vector_to_parameters(flat.to(params[0].device), params)
 
 
-def broadcast_weights(version: int, flat: Tensor, group) -> list:
-    """Start the broadcast of one weight version (the learner); the works to wait on."""
-    header = torch.tensor([version, flat.numel()], dtype=torch.int64)
-    return [group.broadcast(header, LEARNER), group.broadcast(flat, LEARNER)]
+CHUNK_BYTES = 16 * 2**20
+"""A weight version is broadcast in slices of at most this size, so that a worker that only forwards it (a relay)
+never holds more than one slice of it in memory."""
+
+
+def broadcast_weights(version: int, flat: Tensor, group, chunk_bytes: int = CHUNK_BYTES) -> list:
+    """Start the broadcast of one weight version (the learner): a header ``[version, numel, chunk]``, then the
+    buffer in slices of ``chunk`` elements; the works to wait on."""
+    chunk = max(1, chunk_bytes // flat.element_size())
+    header = torch.tensor([version, flat.numel(), chunk], dtype=torch.int64)
+    return [group.broadcast(header, LEARNER)] + [group.broadcast(flat[start:start + chunk], LEARNER)
+                                                 for start in range(0, flat.numel(), chunk)]
 
 
 def end_weights(group) -> list:
-    return [group.broadcast(torch.tensor([-1, 0], dtype=torch.int64), LEARNER)]
+    return [group.broadcast(torch.tensor([-1, 0, 1], dtype=torch.int64), LEARNER)]
 
 
 def receive_weights(group, dtype: torch.dtype, pin: bool = False) -> tuple[int, Tensor | None]:
     """The next weight version (a worker); (-1, None) when the learner ends the run. ``pin``: into page-locked
     memory, for a model on a GPU (the copy to the device then runs at the bus's speed; from pageable memory an
     H200 machine copied 1.26 GB in 0.7-1.0 s)."""
-    header = torch.zeros(2, dtype=torch.int64)
+    box: dict[str, Tensor] = {}
+
+    def into(numel: int) -> Tensor:
+        box["flat"] = torch.empty(numel, dtype=dtype, pin_memory=pin)
+        return box["flat"]
+
+    version = receive_weights_to(group, dtype, into)
+    return (-1, None) if version < 0 else (version, box["flat"])
+
+
+def receive_weights_to(group, dtype: torch.dtype, into, sink=None) -> int:
+    """The next weight version's number (-1: the learner ends the run), its slices received into ``into(numel)``
+    (a buffer), or, with ``sink`` (``sink(version, numel)``: an object with ``write(slice)`` and ``close()``), each
+    slice received into one reused buffer and handed to the sink (a relay's spool: memory of one slice)."""
+    header = torch.zeros(3, dtype=torch.int64)
     group.broadcast(header, LEARNER).wait()
-    version, numel = int(header[0]), int(header[1])
+    version, numel, chunk = (int(x) for x in header)
     if version < 0:
-        return -1, None
-    flat = torch.empty(numel, dtype=dtype, pin_memory=pin)
-    group.broadcast(flat, LEARNER).wait()
-    return version, flat
+        return -1
+    if sink is None:
+        flat = into(numel)
+        for start in range(0, numel, chunk):
+            group.broadcast(flat[start:start + chunk], LEARNER).wait()
+        return version
+    out, buf = sink(version, numel), torch.empty(min(chunk, numel), dtype=dtype)
+    try:
+        for start in range(0, numel, chunk):
+            piece = buf[:min(chunk, numel - start)]
+            group.broadcast(piece, LEARNER).wait()
+            out.write(piece)
+    finally:
+        out.close()
+    return version

@@ -23,7 +23,9 @@ def test_gpu_accept_dry_run_on_cpu(tmp_path):
     result = json.loads((tmp_path / "gpu_accept.json").read_text())
     assert proc.returncode == 0, json.dumps(result, indent=1)[-3000:] + proc.stderr[-2000:]
     stages = result["stages"]
-    assert set(stages) == {"tests", "precision", "memory", "train"} and result["ok"]
+    assert set(stages) == {"tests", "precision", "memory", "ipc", "train"} and result["ok"]
+    assert stages["ipc"]["ipc"].startswith("skipped") and "ipc: skipped" in proc.stdout  # no GPU: said, not faked
+    assert [(r["kind"], r["equal"]) for r in stages["ipc"]["gloo"]] == [("full", True), ("delta", True), ("delta", True)]
     assert stages["precision"]["bfloat16"]["moved_share"] >= 0.99 > 0.10 > stages["precision"]["bfloat16-pure"]["moved_share"]
     assert stages["memory"]["peak_gib"] > 0 and stages["memory"]["plan_gib"] > 0
     assert stages["train"]["embedded"]["steps"] == 3 and stages["train"]["smollm2_geometry"]["steps"] == 2

@@ -33,7 +33,6 @@ the server's side needs Cohort installed beside vLLM.
 
 from __future__ import annotations
 
-import datetime
 import socket
 import sys
 import threading
@@ -43,33 +42,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from cohort.trainer import wire
 from cohort.trainer.config import RolloutSection
+from cohort.trainer.engines import weight_stream
 from cohort.trainer.engines.vllm import PushedWeights, rows_to_batch
+from cohort.trainer.engines.weight_stream import Channel, Delta, Spool, SpooledWeights, open_channel
 from cohort.trainer.flat_layout import FlatLayout, FlatWeights
 from cohort.trainer.precision import FLOAT32, Precision
 from cohort.trainer.rollout import RolloutBatch
 
-BACKEND = "cohort-gloo"
 BACKOFF_S = (1.0, 30.0)
 """A failed server is retried after the first, then twice as long each time, up to the second."""
-_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def join_transfer_group(address: str, port: int, rank: int, world_size: int, timeout_s: float):
-    """The gloo group of one weight transfer: rank 0 (Cohort) hosts the TCPStore, the server joins it."""
-    timeout = datetime.timedelta(seconds=timeout_s)
-    store = dist.TCPStore(address, port, world_size, is_master=rank == 0, timeout=timeout, wait_for_workers=False)
-    return dist.ProcessGroupGloo(dist.PrefixStore(BACKEND, store), rank, world_size, timeout)
-
-
-def changed_elements(new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-    """(k,) int64: the indices of the elements of two flat buffers whose bits differ (``-0.0`` vs ``0.0`` and
-    NaN payloads included: the receiver ends with the sender's bits)."""
-    bits = _BITS[new.dtype.itemsize]
-    return torch.nonzero(new.view(bits) != old.view(bits)).squeeze(1)
 
 
 class ServerFailed(RuntimeError):
@@ -90,7 +74,8 @@ class PushRecord:
 class _Server:
     url: str
     http: Any
-    group: Any = None
+    channel: Channel | None = None
+    world_size: int = 1  # the server's own ranks (tensor x pipeline x data parallel), read from it
     holds: int = -1  # the push (VLLMServerEngine.pushes) whose weights it holds; -1: none of ours
     retry_at: float = 0.0
     backoff_s: float = BACKOFF_S[0]
@@ -117,7 +102,10 @@ class VLLMServerEngine(PushedWeights):
         self.report_logprobs = True  # always: the server's sampled-token log-probs come with every completion
         self.pushes = -1  # weight versions pushed by this engine (the transfer's own count; -1: none yet)
         self.pushed: list[PushRecord] = []  # every push to every server, in order (benchmarks, tests)
-        self._last: FlatWeights | None = None  # the newest version pushed (deltas are taken against it)
+        self._last: FlatWeights | SpooledWeights | None = None  # the newest version pushed (deltas against it)
+        self._spool: Spool | None = None  # a relay's deltas on disk (its versions are spooled by the worker)
+        self.bucket_bytes = max(64, int(cfg.vllm.bucket_mib * 2**20))
+        self.device = _transfer_device(cfg.vllm.transfer_backend, policy)
         self._buffers: list[torch.Tensor | None] = [None, None]  # a policy's versions alternate between them
         self.servers = [_Server(url.rstrip("/"), httpx.Client(base_url=url.rstrip("/"),
                                                               timeout=cfg.weight_sync_timeout_s))
@@ -193,27 +181,37 @@ class VLLMServerEngine(PushedWeights):
                 time.sleep(0.5)
         self.model = self.model or model
         self._leave(server)
+        server.world_size = self._world_size(server)
         with socket.socket() as s:  # a free port for the rendezvous (the TCPStore binds it right after)
             s.bind((self.cfg.vllm.transfer_host, 0))
             port = s.getsockname()[1]
         box: dict[str, Any] = {}
-        info = {"master_address": self.cfg.vllm.transfer_host, "master_port": port, "world_size": 2, "rank": 1,
-                "timeout_s": self.cfg.weight_sync_timeout_s}
+        opts, world = self.cfg.vllm, 1 + server.world_size
+        info = {"master_address": opts.transfer_host, "master_port": port, "world_size": world, "rank_offset": 1,
+                "timeout_s": self.cfg.weight_sync_timeout_s, "transport": opts.transfer_backend,
+                "bucket_bytes": self.bucket_bytes}
 
         def join() -> None:
-            box["group"] = join_transfer_group(self.cfg.vllm.transfer_host, port, 0, 2,
-                                               self.cfg.weight_sync_timeout_s)
+            box["channel"] = open_channel(opts.transfer_backend, opts.transfer_host, port, 0, world,
+                                          self.cfg.weight_sync_timeout_s, self.bucket_bytes, self.device)
 
         self._concurrently(server, "/init_weight_transfer_engine", {"init_info": info}, join)
-        server.group, server.holds = box["group"], -1
+        server.channel, server.holds = box["channel"], -1
+
+    def _world_size(self, server: _Server) -> int:
+        """The server's ranks, every one of which joins the transfer group (1 for a server without the
+        endpoint)."""
+        try:
+            return int(self._call(server, "GET", "/get_world_size", timeout=5.0)["world_size"])
+        except RuntimeError as exc:
+            if "HTTP 404" in str(exc):
+                return 1
+            raise
 
     def _leave(self, server: _Server) -> None:
-        if server.group is not None:
-            try:
-                server.group.shutdown()
-            except RuntimeError:
-                pass
-            server.group, server.holds = None, -1
+        if server.channel is not None:
+            server.channel.shutdown()
+            server.channel, server.holds = None, -1
 
     def _fail(self, server: _Server, error: BaseException, what: str) -> None:
         """The server leaves the pool (one line), to be retried after its backoff."""
@@ -257,7 +255,7 @@ class VLLMServerEngine(PushedWeights):
         def revive(server: _Server) -> None:
             try:
                 self._join(server, 0.0)
-                error = None if self._last is None else self._push_one(server, self._last, None, full=True)
+                error = None if self._last is None else self._push_one(server, self._last, None)
                 if error is not None:
                     raise error
             except ServerFailed as exc:
@@ -341,59 +339,71 @@ class VLLMServerEngine(PushedWeights):
             return exc
 
     # --- weights ---------------------------------------------------------------------------------------
-    def push_weights(self, policy: torch.nn.Module | FlatWeights) -> None:
+    def sync_weights(self, policy: torch.nn.Module | FlatWeights | SpooledWeights) -> None:
+        super().sync_weights(policy)
+        if isinstance(policy, SpooledWeights) and policy is not self._last:  # skipped (sync_every > 1)
+            policy.delete()
+
+    def push_weights(self, policy: torch.nn.Module | FlatWeights | SpooledWeights) -> None:
         """A new version into every server of the pool now (full or delta), then their prefix caches dropped; a
-        server that fails leaves the pool (one line) and rejoins later with a full push."""
-        if isinstance(policy, FlatWeights):
+        server that fails leaves the pool (one line) and rejoins later with a full push. A relay's versions come
+        spooled (``weight_stream.SpooledWeights``): read a bucket at a time, its deltas spooled too, the previous
+        version's file deleted once the new one is pushed."""
+        if isinstance(policy, (FlatWeights, SpooledWeights)):
             new = policy
         else:
             slot = (self.pushes + 1) % 2  # not the buffer of the version the servers hold (deltas against it)
-            self._buffers[slot] = flat = wire.flat_parameters(policy, self._buffers[slot], self.dtype)
+            if self.device is not None:  # nccl/ipc from a policy on a GPU: the buffer stays on it (no host copy)
+                params = [p.detach().reshape(-1).to(self.dtype) for p in wire.pushed_parameters(policy)]
+                self._buffers[slot] = flat = torch.cat(params)
+            else:
+                self._buffers[slot] = flat = wire.flat_parameters(policy, self._buffers[slot], self.dtype)
             new = FlatWeights(flat, FlatLayout.of(policy, self.dtype))
         last = self._last
         full = (last is None or last.layout != new.layout or self.cfg.vllm.full_push_every == 1
                 or (self.pushes + 1) % self.cfg.vllm.full_push_every == 0)
-        delta, changed = None, 1.0
+        changes: Delta | None = None
+        changed = 1.0
         if last is not None and last.layout == new.layout:
-            index = changed_elements(new.flat, last.flat)
-            index = index.to(torch.int32) if new.flat.numel() < 2 ** 31 else index
-            changed = index.numel() / max(1, new.flat.numel())
-            if not full and index.numel() * (index.itemsize + new.flat.itemsize) < new.flat.nbytes:
-                delta = (index, new.flat[index.long()])
+            if isinstance(new, SpooledWeights) and self._spool is None:
+                self._spool = Spool()
+            changes = weight_stream.delta(new, last, self.bucket_bytes, keep=not full,
+                                          spool=self._spool if isinstance(new, SpooledWeights) else None)
+            changed = changes.count / max(1, new.layout.numel)
         self._revive()
         live = [s for s in self.servers if not s.failed]
         self.pushes += 1
+        kept = changes if changes is not None and changes.kept else None
 
         def push(server: _Server) -> BaseException | None:
             held = server.holds == self.pushes - 1  # the previous version: the delta applies to it
-            return self._push_one(server, new, delta, full=delta is None or not held,
-                                  changed=changed if held else 1.0)
+            return self._push_one(server, new, kept if held else None, changed=changed if held else 1.0)
 
-        results = list(self._pool.map(push, live))
+        try:
+            results = list(self._pool.map(push, live))
+        finally:
+            if changes is not None:
+                changes.delete()
         for server, error in zip(live, results, strict=True):
             if error is not None:
                 self._fail(server, error, f"a weight push (version {self.pushes})")
+        if isinstance(last, SpooledWeights) and last is not new:
+            last.delete()
         self._last = new
         if not any(not s.failed for s in self.servers):
             raise RuntimeError(f"every vLLM server of {self.url} failed the weight push: "
                                + "; ".join(s.failed for s in self.servers))
 
-    def _push_one(self, server: _Server, new: FlatWeights, delta: tuple[torch.Tensor, torch.Tensor] | None,
-                  full: bool, changed: float = 1.0) -> BaseException | None:
-        """One server takes version ``self.pushes`` (a ServerFailed returned, not raised: the pool goes on);
-        ``changed``: the share of elements that differ from the version it held (recorded)."""
-        info = {**new.layout.info(), "version": self.pushes}
-        if full or delta is None:
-            info["kind"], tensors = "full", [new.flat]
-        else:
-            index, values = delta
-            info.update(kind="delta", base_version=self.pushes - 1, count=index.numel(),
-                        index_dtype=str(index.dtype).removeprefix("torch."))
-            tensors = [index, values]
+    def _push_one(self, server: _Server, new: FlatWeights | SpooledWeights, changes: Delta | None,
+                  changed: float = 1.0) -> BaseException | None:
+        """One server takes version ``self.pushes``, in full or (``changes``) as a delta (a ServerFailed returned,
+        not raised: the pool goes on); ``changed``: the share of elements that differ from the version it held
+        (recorded)."""
+        info = weight_stream.update_info(new, self.pushes, changes, self.bucket_bytes, base=self.pushes - 1)
+        sent: list[int] = []
 
         def send() -> None:
-            for tensor in tensors:
-                server.group.broadcast(tensor, 0).wait()
+            sent.append(weight_stream.send_version(server.channel, new, changes))
 
         started = time.perf_counter()
         try:
@@ -405,8 +415,7 @@ class VLLMServerEngine(PushedWeights):
         except ServerFailed as exc:
             return exc
         server.holds = self.pushes
-        nbytes = sum(t.numel() * t.itemsize for t in tensors)
-        self.pushed.append(PushRecord(server.url, info["kind"], nbytes, time.perf_counter() - started, changed))
+        self.pushed.append(PushRecord(server.url, info["kind"], sent[0], time.perf_counter() - started, changed))
         return None
 
     def summary(self) -> str:
@@ -425,7 +434,7 @@ class VLLMServerEngine(PushedWeights):
         if self.policy is None and self.pushed:  # a relay's run: what its pushes cost (its log is the learner's)
             print(self.summary(), file=sys.stderr, flush=True)
         for server in self.servers:
-            if server.group is not None:
+            if server.channel is not None:
                 try:
                     self._call(server, "POST", "/shutdown_weight_transfer_engine", timeout=10.0)
                 except RuntimeError:
@@ -433,4 +442,23 @@ class VLLMServerEngine(PushedWeights):
             self._leave(server)
             server.http.close()
         self._pool.shutdown(wait=False)
+        if isinstance(self._last, SpooledWeights):
+            self._last.delete()
+        if self._spool is not None:
+            self._spool.close()
+
+
+def _transfer_device(transport: str, policy: torch.nn.Module | None) -> torch.device | None:
+    """Where an nccl or ipc transport stages its buckets: the policy's GPU, or a relay's own (the one placement
+    left it: ``trainer.placement``); gloo: none."""
+    if transport == "gloo":
+        return None
+    if policy is not None:
+        device = next(policy.parameters()).device
+        if device.type == "cuda":
+            return device
+    if not torch.cuda.is_available():
+        raise ValueError(f"rollout.vllm.transfer_backend={transport} stages weights on a GPU and this process has "
+                         "none: use gloo (through host memory)")
+    return torch.device("cuda", torch.cuda.current_device())
 

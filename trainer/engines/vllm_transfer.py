@@ -1,9 +1,11 @@
 """Cohort's backend for vLLM's native weight-transfer API, loaded inside a ``vllm serve`` process.
 
-vLLM 0.32's built-in transfer backends are NCCL and CUDA IPC. This one broadcasts the weights over gloo (so it
-runs on CPU, and across machines over TCP), and loads them the way vLLM's NCCL backend does: the layerwise
-reload lifecycle (``start_weight_update`` -> ``load_weights`` per tensor -> ``finish_weight_update``), which
-repacks weights for backends that transform them after loading (vLLM's CPU backend does).
+vLLM 0.32's built-in transfer backends are NCCL and CUDA IPC, each with its own trainer side in vLLM. This one,
+``cohort-gloo``, takes Cohort's protocol (``trainer.engines.weight_stream``: a flat buffer in buckets, full or as
+a delta) over one of three transports chosen by the sender at init (``transport``: gloo through host memory,
+so CPU servers and other machines; nccl; CUDA ipc), and loads the weights the way vLLM's NCCL backend does: the
+layerwise reload lifecycle (``start_weight_update`` -> ``load_weights`` per tensor -> ``finish_weight_update``),
+which repacks weights for backends that transform them after loading (vLLM's CPU backend does).
 
 With Cohort installed beside vLLM, the ``vllm.general_plugins`` entry point ``cohort`` registers it in every
 vLLM process, so that a server started with::
@@ -12,67 +14,23 @@ vLLM process, so that a server started with::
         --logprobs-mode processed_logprobs
 
 takes weights from ``rollout.engine=vllm-server`` (``trainer.engines.vllm_server``, the sending side, which
-needs no vLLM). One tensor-parallel rank per server (``tensor_parallel_size`` 1).
-
-A weight update is one flat buffer (``trainer.flat_layout``: every tensor in one dtype, end to end), sent whole
-(``kind: full``: one broadcast) or as a delta against the version this receiver holds (``kind: delta``: the
-indices of the elements that changed, then their new values: two broadcasts). The receiver keeps the buffer
-(:class:`FlatReceiver`, a host copy of the weights in the pushed dtype) to apply deltas to, and loads every
-tensor from it after each update: a delta saves the transfer, not the load. A delta against another version
-than the one held is refused (the sender then pushes in full). :class:`FlatReceiver` needs no vLLM (a
-stand-in server uses it in tests/vllm/standin.py).
+needs no vLLM). Every rank of the server joins the group (the sender reads its world size from
+``GET /get_world_size``; each rank's place is ``rank_offset`` + its data-parallel index times the tensor x
+pipeline size + its rank, as vLLM's NCCL backend counts): a tensor-parallel rank receives the whole buffer and
+loads its shard from it. Each rank keeps the buffer (:class:`~cohort.trainer.engines.weight_stream.FlatReceiver`,
+a host copy of the weights in the pushed dtype) to apply deltas to, and loads every tensor from it after each
+update: a delta saves the transfer, not the load. A delta against another version than the one held is refused
+(the sender then pushes in full).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from cohort.trainer.engines.vllm_server import BACKEND, join_transfer_group
-from cohort.trainer.flat_layout import FlatLayout
-
-
-class StaleDelta(RuntimeError):
-    """A delta against another version than the one held (the sender pushes in full instead)."""
-
-
-class FlatReceiver:
-    """The receiving end of one transfer group: the newest flat buffer and its version."""
-
-    def __init__(self, group: Any) -> None:
-        self.group = group
-        self.flat: torch.Tensor | None = None
-        self.layout: FlatLayout | None = None
-        self.version = -1
-
-    def receive(self, info: dict[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
-        """Take one update (``info``: the layout, ``kind``, ``version``, for a delta ``base_version``, ``count``
-        and ``index_dtype``) from the group; the updated tensors, views of the buffer held."""
-        layout = FlatLayout.from_info(info)
-        if info.get("kind", "full") == "full":
-            flat = torch.empty(layout.numel, dtype=layout.dtype)
-            self.group.broadcast(flat, 0).wait()
-            self.flat, self.layout = flat, layout
-        else:
-            if self.flat is None or self.layout != layout or self.version != int(info["base_version"]):
-                raise StaleDelta(f"a delta against version {info['base_version']}; this server holds version "
-                                 f"{self.version}: push in full")
-            count = int(info["count"])
-            index = torch.empty(count, dtype=getattr(torch, info["index_dtype"]))
-            values = torch.empty(count, dtype=layout.dtype)
-            self.group.broadcast(index, 0).wait()
-            self.group.broadcast(values, 0).wait()
-            self.flat[index.long() if index.dtype != torch.int64 else index] = values
-        self.version = int(info["version"])
-        return layout.views(self.flat)
-
-    def forget(self) -> None:
-        """Drop the buffer (a delta after this is refused)."""
-        self.flat, self.layout, self.version = None, None, -1
-
+from cohort.trainer.engines.weight_stream import BACKEND, FlatReceiver, open_channel
 
 try:
     from vllm.distributed.weight_transfer.base import (
@@ -88,9 +46,11 @@ if WeightTransferEngine is not None:
     class GlooInitInfo(WeightTransferInitInfo):
         master_address: str
         master_port: int
-        world_size: int = 2
-        rank: int = 1
+        world_size: int = 2  # 1 (the sender) + this server's ranks (GET /get_world_size)
+        rank_offset: int = 1  # this server's first rank in the group
         timeout_s: float = 120.0
+        transport: str = "gloo"  # gloo | nccl | ipc (trainer.engines.weight_stream)
+        bucket_bytes: int = 16 * 2**20
 
     @dataclass
     class GlooUpdateInfo(WeightTransferUpdateInfo):
@@ -102,6 +62,7 @@ if WeightTransferEngine is not None:
         base_version: int = -1
         count: int = 0
         index_dtype: str = "int64"
+        bucket_numel: int = 0
 
     class GlooWeightTransferEngine(WeightTransferEngine[GlooInitInfo, GlooUpdateInfo]):
         init_info_cls = GlooInitInfo
@@ -113,13 +74,14 @@ if WeightTransferEngine is not None:
             self.receiver: FlatReceiver | None = None
 
         def init_transfer_engine(self, init_info: GlooInitInfo) -> None:
-            if self.parallel_config.world_size != 1:
-                raise ValueError(f"the {BACKEND} weight transfer serves one rank (tensor/pipeline parallel size 1); "
-                                 f"this server has {self.parallel_config.world_size}")
+            # every rank of the server (tensor, pipeline and data parallel) joins, as vLLM's NCCL backend counts them
+            pc = self.parallel_config
+            rank = init_info.rank_offset + getattr(pc, "data_parallel_index", 0) * pc.world_size + pc.rank
             self.shutdown()
-            self.receiver = FlatReceiver(join_transfer_group(init_info.master_address, init_info.master_port,
-                                                             init_info.rank, init_info.world_size,
-                                                             init_info.timeout_s))
+            device = self.device if init_info.transport != "gloo" else None
+            self.receiver = FlatReceiver(open_channel(init_info.transport, init_info.master_address,
+                                                      init_info.master_port, rank, init_info.world_size,
+                                                      init_info.timeout_s, init_info.bucket_bytes, device))
 
         def start_weight_update(self) -> None:
             from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
@@ -145,7 +107,7 @@ if WeightTransferEngine is not None:
 
         def shutdown(self) -> None:
             if self.receiver is not None:
-                self.receiver.group.shutdown()
+                self.receiver.channel.shutdown()
                 self.receiver = None
 
 

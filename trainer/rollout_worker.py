@@ -9,8 +9,9 @@ learner scores the groups (see ``trainer.pipeline``).
 
 A ``rollout.engine=vllm-server`` worker is a *relay*: its servers hold the model, so it builds none (its
 tokenizer only) and never touches a GPU. The learner sends it the weight buffer's layout once
-(``trainer.flat_layout``: names, shapes, dtype), and each version received goes to its servers as views of
-the buffer (``trainer.engines.vllm_server``).
+(``trainer.flat_layout``: names, shapes, dtype); each version arrives in slices, written to a file as they come
+(``trainer.engines.weight_stream.Spool``), and goes to its servers from there a bucket at a time
+(``trainer.engines.vllm_server``): its memory is a few buckets, not the model's.
 
 With ``grpo.beta > 0`` and the transformers engine the worker also holds the frozen reference (the model as
 the config builds it, which is what the learner's reference is: a resumed run keeps the initial model as its
@@ -32,7 +33,8 @@ import torch
 
 from cohort.trainer import wire
 from cohort.trainer.config import TrainConfig
-from cohort.trainer.flat_layout import FlatLayout, FlatWeights
+from cohort.trainer.engines.weight_stream import Spool, SpooledWeights
+from cohort.trainer.flat_layout import FlatLayout
 from cohort.trainer.rollout import RolloutBatch
 
 SEED_STRIDE = 1009
@@ -74,7 +76,8 @@ class _Weights:
         whose buffers hold ``layout`` (received into host memory, forwarded as they are)."""
         self.version, self.error = -1, ""
         self.layout = layout
-        self._pending: tuple[int, torch.Tensor] | None = None
+        self._pending: tuple[int, torch.Tensor | SpooledWeights] | None = None
+        self.spool = Spool() if model is None else None  # a relay's versions, on disk
         self._cond = threading.Condition()
         if model is None:
             dtype, pin = layout.dtype, False
@@ -88,11 +91,23 @@ class _Weights:
     def _receive(self, links: wire.Links, dtype: torch.dtype, pin: bool) -> None:
         try:
             while True:
-                version, flat = wire.receive_weights(links.weights, dtype, pin)
+                if self.spool is None:
+                    version, flat = wire.receive_weights(links.weights, dtype, pin)
+                else:  # slice by slice into a file: a relay never holds a version in memory
+                    box: dict = {}
+
+                    def sink(v: int, numel: int) -> SpooledWeights:
+                        box["w"] = self.spool.new(self.layout, f"v{v}")
+                        return box["w"]
+
+                    version = wire.receive_weights_to(links.weights, dtype, None, sink)
+                    flat = box.get("w") if version >= 0 else None
                 with self._cond:
                     if flat is None:
                         self.error = self.error or ENDED
                     else:
+                        if self._pending is not None and isinstance(self._pending[1], SpooledWeights):
+                            self._pending[1].delete()  # never applied: a newer one replaces it
                         self._pending = (version, flat)
                     self._cond.notify_all()
                 if flat is None:
@@ -116,7 +131,7 @@ class _Weights:
                 raise RuntimeError(self.error)
         if pending is not None:
             if model is None:
-                engine.sync_weights(FlatWeights(pending[1], self.layout))
+                engine.sync_weights(pending[1])  # spooled
             else:
                 wire.load_flat(model, pending[1])
                 engine.sync_weights(model)
@@ -125,6 +140,8 @@ class _Weights:
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
+        if self.spool is not None and not self._thread.is_alive():
+            self.spool.close()
 
 
 def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner: int = 0) -> None:

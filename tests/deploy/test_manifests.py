@@ -8,6 +8,7 @@ are checked on the rendered objects. No cluster and no network are needed.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-OVERLAYS = ["dev", "production"]
+OVERLAYS = ["dev", "production", "two-node"]  # two-node: production + components/two-node (vLLM servers, torchrun)
 VERIFIERS = ["math", "format", "code"]
 K8S_VERSIONS = ["1.33.0", "1.37.0"]  # hostUsers + procMount: Unmasked (sandbox) need >= 1.33
 GRPC_PORT = 50051
@@ -108,14 +109,21 @@ def test_expected_objects_exist(rendered):
 def test_services_select_their_deployments_and_ports(rendered):
     _, docs = rendered
     deployments = _by_kind(docs, "Deployment")
+    # two-node's headless Services name the pods of the trainer Job (torchrun) and of the vllm StatefulSet
+    others = {**_by_kind(docs, "StatefulSet"), **_by_kind(docs, "Job")}
     for name, svc in _by_kind(docs, "Service").items():
         target = name.removesuffix("-headless")
-        labels = deployments[target]["spec"]["template"]["metadata"]["labels"]
+        workload = deployments.get(target) or others[target]
+        labels = workload["spec"]["template"]["metadata"]["labels"]
         assert svc["spec"]["selector"].items() <= labels.items(), name
-        port_names = {p["name"]: p["containerPort"] for p in _container(deployments[target])["ports"]}
+        port_names = {p["name"]: p["containerPort"] for p in _container(workload)["ports"]}
         for port in svc["spec"]["ports"]:
-            assert port_names[port["targetPort"]] == GRPC_PORT, name
-            assert port["appProtocol"] == "grpc"
+            if target in deployments:
+                assert port_names[port["targetPort"]] == GRPC_PORT, name
+                assert port["appProtocol"] == "grpc"
+            else:
+                assert svc["spec"]["clusterIP"] == "None", name  # a name per pod, never a load balancer
+                assert port_names[port["targetPort"]] == port["port"], name
 
 
 def test_deployments_have_native_grpc_probes_resources_and_no_privileges(rendered, tmp_path):
@@ -338,3 +346,180 @@ def test_only_the_trainer_reaches_the_verifiers(rendered):
         mounts = {m["name"]: m for m in _container(deployments[f"verifier-{v}"])["volumeMounts"]}
         volumes = {vol["name"]: vol for vol in deployments[f"verifier-{v}"]["spec"]["template"]["spec"]["volumes"]}
         assert mounts["tls"]["readOnly"] is True and volumes["tls"]["secret"]["optional"] is True
+
+
+# ---------------------------------------------------------------------------------- two nodes
+# overlays/two-node: the trainer Job as a two-pod indexed torchrun job (pod 0 the learner, pod 1 its relay
+# rollout worker) and `vllm serve` pods; the servers may reach the relay's weight-transfer rendezvous and nothing
+# else. Checked on the rendered objects; no cluster runs them here.
+EPHEMERAL = range(32768, 61000)  # Linux's default net.ipv4.ip_local_port_range: where bind(port 0) lands
+INDEX_LABEL = "batch.kubernetes.io/job-completion-index"  # set on an indexed Job's pods by the Job controller
+
+
+@pytest.fixture(scope="module")
+def two_node() -> list[dict]:
+    out = subprocess.run([_kubectl(), "kustomize", str(DEPLOY / "k8s" / "overlays" / "two-node")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    return dict(a.removeprefix("--").split("=", 1) for a in argv if a.startswith("--") and "=" in a)
+
+
+def _env(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def _trainer_config(docs: list[dict], tmp_path: Path):
+    from cohort.trainer.config import load_config
+
+    c = _container(_by_kind(docs, "Job")["trainer"])
+    path = c["args"][c["args"].index("--config") + 1]
+    (tmp_path / "train.yaml").write_text(_mounted_file(docs, _by_kind(docs, "Job")["trainer"], path))
+    return load_config(tmp_path / "train.yaml", c["args"][c["args"].index("--config") + 2:])
+
+
+def test_two_node_trainer_is_an_indexed_torchrun_job_behind_a_headless_service(two_node, tmp_path):
+    job = _by_kind(two_node, "Job")["trainer"]
+    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    c = _container(job)
+    assert c["command"][0] == "torchrun" and c["command"][-2:] == ["--no-python", "cohort"]
+    flags = _flags(c["command"])
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == int(flags["nnodes"])
+    assert flags["nproc-per-node"] == "1"
+    # node rank = the pod's completion index, read from the annotation the Job controller sets
+    assert flags["node-rank"] == "$(NODE_RANK)"
+    field = _env(c)["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert field == f"metadata.annotations['{INDEX_LABEL}']"
+    # the rendezvous: pod 0's name under the headless Service that is the pods' subdomain, on the port it exposes
+    svc = _by_kind(two_node, "Service")[pod["subdomain"]]
+    assert flags["master-addr"] == f"{job['metadata']['name']}-0.{pod['subdomain']}"
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["spec"]["selector"].items() <= job["spec"]["template"]["metadata"]["labels"].items()
+    assert int(flags["master-port"]) in {p["port"] for p in svc["spec"]["ports"]}
+    assert spec["backoffLimit"] == 0  # a static rendezvous cannot take one pod back alone
+    # the config both ranks run: the pipeline with one relay worker (rank 1), rendezvous on the relay's pod IP
+    config = _trainer_config(two_node, tmp_path)
+    assert config.rollout.engine == "vllm-server" and config.rollout.max_staleness >= 1
+    assert 1 + config.rollout.workers == int(flags["nnodes"]) and config.distributed.parallel == "none"
+    assert config.rollout.vllm.transfer_host == "$(POD_IP)"
+    assert _env(c)["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+
+
+def test_two_node_servers_are_each_named_and_take_cohorts_weight_transfer(two_node, tmp_path):
+    config = _trainer_config(two_node, tmp_path)
+    sts = _by_kind(two_node, "StatefulSet")["vllm"]
+    svc = _by_kind(two_node, "Service")[sts["spec"]["serviceName"]]
+    assert svc["spec"]["clusterIP"] == "None"
+    (port,) = svc["spec"]["ports"]
+    # one URL per server pod (every server gets every version: none is behind a load balancer)
+    assert config.rollout.vllm.servers == [f"http://{sts['metadata']['name']}-{i}.{svc['metadata']['name']}:"
+                                           f"{port['port']}" for i in range(sts["spec"]["replicas"])]
+    c = _container(sts)
+    args = c["args"]
+    assert args[args.index("--port") + 1] == str(port["port"]) and args[args.index("--host") + 1] == "0.0.0.0"
+    assert json.loads(args[args.index("--weight-transfer-config") + 1]) == {"backend": "cohort-gloo"}
+    assert args[args.index("--logprobs-mode") + 1] == "processed_logprobs"
+    assert _env(c)["VLLM_SERVER_DEV_MODE"]["value"] == "1"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health"
+    # the servers load the folder the trainer's model.path names, from the same volume
+    model = args[args.index("--model") + 1]
+    job = _by_kind(two_node, "Job")["trainer"]
+    for workload in (sts, job):
+        (mount,) = [m for m in _container(workload)["volumeMounts"] if model.startswith(m["mountPath"] + "/")]
+        (volume,) = [v for v in workload["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+        assert mount["readOnly"] and volume["persistentVolumeClaim"]["claimName"] == "models"
+    assert config.model.path == model
+    pod = sts["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["automountServiceAccountToken"] is False
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    image = c["image"]
+    assert image.rpartition(":")[0] and "localhost/" not in image, image
+
+
+def _pod_labels(docs: list[dict]) -> dict[str, dict[str, str]]:
+    """The pods of two-node by role, with the labels they run with (a Job's pods also get its index label)."""
+    job = _by_kind(docs, "Job")["trainer"]["spec"]["template"]["metadata"]["labels"]
+    return {"learner": {**job, INDEX_LABEL: "0"}, "relay": {**job, INDEX_LABEL: "1"},
+            "vllm": _by_kind(docs, "StatefulSet")["vllm"]["spec"]["template"]["metadata"]["labels"],
+            **{name: d["spec"]["template"]["metadata"]["labels"] for name, d in _by_kind(docs, "Deployment").items()},
+            "stranger": {"app.kubernetes.io/name": "stranger"}}
+
+
+def _admits(peer_rules: list[dict], peer: dict[str, str] | None, port: int) -> bool:
+    """Whether one of a policy's ingress/egress rules admits ``peer`` (its pod labels in this namespace; None: an
+    address outside the cluster) on TCP ``port``. The subset of NetworkPolicy the manifests use: podSelector
+    matchLabels, namespaceSelector {} (any namespace), port with endPort; anything else fails the test."""
+    for rule in peer_rules:
+        peers = rule.get("from", rule.get("to"))
+        ports = rule.get("ports")
+        port_ok = ports is None or any(
+            p.get("protocol", "TCP") == "TCP" and p["port"] <= port <= p.get("endPort", p["port"]) for p in ports)
+        peer_ok = peers is None
+        for sel in peers or []:
+            assert set(sel) <= {"podSelector", "namespaceSelector"} and set(sel.get("podSelector", {})) <= {
+                "matchLabels"}, sel
+            peer_ok |= peer is not None and sel.get("podSelector", {}).get("matchLabels", {}).items() <= peer.items()
+        if port_ok and peer_ok:
+            return True
+    return False
+
+
+def _allowed(docs: list[dict], src: dict[str, str] | None, dst: dict[str, str] | None, port: int) -> bool:
+    """NetworkPolicy semantics: a pod selected by a policy of a direction takes only what one of them admits."""
+    policies = [p["spec"] for p in _by_kind(docs, "NetworkPolicy").values()]
+
+    def selects(policy: dict, pod: dict[str, str]) -> bool:
+        return policy["podSelector"].get("matchLabels", {}).items() <= pod.items()
+
+    if dst is not None:
+        ingress = [p for p in policies if "Ingress" in p["policyTypes"] and selects(p, dst)]
+        if ingress and not any(_admits(p.get("ingress", []), src, port) for p in ingress):
+            return False
+    if src is not None:
+        egress = [p for p in policies if "Egress" in p["policyTypes"] and selects(p, src)]
+        if egress and not any(_admits(p.get("egress", []), dst, port) for p in egress):
+            return False
+    return True
+
+
+def test_two_node_servers_reach_the_transfer_rendezvous_and_nothing_else(two_node):
+    pods = _pod_labels(two_node)
+    vllm, relay, learner = pods["vllm"], pods["relay"], pods["learner"]
+    transfer = [EPHEMERAL[0], 45000, EPHEMERAL[-1]]  # the relay's TCPStore and gloo ends: free ports
+    for port in transfer:
+        assert _allowed(two_node, vllm, relay, port), port  # the servers join the relay's rendezvous
+        assert _allowed(two_node, relay, vllm, port), port  # gloo may connect either way
+    assert _allowed(two_node, relay, vllm, 8000)  # the relay drives the servers over HTTP
+    # and nothing else: no other port of the relay, nothing of the learner, the verifiers, the world, DNS
+    for port in (EPHEMERAL[0] - 1, 29500, 22, 8000, EPHEMERAL[-1] + 1):
+        assert not _allowed(two_node, vllm, relay, port), port
+    for name, labels in pods.items():
+        if name != "relay":
+            for port in (29500, 45000, GRPC_PORT, 8000, 9090):
+                assert not _allowed(two_node, vllm, labels, port), (name, port)
+    for port in (53, 80, 443, 45000):
+        assert not _allowed(two_node, vllm, None, port), port
+    # who may reach the servers: the relay only
+    for name in ("learner", "stranger", "verifier-math", "sandbox"):
+        assert not _allowed(two_node, pods[name], vllm, 8000), name
+    assert not _allowed(two_node, None, vllm, 8000)
+    # the relay's transfer ports admit the servers, not strangers; the two trainer pods reach each other
+    assert not _allowed(two_node, pods["stranger"], relay, 45000)
+    assert not _allowed(two_node, vllm, learner, 45000)
+    for a, b in ((relay, learner), (learner, relay)):
+        assert _allowed(two_node, a, b, 29500) and _allowed(two_node, a, b, 45000)
+    assert not _allowed(two_node, pods["stranger"], learner, 29500)
+    assert _allowed(two_node, learner, pods["verifier-math"], GRPC_PORT)  # the learner still scores
+
+
+def test_the_policy_check_sees_a_policy_that_lets_servers_out(two_node):
+    """The check above can fail: with the servers' egress opened to everything it sees them reach the world."""
+    docs = yaml.safe_load(yaml.safe_dump(two_node))
+    _by_kind(docs, "NetworkPolicy")["vllm-servers"]["spec"]["egress"].append({"to": [{"namespaceSelector": {}}]})
+    pods = _pod_labels(docs)
+    assert not _allowed(two_node, pods["vllm"], pods["stranger"], 8080)
+    assert _allowed(docs, pods["vllm"], pods["stranger"], 8080)

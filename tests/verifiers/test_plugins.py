@@ -65,11 +65,13 @@ def test_serving_an_unknown_name_exits_2():
     assert "unknown verifier 'nope'" in r.stderr
 
 
-def test_allowlist_restricts_plugins(monkeypatch):
-    monkeypatch.setenv("COHORT_VERIFIERS_ALLOW", "format")
-    registry.available.cache_clear()
-    try:
-        assert list(registry.available()) == ["format"]
-    finally:
-        monkeypatch.delenv("COHORT_VERIFIERS_ALLOW")
-        registry.available.cache_clear()
+def test_allowlist_restricts_plugins():
+    """The serve config's `allow` (COHORT_VERIFIERS_ALLOW overrides it): a plugin outside it does not load."""
+    import os
+
+    assert list(registry.available(allow={"format"})) == ["format"]
+    with pytest.raises(registry.PluginError, match="registered, but not in the serve config's allow list"):
+        registry.load("math", allow={"format"})
+    r = subprocess.run([sys.executable, "-m", "cohort.cli", "serve", "math", "--port", "0"], capture_output=True,
+                       text=True, timeout=60, env={**os.environ, "COHORT_VERIFIERS_ALLOW": "format"})
+    assert r.returncode == 2 and "unknown verifier 'math' (registered, but not in the serve config's allow list)" in r.stderr

@@ -285,10 +285,25 @@ def test_the_cycle_check_counts_packages(tmp_path):
 # ---- rooms inside a package ----------------------------------------------------------------------
 # module -> the modules of its package it must not reach, directly or through any chain of imports
 # (module level or inside a function), with the reason.
+_R = "cohort.trainer.rounds."
+_PIPELINE_PARTS = tuple(_R + p for p in ("workers", "publisher", "order_book", "receiver"))
 NEVER_REACHES = {
     # a rollout worker samples and scores with a frozen copy of the policy; the optimizer, the loss and the
-    # learner's micro-batching are the trainer process's. The round's rows (UpdateBatch) live in trainer.batch.
-    "cohort.trainer.rollout_worker": ("cohort.trainer.learner",),
+    # learner's micro-batching are the trainer process's. The round's rows (UpdateBatch) live in trainer.batch,
+    # what the two processes send each other in trainer.rounds.messages: never the learner's side of the pipeline.
+    "cohort.trainer.rollout_worker": ("cohort.trainer.learner", "cohort.trainer.loss", _R + "pipeline",
+                                      _R + "source", *_PIPELINE_PARTS),
+    # the round source (trainer/rounds/): the pipeline's parts do not know each other (prime-rl's rule), and
+    # only the pipeline, which wires them, knows them all; the order book is pure (no wire, no processes)
+    **{part: (*(p for p in _PIPELINE_PARTS if p != part), _R + "pipeline", _R + "source", _R + "lockstep",
+              *(("cohort.trainer.wire", "cohort.trainer.distributed") if part == _R + "order_book" else ()))
+       for part in _PIPELINE_PARTS},
+    # the two sources know nothing of each other; the round's types and the messages know neither, nor the learner
+    _R + "lockstep": (_R + "pipeline", *_PIPELINE_PARTS, "cohort.trainer.learner"),
+    _R + "pipeline": (_R + "lockstep", "cohort.trainer.collect", "cohort.trainer.learner"),
+    _R + "round": (_R + "lockstep", _R + "pipeline", "cohort.trainer.learner", "cohort.trainer.collect"),
+    _R + "messages": (_R + "round", "cohort.trainer.learner", "cohort.trainer.scoring"),
+    _R + "dynamic": (_R + "lockstep", _R + "pipeline", *_PIPELINE_PARTS, "cohort.trainer.learner"),
 }
 
 

@@ -1,5 +1,5 @@
 """The round's rows as the learner consumes them: a module of types only, so that whatever builds a batch
-(``trainer.collect``, run by the rollout workers too) never imports the learner (tests/test_import_layers.py)."""
+(``trainer.rounds``, ``trainer.collect``) never imports the learner (tests/test_import_layers.py)."""
 
 from __future__ import annotations
 

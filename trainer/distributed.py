@@ -320,6 +320,9 @@ class GatheredEngine:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.engine.load_state_dict(state)
 
+    def close(self) -> None:
+        self.engine.close()
+
 
 def for_generation(engine: Any, policy: torch.nn.Module, comm: Comm) -> Any:
     """The engine itself, or (FSDP2) the engine wrapped so that sampling sees full weights."""

@@ -5,7 +5,8 @@ loops: take the next work order (prompt token ids and the oldest weight version 
 newest weights received, generate G completions per prompt with the behaviour policy's log-probs of the
 sampled tokens (the engine reports them from its own sampling: the learner's off-policy correction needs
 them), and send the rows back with their weight version. Weights arrive on their own thread, so a broadcast never waits for a generation to end. The
-learner scores the groups (see ``trainer.pipeline``).
+learner scores the groups (see ``trainer.rounds.pipeline``); what the two send each other is
+``trainer.rounds.messages``.
 
 A ``rollout.engine=vllm-server`` worker is a *relay*: its servers hold the model, so it builds none (its
 tokenizer only) and never touches a GPU. The learner sends it the weight buffer's layout once
@@ -27,7 +28,6 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
 
 import torch
 
@@ -35,35 +35,13 @@ from cohort.trainer import wire
 from cohort.trainer.config import TrainConfig
 from cohort.trainer.engines.weight_stream import Spool, SpooledWeights
 from cohort.trainer.flat_layout import FlatLayout
-from cohort.trainer.rollout import RolloutBatch
+from cohort.trainer.rounds.messages import BYE, STOP, Generated
 
 SEED_STRIDE = 1009
 """Worker rank r of learner rank l samples with seed ``run.seed + SEED_STRIDE * (r + l * (1 + rollout.workers))``
 (the lock-step engine uses ``run.seed``)."""
 
 
-@dataclass(frozen=True)
-class Order:
-    id: int
-    idx: list[int]  # example indices (the learner's)
-    prompts: list[list[int]]  # their token ids
-    min_version: int  # generate with weights at least this new
-
-
-@dataclass(frozen=True)
-class Generated:
-    order: int
-    worker: int
-    version: int  # the weight version that sampled these rows
-    batch: RolloutBatch  # rollout_logprobs: the behaviour policy's log-probs
-    generate_s: float
-    idle_s: float  # waiting for an order or for weights, since the previous message
-    ref_logprobs: torch.Tensor | None = None  # (B, T) the frozen reference's, when this worker computes them
-    reference_s: float = 0.0
-
-
-STOP = "stop"
-BYE = "bye"
 ENDED = "the learner ended the run"
 
 
@@ -147,7 +125,7 @@ class _Weights:
 def run(cfg: TrainConfig, rank: int, world_size: int, init_method: str, learner: int = 0) -> None:
     """A worker's whole life: join the job, serve orders until the learner says stop."""
     from cohort.trainer import tool_rollouts
-    from cohort.trainer.collect import reference_logprobs
+    from cohort.trainer.reference import reference_logprobs
     from cohort.trainer.models import build_policy, build_tokenizer, frozen_reference
     from cohort.trainer.rollout import build_engine
 
@@ -204,7 +182,7 @@ def _serve(cfg: TrainConfig, rank: int, world_size: int, init_method: str, model
     links = wire.Links.join(init_method, rank, world_size)  # after the engine: vLLM's start must not see the job
     engine.report_logprobs = True  # the behaviour policy's log-probs, from the sampling itself (no extra forward)
     layout = None
-    if model is None:  # a relay: what the weight buffers hold, the learner's first message (trainer.pipeline)
+    if model is None:  # a relay: what the weight buffers hold, the learner's first message (trainer.rounds.pipeline)
         _, layout = wire.receive(links.down, wire.LEARNER)
         if not isinstance(layout, FlatLayout):
             raise RuntimeError(f"a relay expected the learner's weight layout first, not {type(layout).__name__}")

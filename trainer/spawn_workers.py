@@ -1,4 +1,4 @@
-"""A learner's rollout workers, started on this machine (the asynchronous pipeline; ``trainer.pipeline``).
+"""A learner's rollout workers, started on this machine (the asynchronous pipeline; ``trainer.rounds.workers``).
 
 Light on purpose: this module imports neither torch nor transformers, and neither does the workers' entry point
 until it runs in the worker. So ``cohort train`` starts the workers right after reading its config
@@ -16,6 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from cohort.trainer.rounds import mode  # no torch either
 
 
 @dataclass
@@ -62,11 +64,7 @@ def start_early(cfg: Any) -> Workers | None:
     """:func:`start` for ``cohort train`` before it imports the trainer, when one learner spawns its workers
     with this very config (None otherwise: lock-step, torchrun, or tool servers still to be started, whose
     endpoints the workers' config must carry)."""
-    rollout = cfg.rollout
-    if (not rollout.max_staleness or cfg.distributed.parallel != "none" or "RANK" in os.environ
-            or (rollout.max_turns > 1 and any(not t.endpoints for t in rollout.tools))):
-        return None
-    return start(cfg)
+    return start(cfg) if mode.spawns_workers_early(cfg) else None
 
 
 def _entry(cfg_data: dict, rank: int, world: int, init: str, learner: int,

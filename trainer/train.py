@@ -1,7 +1,8 @@
 """The GRPO loop, top to bottom: sample G per prompt -> score remotely -> advantages -> update -> log.
 
-Everything else is a named call: a round of experience (``collect``: chunked generation overlapped
-with remote scoring, dynamic resampling, every per-row tensor), the maths (``advantages``,
+Everything else is a named call: a round of experience from the round source (``rounds``: lock-step
+generation overlapped with remote scoring, or the asynchronous pipeline's workers; one interface, chosen in
+``rounds.source``), the maths (``advantages``,
 ``loss``), the optimizer steps (``learner``), ``checkpoint`` (one format for every world size; when to
 save), ``interrupt`` (SIGINT/SIGTERM end the run after the step in flight, saved) and ``metrics`` (one
 ``StepTimer`` per step). The learner only idles waiting on the verifiers, reported
@@ -25,7 +26,6 @@ from torch import Tensor
 
 from cohort.trainer import checkpoint, distributed, metrics, precision, spawn_workers, tool_rollouts
 from cohort.trainer.advantages import Advantages, batch_std
-from cohort.trainer.collect import Round, Sources, collect_round, reference_logprobs
 from cohort.trainer.config import TrainConfig, dump_config
 from cohort.trainer.data import PromptSampler, encode_prompts, load_examples
 from cohort.trainer.distributed import SINGLE, Comm
@@ -33,9 +33,12 @@ from cohort.trainer.interrupt import Interrupts
 from cohort.trainer.learner import Learner
 from cohort.trainer.metrics import MetricsLog, StepTimer, plot_rewards
 from cohort.trainer.models import build_policy, frozen_reference
-from cohort.trainer.pipeline import Pipeline
 from cohort.trainer.process import round_advantages
-from cohort.trainer.rollout import RolloutBatch, build_engine
+from cohort.trainer.reference import reference_logprobs
+from cohort.trainer.rollout import RolloutBatch
+from cohort.trainer.rounds import mode
+from cohort.trainer.rounds.round import Round, Sources
+from cohort.trainer.rounds.source import RoundSource, learner_comm, open_source
 from cohort.trainer.scoring import MaskCounts, MaskedShare, Scorer, Scores, client_tls
 from cohort.verifiers.records import check_routes
 
@@ -62,22 +65,16 @@ def train(cfg: TrainConfig, endpoints: dict[str, list[str]], early: spawn_worker
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     torch.manual_seed(cfg.run.seed)
-    pipelined = cfg.rollout.max_staleness > 0  # the asynchronous pipeline: rollout workers for each learner
-    # one process, or a torchrun rank (DDP / FSDP2); one pipelined learner under torchrun has workers for ranks 1..
-    comm = distributed.SINGLE if pipelined and cfg.distributed.parallel == "none" else distributed.init(cfg)
-    if not pipelined:
-        return _train(cfg, endpoints, comm, None, interrupts)
-    pipeline = Pipeline(cfg, comm)
-    pipeline.spawn(early)  # the rollout workers start up while the learner does
+    comm = learner_comm(cfg)  # one process, or a torchrun rank (DDP / FSDP2)
+    source = open_source(cfg, comm, early)  # a pipeline's rollout workers start up while the learner does
     try:
-        return _train(cfg, endpoints, comm, pipeline, interrupts)
+        return _train(cfg, endpoints, comm, source, interrupts)
     finally:
-        pipeline.close()
+        source.close()
 
 
-def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pipeline | None,
+def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, source: RoundSource,
            interrupts: Interrupts) -> list[dict]:
-    pipelined = pipeline is not None
     out_dir = cfg.run.output_dir
     examples = load_examples(cfg.data)  # a bad row, or one naming an unconfigured verifier, fails here
     check_routes(examples, {v.name: (v.weight, v.options) for v in cfg.scoring.verifiers})
@@ -87,12 +84,8 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
     policy = distributed.wrap(policy, comm, learning_precision)
     prompt_ids = encode_prompts(examples, tokenizer, cfg.data)  # the chat template when the model has one
     sampler = PromptSampler(len(examples), cfg.grpo.prompts_per_step, cfg.data.shuffle_seed)
-    engine = pipeline or distributed.for_generation(
-        tool_rollouts.wrap(build_engine(cfg.rollout, distributed.unwrap(policy), tokenizer, cfg.run.seed + comm.rank,
-                                        client=comm.rank, precision=learning_precision),
-                           cfg.rollout, tokenizer), policy, comm)  # multi-turn with tools when rollout.max_turns > 1
     learner = Learner(policy, cfg, comm)
-    start = checkpoint.resume(cfg.run, policy, learner, engine, sampler, comm)  # 0: a fresh run
+    start = checkpoint.resume(cfg.run, policy, learner, source, sampler, comm)  # 0: a fresh run
     # the resumed run's records (the target window spans the restart), from rank 0's file on every rank so
     # that all ranks stop together; read before rank 0's MetricsLog truncates that file
     history = [r for r in metrics.read_if_exists(Path(out_dir) / "metrics.jsonl") if r["step"] <= start]
@@ -111,25 +104,24 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
                      progress=cfg.run.progress and comm.is_main, total_steps=cfg.run.max_steps, start_step=start,
                      every_steps=cfg.run.log_every, every_s=cfg.run.log_every_s)
     (log.dir / "config.resolved.yaml").write_text(dump_config(cfg))
-    src = Sources(engine, scorer, examples, prompt_ids, sampler, cfg, int(tokenizer.pad_token_id),
-                  reference_logprobs(reference, cfg), learner.logprobs)
+    src = Sources(None, scorer, examples, prompt_ids, sampler, cfg, int(tokenizer.pad_token_id),
+                  reference_logprobs(reference, cfg), learner.logprobs, tokenizer)
     records: list[dict] = []
     saver = checkpoint.Saver(cfg.run, comm)  # every run.save_every steps / run.save_every_s seconds, and the end
     run_start = time.perf_counter()
     step, stop = start, False
     try:
         with interrupts.deferred():  # a first SIGINT/SIGTERM waits for the end of the step in flight
-            if pipelined:
-                engine.start(src, policy, start)  # the workers generate from now on
+            source.start(src, policy, start)  # a pipeline's workers generate from now on
             while step < cfg.run.max_steps:
                 timer = StepTimer()
-                # 1-3. G completions for each of this rank's P/world prompts, each chunk scored as soon as it
-                #      exists; per-row log-probs while the verifiers work; flat groups resampled (DAPO).
-                #      Pipelined: P scored groups at most rollout.max_staleness versions old from the workers
-                rnd = engine.next_round(src, timer) if pipelined else collect_round(src, comm, timer)
+                # 1-3. G completions for each of this rank's P/world prompts, scored, with their per-row
+                #      log-probs; flat groups resampled (DAPO). Lock-step: generated now by this process;
+                #      pipelined: scored groups at most rollout.max_staleness versions old from the workers
+                rnd = source.next_round(timer)
                 # from here on every row is one of this rank's b = P/world * G (whole groups); what needs the
                 # whole round is a sum of this rank's counts over the ranks (trainer.distributed, decision 1)
-                scores = rnd.scores  # a tool's infrastructure failures already masked (collect, pipeline)
+                scores = rnd.scores  # a tool's infrastructure failures already masked (by the source)
                 masks = MaskCounts.of(scores, comm)  # the round's rollouts: usable, masked by verifier/status
                 alarm = masked_share.observe(masks, comm.say)  # the share each verifier masks, over a window
                 if masked.skip(masks, step, comm.say):  # a round nobody could score trains nothing: not a step
@@ -137,27 +129,26 @@ def _train(cfg: TrainConfig, endpoints: dict[str, list[str]], comm, pipeline: Pi
                 step += 1
                 # 4. group advantages over valid rollouts, token_adv (b, T); groups without signal drop out
                 adv, token_adv, rows, step_stats = loss_rows(rnd.batch, scores, cfg, tokenizer, comm)
-                # 5. num_iterations optimizer steps on the included rows only; the engine follows the policy
+                # 5. num_iterations optimizer steps on the included rows only; the source follows the policy
                 with timer("update"):
                     update = learner.update(rnd.update_batch(rows, token_adv), cfg.grpo.num_iterations)
-                    engine.sync_weights(distributed.unwrap(policy))
+                    source.publish(distributed.unwrap(policy))
                 # 6. log and checkpoint
                 record = (round_metrics(rnd.batch, scores, adv, len(rows), comm) | step_stats | update | rnd.is_metrics
                           | resample_metrics(rnd, cfg) | alarm | masked.metrics(scorer.outage_s())
                           | tool_rollouts.metrics(rnd.batch, comm)
-                          | (engine.metrics(timer) if pipelined else {})
+                          | source.metrics(timer)
                           | timer.record(run_start, comm.sum_int(int(rnd.batch.completion_mask.sum()))))
                 log.log(step, record)
                 records.append({"step": step, **record})
                 done = step == cfg.run.max_steps or reached_target([*history, *records], cfg)
                 stop = not done and interrupts.requested(comm)  # SIGINT/SIGTERM: saved, this step is the last
                 if done or stop or saver.due(step):
-                    saver.save(step, policy, learner, engine, sampler)
+                    saver.save(step, policy, learner, source, sampler)
                 if done or stop:
                     break
     finally:
-        if pipelined:
-            engine.close()  # before the scorer: the workers' last groups are still arriving
+        source.close()  # before the scorer: a pipeline's last groups are still arriving
         log.close()
         scorer.close()
     if stop:  # not the end of the run: no final model; one line says where it stopped and how to resume
@@ -288,11 +279,10 @@ def run(cfg: TrainConfig, early: spawn_workers.Workers | None = None) -> list[di
     """Start local verifier services when needed, then train. TLS files are read first (before the model loads).
     Under ``torchrun`` with the asynchronous pipeline and one learner, ranks 1.. are its rollout workers (with
     DDP/FSDP2 every rank is a learner that spawns its own)."""
-    if (cfg.rollout.max_staleness and cfg.distributed.parallel == "none" and distributed.launched()
-            and int(os.environ["RANK"]) > 0):
+    if rank := mode.rollout_worker_rank(cfg):
         from cohort.trainer import rollout_worker
 
-        rollout_worker.run(cfg, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), "env://")
+        rollout_worker.run(cfg, rank, int(os.environ["WORLD_SIZE"]), "env://")
         return []
     try:
         client_tls(cfg.scoring)

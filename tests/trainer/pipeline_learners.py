@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cohort.trainer import train
 from cohort.trainer.config import load_config
-from cohort.trainer.pipeline import Pipeline
+from cohort.trainer.rounds.pipeline import Pipeline
 
 kept: list[Pipeline] = []
 init = Pipeline.__init__

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from cohort.rpc.launch import ServiceProcess
-from cohort.trainer.collect import Sources, collect_round, reference_logprobs
+from cohort.trainer.collect import collect_round
+from cohort.trainer.reference import reference_logprobs
+from cohort.trainer.rounds.round import Sources
 from cohort.trainer.config import load_config
 from cohort.trainer.data import PromptSampler, encode_prompts, load_examples
 from cohort.trainer.engines.hf import TransformersEngine

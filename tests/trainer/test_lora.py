@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM
 
 from cohort.rpc.launch import ServiceProcess
 from cohort.trainer import checkpoint, metrics
-from cohort.trainer.collect import reference_logprobs
+from cohort.trainer.reference import reference_logprobs
 from cohort.trainer.config import load_config
 from cohort.trainer.forward import token_logprobs
 from cohort.trainer.learner import Learner, UpdateBatch

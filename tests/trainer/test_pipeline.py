@@ -21,7 +21,7 @@ from cohort.trainer.config import load_config
 from cohort.trainer.data import PromptSampler
 from cohort.trainer.learner import Learner
 from cohort.trainer.metrics import deterministic
-from cohort.trainer.pipeline import Pipeline
+from cohort.trainer.rounds.pipeline import Pipeline
 from cohort.trainer.train import train
 
 
@@ -117,7 +117,7 @@ def test_groups_past_the_bound_are_dropped_and_their_prompts_generated_again(tmp
     consumed = [i for idx in pipe.consumed for i in idx]
     pending = pipe.state_dict()["pending_prompts"]
     sampler = PromptSampler(40, 4, cfg.data.shuffle_seed)
-    drawn = sampler.next(pipe._src.sampler.position)
+    drawn = sampler.next(pipe.src.sampler.position)
     assert collections.Counter(consumed) + collections.Counter(pending) == collections.Counter(drawn)
 
 
@@ -125,15 +125,15 @@ def test_a_restart_loses_no_prompt_and_uses_none_twice(tmp_path, arith, monkeypa
     """The worker is killed while orders are out: after the restart every prompt drawn is consumed once or
     still pending (the dead worker's orders are ordered again; groups that had come back are kept)."""
     pipes = _kept(monkeypatch)
-    sync = Pipeline.sync_weights
+    publish = Pipeline.publish
 
     def kill_at_version_3(self, policy):
         if self.version == 2:
-            os.kill(self._procs[0].pid, signal.SIGKILL)
-            self._procs[0].join(10)
-        sync(self, policy)
+            os.kill(self.workers.procs[0].pid, signal.SIGKILL)
+            self.workers.procs[0].join(10)
+        publish(self, policy)
 
-    monkeypatch.setattr(Pipeline, "sync_weights", kill_at_version_3)
+    monkeypatch.setattr(Pipeline, "publish", kill_at_version_3)
     cfg = small_config(tmp_path, arith.endpoint, "run.max_steps=6", "rollout.max_staleness=2")
     records = train(cfg, {"arith": [arith.endpoint]})
     assert [r["step"] for r in records] == list(range(1, 7)) and records[-1]["async/worker_restarts"] == 1.0
@@ -141,7 +141,7 @@ def test_a_restart_loses_no_prompt_and_uses_none_twice(tmp_path, arith, monkeypa
     (pipe,) = pipes
     consumed = [i for idx in pipe.consumed for i in idx]
     pending = pipe.state_dict()["pending_prompts"]
-    drawn = PromptSampler(40, 4, cfg.data.shuffle_seed).next(pipe._src.sampler.position)
+    drawn = PromptSampler(40, 4, cfg.data.shuffle_seed).next(pipe.src.sampler.position)
     assert collections.Counter(consumed) + collections.Counter(pending) == collections.Counter(drawn)
     assert len(consumed) == 6 * 4 and len(set(consumed)) == len(consumed)  # 40 rows: no prompt twice in 24
 
@@ -157,7 +157,7 @@ def test_dynamic_sampling_refills_groups_without_signal_from_the_pipeline(tmp_pa
     assert all(len(idx) == 4 for idx in pipe.consumed)
     assert sum(r["group/resampled_prompts"] for r in records) == len(pipe.left_out) > 0
     assert max(r["async/staleness_max"] for r in records) <= 1
-    drawn = PromptSampler(40, 4, cfg.data.shuffle_seed).next(pipe._src.sampler.position)
+    drawn = PromptSampler(40, 4, cfg.data.shuffle_seed).next(pipe.src.sampler.position)
     accounted = [i for idx in pipe.consumed for i in idx] + pipe.left_out + pipe.state_dict()["pending_prompts"]
     assert collections.Counter(accounted) == collections.Counter(drawn)
 
@@ -179,10 +179,10 @@ def test_the_workers_send_the_reference_log_probs_the_learner_would_compute(tmp_
     step of a run whose policy moves (the reference does not)."""
     next_round, diffs = Pipeline.next_round, []
 
-    def checked(self, src, timer):
-        rnd = next_round(self, src, timer)
+    def checked(self, timer):
+        rnd = next_round(self, timer)
         b = rnd.batch
-        mine = src.ref_logprobs(b.input_ids, b.attention_mask, b.completion_ids.shape[1])
+        mine = self.src.ref_logprobs(b.input_ids, b.attention_mask, b.completion_ids.shape[1])
         diffs.append(float((rnd.ref_logprobs - mine).abs()[b.loss_mask].max()))
         return rnd
 

@@ -24,7 +24,6 @@ from cohort.trainer.rollout import concat_batches
 from cohort.trainer.rounds.dynamic import DynamicSampling, informative
 from cohort.trainer.rounds.round import Round, Sources
 from cohort.trainer.scoring import merge_scores
-from cohort.trainer.tool_rollouts import mask_failures
 
 
 def collect_round(src: Sources, comm: Comm, timer: StepTimer) -> Round:
@@ -55,7 +54,8 @@ def _generate(src: Sources, idx: list[int], timer: StepTimer) -> Round:
         chunk = idx[c : c + size]
         with timer("generate"):
             part = src.engine.generate([src.prompt_ids[i] for i in chunk], g)
-        futures.append(src.scorer.submit([src.examples[i] for i in chunk], part.texts, part.truncated.tolist(), c))
+        futures.append(src.scorer.submit([src.examples[i] for i in chunk], part.texts, part.truncated.tolist(), c,
+                                         tools=part.tools))
         parts.append(part)
     batch = concat_batches(parts, src.pad_id)
     input_ids, attention_mask, t = batch.input_ids, batch.attention_mask, batch.completion_ids.shape[1]
@@ -63,7 +63,7 @@ def _generate(src: Sources, idx: list[int], timer: StepTimer) -> Round:
         ref = None if src.ref_logprobs is None else src.ref_logprobs(input_ids, attention_mask, t)  # (b, T)
         old = None if batch.rollout_logprobs is None else src.policy_logprobs(input_ids, attention_mask, t)  # (b, T)
     with timer("verify_wait"):
-        # masked here, before dynamic sampling reads them: the loss and the informative-group test see the
-        # same scores (a group whose spread came from a masked tool failure is not informative)
-        scores = mask_failures(merge_scores([f.result() for f in futures]), batch)
+        # tool failures masked by the scorer, before dynamic sampling reads them: the loss and the informative-group
+        # test see the same scores (a group whose spread came from a masked tool failure is not informative)
+        scores = merge_scores([f.result() for f in futures])
     return Round(batch, scores, ref, old)

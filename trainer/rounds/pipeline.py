@@ -61,7 +61,6 @@ from cohort.trainer.rounds.receiver import Receiver
 from cohort.trainer.rounds.round import Round, Sources, pad_right
 from cohort.trainer.rounds.workers import EXIT_GRACE_S, WorkerDied, WorkerGroup
 from cohort.trainer.scoring import Scores, merge_scores
-from cohort.trainer.tool_rollouts import mask_failures
 
 
 @dataclass(eq=False)
@@ -165,7 +164,7 @@ class Pipeline:
     def _score(self, order: Order, rows: Generated):
         """The receiver's hand-off: an order's rows to the verifiers (on the receiver's thread)."""
         future = self.src.scorer.submit([self.src.examples[i] for i in order.idx], rows.batch.texts,
-                                        rows.batch.truncated.tolist(), order.id * self.chunk)
+                                        rows.batch.truncated.tolist(), order.id * self.chunk, tools=rows.batch.tools)
         self.submitted_groups += len(order.idx)
         return future
 
@@ -227,8 +226,8 @@ class Pipeline:
         while not self._ready:
             with timer("buffer_wait"):
                 message, order, future = self._arrival()
-            with timer("verify_wait"):  # masked before dynamic sampling reads them (as the lock-step loop)
-                scores = mask_failures(future.result(), message.batch)
+            with timer("verify_wait"):  # tool failures masked by the scorer, before dynamic sampling reads them
+                scores = future.result()
             self.book.unpack(order.id)
             g = self.cfg.grpo.num_generations
             for k, i in enumerate(order.idx):

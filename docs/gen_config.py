@@ -169,7 +169,7 @@ SERVE_HEADER = """# Serve config
 `server` section, then each kind's own. Precedence, lowest first: the defaults below, the file, the environment
 (the former `COHORT_*` variables, [table below](#environment-variables)), the command line's flags. Every section
 is validated once and frozen; an unknown key is refused in one line naming the closest key (exit 2). A verifier's
-options are its own model's, checked before any verifier starts. Example (`deploy/k8s/base/serve-config.yaml` is
+options are its own model's, checked before any verifier starts. Example (`deploy/k8s/base/serve.yaml` is
 the one the Kubernetes manifests mount):
 
 ```yaml

@@ -3,13 +3,14 @@
 A service module builds its servicer(s), then::
 
     runtime = GrpcRuntime(RuntimeOptions(host="127.0.0.1", port=50051))
-    add_FooServicer_to_server(servicer, runtime.server)
-    await runtime.start(service_names=["grpo.verifier.v1.VerifierService"], health_names=["math"])
+    runtime.add_service(SERVICE_NAME, add_FooServicer_to_server, servicer, errors={BadFoo: INVALID_ARGUMENT})
+    await runtime.start(service_names=[SERVICE_NAME], health_names=["math"])
     await runtime.serve_until_signal()   # SIGTERM / SIGINT -> drain
 
-Drain sequence on SIGTERM: every health status turns NOT_SERVING (load balancers and
-Kubernetes stop routing), ``draining`` becomes true (servicers answer new work with
-UNAVAILABLE), in-flight calls finish (up to ``grace_s``), then the server stops.
+Status codes are the server's one interceptor's (:mod:`cohort.rpc.status`): a request that does not parse,
+a service's domain errors (``errors``), and draining. Drain sequence on SIGTERM: every health status turns
+NOT_SERVING (load balancers and Kubernetes stop routing), ``draining`` becomes true (the interceptor answers
+new calls UNAVAILABLE), in-flight calls finish (up to ``grace_s``), then the server stops.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import inspect
 import logging
 import os
 import signal
@@ -32,6 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
+from cohort.rpc.status import Errors, Observe, StatusInterceptor
 from cohort.rpc.tls import ServerTls
 
 log = logging.getLogger("cohort.grpc")
@@ -112,9 +113,10 @@ class RuntimeOptions:
 class GrpcRuntime:
     def __init__(self, options: RuntimeOptions, interceptors: list | None = None) -> None:
         self.options = options
+        self.status = StatusInterceptor(self)
         limit = options.max_message_bytes
         self.server = grpc.aio.server(
-            interceptors=[DecodeErrorIsInvalidArgument(), *(interceptors or [])],
+            interceptors=[self.status, *(interceptors or [])],
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
@@ -129,6 +131,13 @@ class GrpcRuntime:
         self._idle.set()
         self._health_names: list[str] = []
         self.port = 0
+
+    def add_service(self, name: str, add_to_server: Callable, servicer, errors: Errors | None = None,
+                    observe: Observe | None = None) -> None:
+        """Register ``servicer`` with its generated ``add_...Servicer_to_server``; the interceptor then refuses its
+        calls while draining, tracks them, and maps its domain ``errors`` to status codes (:mod:`cohort.rpc.status`)."""
+        add_to_server(servicer, self.server)
+        self.status.add(name, errors, observe)
 
     async def start(self, service_names: list[str], health_names: list[str], serving: bool = True) -> int:
         """Bind, start, and mark overall health plus each name SERVING; returns the bound port. With
@@ -252,53 +261,5 @@ def _parent_pipe() -> int | None:
     return fd
 
 
-class DecodeErrorIsInvalidArgument(grpc.aio.ServerInterceptor):
-    """A unary request that does not parse is INVALID_ARGUMENT (gRPC itself answers UNKNOWN).
-
-    Applies to every method with a unary request of every service on the runtime (ours and health,
-    Watch included): the handler gets its request already parsed, exactly as before. Methods that
-    parse their own bytes (BatchVerifyGroups) pass through; streaming requests (reflection) are left
-    to gRPC.
-    """
-
-    async def intercept_service(self, continuation, handler_call_details):
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.request_streaming or handler.request_deserializer is None:
-            return handler
-        parse = handler.request_deserializer
-        method = handler_call_details.method
-
-        async def parsed(payload: bytes, context):
-            try:
-                return parse(payload)
-            except Exception as exc:  # DecodeError, or any parser failure: the request is malformed
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"{method}: the request does not parse ({type(exc).__name__})")
-
-        if handler.response_streaming:
-            behaviour = handler.unary_stream
-
-            async def stream(payload: bytes, context):
-                result = behaviour(await parsed(payload, context), context)
-                if inspect.isasyncgen(result):
-                    async for item in result:
-                        yield item
-                else:  # a coroutine writing with context.write()
-                    await result
-
-            return grpc.unary_stream_rpc_method_handler(stream, None, handler.response_serializer)
-        unary = handler.unary_unary
-
-        async def call(payload: bytes, context):
-            result = unary(await parsed(payload, context), context)
-            return await result if inspect.isawaitable(result) else result
-
-        return grpc.unary_unary_rpc_method_handler(call, None, handler.response_serializer)
-
-
 def configure_logging(level: str = "INFO") -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-async def abort_draining(context: grpc.aio.ServicerContext) -> None:
-    await context.abort(grpc.StatusCode.UNAVAILABLE, "server is draining (shutting down); retry on another replica")

@@ -3,14 +3,13 @@
 Thin transport: requests are converted by :mod:`sandbox.convert` (limits, :class:`TestSpec`), the
 blocking work runs in a thread pool on the in-process :class:`~sandbox.pool.Sandbox`, and results
 are converted back. An in-band result always describes what the program did; a failure of
-the sandbox itself is a gRPC error (UNAVAILABLE), a malformed request is INVALID_ARGUMENT.
+the sandbox itself is a gRPC error (UNAVAILABLE), a malformed request is INVALID_ARGUMENT: the domain
+errors are raised, and the server's interceptor (:mod:`cohort.rpc.status`) maps them (:data:`ERRORS`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,7 +23,6 @@ from cohort.sandbox.executor import SandboxError
 from cohort.sandbox.judge import InvalidTests
 from cohort.sandbox.pool import Sandbox, SandboxOptions, as_tenant
 
-log = logging.getLogger("cohort.sandbox")
 
 SERVICE_NAME = "grpo.sandbox.v1.SandboxService"
 TENANT_METADATA = convert.TENANT_METADATA
@@ -33,58 +31,51 @@ TENANT_METADATA = convert.TENANT_METADATA
 WAITING_PER_RUNNING = 4
 
 
-class SandboxServicer(pb_grpc.SandboxServiceServicer):
-    """Converts messages (:mod:`sandbox.convert`), runs them on the :class:`Sandbox`, maps domain errors
-    to status codes: :class:`convert.BadSandboxRequest` / :class:`InvalidTests` -> INVALID_ARGUMENT,
-    :class:`SandboxError` -> UNAVAILABLE, a tenant with too many calls queued -> RESOURCE_EXHAUSTED
-    (clients back off, :mod:`cohort.rpc.retry`), draining -> UNAVAILABLE."""
+class TenantBusy(Exception):
+    """A tenant already has as many calls running or queued as it may: retry later (with backoff)."""
 
-    def __init__(self, sandbox: Sandbox, runtime=None, workers: int = 32, max_calls_per_tenant: int = 0) -> None:
+
+ERRORS = {
+    convert.BadSandboxRequest: grpc.StatusCode.INVALID_ARGUMENT,
+    InvalidTests: grpc.StatusCode.INVALID_ARGUMENT,
+    TenantBusy: grpc.StatusCode.RESOURCE_EXHAUSTED,  # clients back off, cohort.rpc.retry
+    SandboxError: grpc.StatusCode.UNAVAILABLE,  # the sandbox failed, not the request: another replica may not
+}
+"""The sandbox service's domain errors and their status codes (:mod:`cohort.rpc.status` applies them; draining
+is UNAVAILABLE there too)."""
+
+
+class SandboxServicer(pb_grpc.SandboxServiceServicer):
+    """Converts messages (:mod:`sandbox.convert`) and runs them on the :class:`Sandbox`, one tenant's calls
+    through a :class:`~cohort.rpc.gate.FairGate`; what it refuses it raises (:data:`ERRORS`)."""
+
+    def __init__(self, sandbox: Sandbox, workers: int = 32, max_calls_per_tenant: int = 0) -> None:
         self.sandbox = sandbox
-        self.runtime = runtime
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-rpc")
         cap = max_calls_per_tenant or max(1, workers // 2)
         self.gate = FairGate(per_key=cap, max_waiting=WAITING_PER_RUNNING * cap)
         """One tenant holds at most ``cap`` RPC threads (default half) and queues ``4 * cap`` more calls."""
 
     async def _run(self, context, fn, *args):
-        if self.runtime is not None and self.runtime.draining:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "sandbox is draining (shutting down)")
         tenant = dict(context.invocation_metadata() or ()).get(TENANT_METADATA, "")
         if self.gate.full(tenant):
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"tenant {tenant!r} has {self.gate.per_key + self.gate.max_waiting} calls "
-                                "running or queued; retry later")
+            raise TenantBusy(f"tenant {tenant!r} has {self.gate.per_key + self.gate.max_waiting} calls running or "
+                             "queued; retry later")
         loop = asyncio.get_running_loop()
-        track = self.runtime.track() if self.runtime is not None else contextlib.nullcontext()
-        with track:
-            await self.gate.acquire(tenant)
-            started = time.monotonic()
-            job = self.pool.submit(as_tenant, tenant, fn, *args)
-            # the place is the thread's: it is given back when the work ends, even if the caller gave up first
-            job.add_done_callback(lambda _: loop.call_soon_threadsafe(
-                self.gate.release, tenant, time.monotonic() - started))
-            try:
-                return await asyncio.wrap_future(job)
-            except SandboxError as exc:
-                log.error("sandbox failure: %s", exc)
-                await context.abort(grpc.StatusCode.UNAVAILABLE, f"sandbox failure: {exc}")
-            except InvalidTests as exc:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid tests: {exc}")
+        await self.gate.acquire(tenant)
+        started = time.monotonic()
+        job = self.pool.submit(as_tenant, tenant, fn, *args)
+        # the place is the thread's: it is given back when the work ends, even if the caller gave up first
+        job.add_done_callback(lambda _: loop.call_soon_threadsafe(self.gate.release, tenant, time.monotonic() - started))
+        return await asyncio.wrap_future(job)
 
     async def ExecuteCode(self, request: pb.ExecuteCodeRequest, context) -> pb.ExecuteCodeResponse:
-        try:
-            args = convert.execute_args_from_pb(request)
-        except convert.BadSandboxRequest as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        args = convert.execute_args_from_pb(request)
         result = await self._run(context, self.sandbox.execute, args.code, args.stdin, args.limits, args.files)
         return convert.exec_result_to_pb(result)
 
     async def RunTests(self, request: pb.RunTestsRequest, context) -> pb.RunTestsResponse:
-        try:
-            args = convert.tests_args_from_pb(request)
-        except convert.BadSandboxRequest as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        args = convert.tests_args_from_pb(request)
         per_test = args.per_test_timeout_s or self.sandbox.options.defaults.wall_s
         result = await self._run(context, self.sandbox.run_tests, args.code, args.spec, per_test, args.stop_first,
                                  args.limits)
@@ -121,7 +112,8 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     if probe.stdout != b"42\n":
         raise SandboxError(f"sandbox self-test failed: {probe}")
     runtime = GrpcRuntime(options)
-    pb_grpc.add_SandboxServiceServicer_to_server(SandboxServicer(sandbox, runtime, max_calls_per_tenant=max_calls), runtime.server)
+    runtime.add_service(SERVICE_NAME, pb_grpc.add_SandboxServiceServicer_to_server,
+                        SandboxServicer(sandbox, max_calls_per_tenant=max_calls), errors=ERRORS)
     # the same sandbox is also the `python` tool (grpo.tool.v1), with the same isolation and limits
     from cohort.sandbox.session import SessionLimits
     from cohort.sandbox.tool import VERSION, PythonTool, tool_slots

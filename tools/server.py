@@ -4,7 +4,9 @@ Thin transport: a batch's calls run concurrently on a thread pool, each converte
 The call's own failures come back in-band (``CALL_STATUS_OK`` with ``error_kind``: the model reads
 them); :class:`~cohort.tools.base.ToolUnavailable` is ``CALL_STATUS_UNAVAILABLE`` and any other
 exception ``CALL_STATUS_INTERNAL`` (both masked by the learner). A request with more calls than
-``max_calls_per_request`` or with repeated ``call_id`` values is INVALID_ARGUMENT; draining is UNAVAILABLE.
+``max_calls_per_request`` or with repeated ``call_id`` values raises :class:`BadToolRequest`, which the
+server's interceptor (:mod:`cohort.rpc.status`, :data:`ERRORS`) answers INVALID_ARGUMENT; it answers UNAVAILABLE
+while the server drains.
 
 Every call has its own time budget (:class:`CallContext`): it must end by the request's deadline less a
 margin (:func:`reply_margin`, so the reply reaches the client before it gives up) and within
@@ -21,7 +23,6 @@ up (its RPC is cancelled), its waiting calls leave the queue and its running one
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import itertools
 import logging
@@ -47,6 +48,14 @@ CALL_BUDGET_S = 60.0
 MIN_RUN_S = 0.25
 """A call is started only while at least this much of its budget is left; else it is "busy"."""
 BUSY = "busy"
+
+
+class BadToolRequest(ValueError):
+    """A request that can never be served as it is (too many calls, repeated ``call_id`` values)."""
+
+
+ERRORS = {BadToolRequest: grpc.StatusCode.INVALID_ARGUMENT}
+"""The tool service's domain errors and their status codes (:mod:`cohort.rpc.status` applies them)."""
 
 
 def reply_margin(time_left_s: float) -> float:
@@ -103,13 +112,12 @@ def _duration(seconds: float):
 
 
 class ToolServicer(pb_grpc.ToolServiceServicer):
-    def __init__(self, tools: Sequence[Tool], version: str, runtime=None, workers: int = 16,
+    def __init__(self, tools: Sequence[Tool], version: str, workers: int = 16,
                  call_budget_s: float = CALL_BUDGET_S) -> None:
         self.tools = {t.spec.name: t for t in tools}
         if len(self.tools) != len(tools):
             raise ValueError("two tools share a name")
         self.version = version
-        self.runtime = runtime
         self.call_budget_s = call_budget_s
         # a tool's places: its own `capacity` (the python tool: its sandbox slots), else the threads
         self.gates = {name: _gate(getattr(t, "capacity", 0) or workers) for name, t in self.tools.items()}
@@ -128,36 +136,30 @@ class ToolServicer(pb_grpc.ToolServiceServicer):
             server_version=self.version, max_calls_per_request=MAX_CALLS_PER_REQUEST)
 
     async def ExecuteTools(self, request: pb.ExecuteToolsRequest, context) -> pb.ExecuteToolsResponse:
-        if self.runtime is not None and self.runtime.draining:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "tool server is draining (shutting down)")
         if len(request.calls) > MAX_CALLS_PER_REQUEST:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"{len(request.calls)} calls in one request; at most {MAX_CALLS_PER_REQUEST}")
+            raise BadToolRequest(f"{len(request.calls)} calls in one request; at most {MAX_CALLS_PER_REQUEST}")
         ids = [c.call_id for c in request.calls]
         if len(set(ids)) != len(ids):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id values repeat within the request")
+            raise BadToolRequest("call_id values repeat within the request")
         now = time.monotonic()
         left = context.time_remaining()
         deadline = now + self.call_budget_s
         if left is not None:
             deadline = min(deadline, now + left - reply_margin(left))
         anonymous = f"\0request {next(self._requests)}"  # calls without a session: one session per request
-        track = self.runtime.track() if self.runtime is not None else contextlib.nullcontext()
-        with track:
-            tasks = [asyncio.ensure_future(self._call(c, c.session_id or anonymous, deadline)) for c in request.calls]
-            try:
-                if tasks:  # every call ends by `deadline` by construction; waiting past it is only a backstop
-                    await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()) + MIN_RUN_S)
-            finally:
-                for t in tasks:
-                    t.cancel()  # a call still waiting or running (or the whole RPC cancelled): stop it
+        tasks = [asyncio.ensure_future(self._call(c, c.session_id or anonymous, deadline)) for c in request.calls]
+        try:
+            if tasks:  # every call ends by `deadline` by construction; waiting past it is only a backstop
+                await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()) + MIN_RUN_S)
+        finally:
+            for t in tasks:
+                t.cancel()  # a call still waiting or running (or the whole RPC cancelled): stop it
         return pb.ExecuteToolsResponse(results=[_outcome(c, t) for c, t in zip(request.calls, tasks)])
 
     async def EndSessions(self, request: pb.EndSessionsRequest, context) -> pb.EndSessionsResponse:
         """Each stateful tool (one with ``end_sessions(ids) -> int``) frees these sessions' state."""
         if len(request.session_ids) > MAX_SESSIONS_PER_END:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"{len(request.session_ids)} sessions in one request; at most {MAX_SESSIONS_PER_END}")
+            raise BadToolRequest(f"{len(request.session_ids)} sessions in one request; at most {MAX_SESSIONS_PER_END}")
         loop = asyncio.get_running_loop()
         ids = list(dict.fromkeys(request.session_ids))
         ended = 0
@@ -239,7 +241,12 @@ def _outcome(call: pb.ToolCall, task: asyncio.Future) -> pb.ToolResult:
 
 def add_to_server(tools: Sequence[Tool], version: str, runtime) -> None:
     """Register a :class:`ToolServicer` on ``runtime`` (a :class:`cohort.rpc.runtime.GrpcRuntime`)."""
-    pb_grpc.add_ToolServiceServicer_to_server(ToolServicer(tools, version, runtime), runtime.server)
+    register(ToolServicer(tools, version), runtime)
+
+
+def register(servicer: ToolServicer, runtime) -> None:
+    """Register ``servicer`` on ``runtime`` with the generated function and the tool service's :data:`ERRORS`."""
+    runtime.add_service(SERVICE_NAME, pb_grpc.add_ToolServiceServicer_to_server, servicer, errors=ERRORS)
 
 
 async def serve(tools: Sequence[Tool], version: str, options) -> None:

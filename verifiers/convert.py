@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cohort.proto.grpo.verifier.v1 import verifier_service_pb2 as pb
-from google.protobuf.message import DecodeError
 
 from cohort.verifiers.base import (
     CodeTests,
@@ -98,20 +97,6 @@ def group_from_pb(msg: pb.VerifyGroupRequest) -> GroupRequest:
     )
 
 
-def batch_from_bytes(payload: bytes) -> pb.BatchVerifyGroupsRequest:
-    """A ``BatchVerifyGroupsRequest`` from its wire bytes (MalformedMessage when they do not parse)."""
-    try:
-        return pb.BatchVerifyGroupsRequest.FromString(payload)
-    except DecodeError:
-        raise MalformedMessage("BatchVerifyGroupsRequest does not parse") from None
-
-
-def groups_from_bytes(payload: bytes, start: int, stop: int) -> list[GroupRequest]:
-    """Groups ``start:stop`` of a serialized ``BatchVerifyGroupsRequest``: a scoring process's chunk,
-    decoded where it is scored (see :mod:`verifiers.hosting.procs`)."""
-    return [group_from_pb(r) for r in batch_from_bytes(payload).requests[start:stop]]
-
-
 def batch_to_pb(groups: Sequence[GroupRequest]) -> pb.BatchVerifyGroupsRequest:
     # Messages are filled in place through ``add()``: 3x faster on upb than building each one with
     # keyword arguments and copying it into its parent.
@@ -180,12 +165,6 @@ def batch_result_to_pb(results: Sequence[GroupResult]) -> pb.BatchVerifyGroupsRe
     for result in results:
         _fill_group_result(add(), result)
     return batch
-
-
-def batch_result_to_bytes(results: Sequence[GroupResult]) -> bytes:
-    """A serialized ``BatchVerifyGroupsResponse``. Protobuf concatenates repeated fields on the wire,
-    so the bytes of consecutive chunks' results, joined in order, are the reply to the whole batch."""
-    return batch_result_to_pb(results).SerializeToString()
 
 
 def _fill_group_result(msg: pb.VerifyGroupResponse, result: GroupResult) -> None:

@@ -46,9 +46,7 @@ def test_a_server_that_masks_the_calls_fault_fails() -> None:
 
     async def serve() -> None:
         runtime = GrpcRuntime(RuntimeOptions())
-        from cohort.proto.grpo.tool.v1 import tool_service_pb2_grpc as pb_grpc
-
-        pb_grpc.add_ToolServiceServicer_to_server(Masking([Echo()], "masking 0"), runtime.server)
+        tool_server.register(Masking([Echo()], "masking 0"), runtime)
         box["port"] = await runtime.start(service_names=[tool_server.SERVICE_NAME], health_names=[])
         box["stop"] = asyncio.Event()
         box["loop"] = asyncio.get_running_loop()

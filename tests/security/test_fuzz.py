@@ -4,7 +4,7 @@ Real servers on loopback (``cohort serve format math arith`` and ``cohort serve 
 bytes on the wire (``channel.unary_unary`` etc. without serializers, so nothing is checked on the
 client side), a fixed seed and a bounded number of calls. Every call must end with a status code:
 the reply, or a gRPC error other than UNKNOWN (a handler that raised something it did not map). A
-unary request that does not parse is INVALID_ARGUMENT (``cohort.rpc.runtime.DecodeErrorIsInvalidArgument``);
+unary request that does not parse is INVALID_ARGUMENT (``cohort.rpc.status.StatusInterceptor``);
 only the streaming reflection request is left to gRPC, whose parse failure is UNKNOWN. Afterwards the
 server is alive, SERVING, and still gives the right answer.
 """

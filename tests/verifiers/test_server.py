@@ -133,7 +133,7 @@ def test_garbage_bytes_on_the_port(format_server, stub):
 
 
 def test_a_batch_that_does_not_parse_is_invalid_argument(format_server, stub):
-    """Well-formed gRPC, garbage protobuf: the server reads BatchVerifyGroups' bytes itself."""
+    """Well-formed gRPC, garbage protobuf: the server's interceptor answers INVALID_ARGUMENT (gRPC: UNKNOWN)."""
     with grpc.insecure_channel(format_server.endpoint) as ch:
         raw = ch.unary_unary("/grpo.verifier.v1.VerifierService/BatchVerifyGroups")  # bytes in, bytes out
         for payload in (b"\xff\xff\xff\xff", b"\x0a\x05ab"):  # a bad tag; a length running past the end
@@ -207,13 +207,13 @@ def test_validation_names_the_first_problem_in_rollout_order(rollouts, message):
     from cohort.verifiers.base import GroupRequest, InvalidRequest, Rollout
     from cohort.verifiers.format import FormatVerifier
     from cohort.verifiers.hosting.host import ServerLimits, VerifierHost
-    from cohort.verifiers.hosting.server import status_code
+    from cohort.verifiers.hosting.server import ERRORS
 
     scorer = VerifierHost({"format": FormatVerifier()}, ServerLimits(max_completion_chars=5))
     try:
         with pytest.raises(InvalidRequest, match=message) as err:
             scorer.validate(GroupRequest("format", tuple(Rollout(i, c) for i, c in rollouts), group_id="g"))
-        assert status_code(err.value) is grpc.StatusCode.INVALID_ARGUMENT
+        assert ERRORS[type(err.value)] is grpc.StatusCode.INVALID_ARGUMENT
         scorer.validate(GroupRequest("format", (Rollout(0, "fine"), Rollout(1, "ok")), group_id="g"))  # no error
     finally:
         scorer.close()

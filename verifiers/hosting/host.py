@@ -1,11 +1,13 @@
 """Hosting verifiers, transport-free: request validation, the bounded queue, and scoring.
 
 :class:`VerifierHost` validates groups against the server's :class:`ServerLimits`, admits them into the
-bounded queue and runs ``Verifier.verify_group`` on plain dataclasses, in a thread pool or in the
-calling thread. It knows nothing of gRPC: a request it refuses raises a domain error,
-:class:`~verifiers.base.InvalidRequest` (the request can never be scored) or :class:`QueueFull`
-(retry later), which the servicer (:mod:`verifiers.hosting.server`) maps to status codes. The server and
-each scoring process (:mod:`verifiers.hosting.procs`) run the same host, so their replies are identical.
+bounded queue and runs ``Verifier.verify_group`` on plain dataclasses: in a thread pool, in the calling
+thread, or, for the GIL-bound verifiers of a server started with ``--scoring-procs``, in its scoring
+processes (:mod:`cohort.verifiers.hosting.procs`, which get the same domain objects). It knows nothing of
+gRPC: a request it refuses raises a domain error, :class:`~cohort.verifiers.base.InvalidRequest` (the
+request can never be scored) or :class:`QueueFull` (retry later), which the server's interceptor maps to
+status codes (:data:`cohort.verifiers.hosting.server.ERRORS`). Each scoring process runs a host of its own
+for its chunk, so the replies are the same either way.
 
 A verifier that raises or returns the wrong rollouts yields in-band VERIFIER_ERROR for the affected
 rollouts: a bug in a verifier is never a reward of 0.
@@ -20,6 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from cohort.verifiers.base import (
     CANDIDATE_LIMIT,
@@ -54,16 +57,29 @@ class ServerLimits:
     """Worker processes for GIL-bound verifiers (``max_concurrency = 1``); 0 scores them in threads."""
 
 
+class Processes(Protocol):
+    """Scoring processes behind a host (:class:`cohort.verifiers.hosting.procs.ScoringProcesses`)."""
+
+    def handles(self, verifier_names: Sequence[str]) -> bool: ...
+
+    async def score(self, groups: Sequence[GroupRequest], deadline: float | None) -> list[GroupResult]: ...
+
+    def close(self) -> None: ...
+
+
 class VerifierHost:
     """Validates requests, admits them into the bounded queue and runs verifiers; knows nothing of gRPC."""
 
-    def __init__(self, verifiers: dict[str, Verifier], limits: ServerLimits, metrics: ServerMetrics | None = None) -> None:
+    def __init__(self, verifiers: dict[str, Verifier], limits: ServerLimits, metrics: ServerMetrics | None = None,
+                 procs: Processes | None = None) -> None:
+        """``procs``: the scoring processes that take every batch whose groups are all theirs (closed with the host)."""
         not_verifiers = [name for name, v in verifiers.items() if not isinstance(v, Verifier)]
         if not_verifiers:  # e.g. no max_concurrency / ready / close: cohort.verifiers.base.VerifierBase has them
             raise TypeError(f"not a Verifier (subclass cohort.verifiers.base.VerifierBase): {not_verifiers}")
         self.verifiers = verifiers
         self.limits = limits
         self.metrics = metrics
+        self.procs = procs
         self.executor = ThreadPoolExecutor(max_workers=limits.workers, thread_name_prefix="verify")
         self.queued = 0
 
@@ -159,10 +175,19 @@ class VerifierHost:
                 self.metrics.queue_depth.set(self.queued)
 
     async def score(self, groups: Sequence[GroupRequest], ctx: VerifyContext) -> list[GroupResult]:
-        """Score groups concurrently (at most ``workers`` chunks); results in request order."""
+        """Score groups concurrently (in the scoring processes when they take them all, else in at most
+        ``workers`` chunks on threads); results in request order."""
+        if not groups:
+            raise InvalidRequest("no groups to score (BatchVerifyGroupsRequest.requests is empty)")
         for g in groups:
             self.validate(g)
-        with self.admitted(len(groups)):
+        in_flight = self.metrics.track_in_flight() if self.metrics is not None else contextlib.nullcontext()
+        with self.admitted(len(groups)), in_flight:
+            if self.procs is not None and self.procs.handles([g.verifier for g in groups]):
+                results = await self.procs.score(groups, ctx.deadline)
+                if self.metrics is not None:
+                    self.metrics.observe_counts(count_results(results))
+                return results
             loop = asyncio.get_running_loop()
             # Verifiers bound by the GIL (pure Python, no waiting) say so with `max_concurrency = 1`:
             # splitting their work over threads only adds contention.
@@ -176,6 +201,8 @@ class VerifierHost:
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        if self.procs is not None:
+            self.procs.close()
         for verifier in self.verifiers.values():
             verifier.close()
 

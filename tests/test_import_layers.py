@@ -291,8 +291,9 @@ NEVER_REACHES = {
     # a rollout worker samples and scores with a frozen copy of the policy; the optimizer, the loss and the
     # learner's micro-batching are the trainer process's. The round's rows (UpdateBatch) live in trainer.batch,
     # what the two processes send each other in trainer.rounds.messages: never the learner's side of the pipeline.
-    "cohort.trainer.rollout_worker": ("cohort.trainer.learner", "cohort.trainer.loss", _R + "pipeline",
-                                      _R + "source", *_PIPELINE_PARTS),
+    # the learner scores the rows (one Scorer), so a worker never reaches scoring either
+    "cohort.trainer.rollout_worker": ("cohort.trainer.learner", "cohort.trainer.loss", "cohort.trainer.scoring",
+                                      "cohort.trainer.collect", _R + "pipeline", _R + "source", *_PIPELINE_PARTS),
     # the round source (trainer/rounds/): the pipeline's parts do not know each other (prime-rl's rule), and
     # only the pipeline, which wires them, knows them all; the order book is pure (no wire, no processes)
     **{part: (*(p for p in _PIPELINE_PARTS if p != part), _R + "pipeline", _R + "source", _R + "lockstep",

@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-__all__ = ["UpdateBatch"]
+__all__ = ["LogProbs", "UpdateBatch"]
+
+LogProbs = Callable[[Int[Tensor, "B L"], Int[Tensor, "B L"], int], Float[Tensor, "B T"]]
+"""(input_ids, attention_mask, completion_len) -> no-grad log-probs (B, T), 0 past each completion (the policy's,
+the frozen reference's)."""
 
 
 @dataclass

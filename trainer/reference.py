@@ -6,12 +6,12 @@ import torch
 from torch import Tensor
 
 from cohort.trainer import forward
+from cohort.trainer.batch import LogProbs
 from cohort.trainer.config import TrainConfig
 from cohort.trainer.distributed import SINGLE
 from cohort.trainer.forward import batched_logprobs, micro_batch
 from cohort.trainer.models import adapters_off
 from cohort.trainer.precision import resolve
-from cohort.trainer.rounds.round import LogProbs
 
 
 def reference_logprobs(reference: torch.nn.Module | None, cfg: TrainConfig) -> LogProbs | None:

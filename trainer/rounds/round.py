@@ -8,7 +8,6 @@ keeps its own values and a fresh row brings its own; no tensor is indexed with r
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,16 +15,12 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from cohort.trainer.batch import UpdateBatch
+from cohort.trainer.batch import LogProbs, UpdateBatch
 from cohort.trainer.config import TrainConfig
 from cohort.trainer.data import PromptSampler
 from cohort.trainer.rollout import RolloutBatch, concat_batches
 from cohort.trainer.scoring import Scorer, Scores, merge_scores
 from cohort.verifiers.records import Task
-
-LogProbs = Callable[[Int[Tensor, "B L"], Int[Tensor, "B L"], int], Float[Tensor, "B T"]]
-"""(input_ids, attention_mask, completion_len) -> no-grad log-probs (B, T), 0 past each completion."""
-
 
 def pad_right(x: Tensor | None, width: int) -> Tensor | None:
     """Per-row tensors (b, T') right-padded with 0 to (b, width), like the completions they go with."""

@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 
 # Command modules; each does `from cohort.cli import app` and decorates its commands.
-COMMAND_MODULES = ["serve", "verify", "sandbox", "train", "plan", "eval", "conformance", "scaffold"]
+COMMAND_MODULES = ["serve", "verify", "sandbox", "train", "plan", "eval", "conformance", "scaffold", "catalogue"]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -63,7 +63,7 @@ def _kb(pid: int, field: str) -> int:
     return 0
 
 
-def rss(models: list[str], steps: int) -> None:
+def rss(models: list[str], steps: int, extra: list[str] = ()) -> None:
     from cohort.trainer.config import load_config
     from cohort.trainer.models import build_tokenizer
 
@@ -75,7 +75,7 @@ def rss(models: list[str], steps: int) -> None:
                f"rollout.vllm.servers=[{','.join(urls)}]", "rollout.max_staleness=1", f"run.max_steps={steps}",
                "model.dtype=bfloat16", "rollout.max_completion_length=8", f"run.output_dir={out}",
                "run.target_reward=null", "run.progress=false", "run.plot=false", "run.tensorboard=false",
-               "run.save_every=1000"]
+               "run.save_every=1000", *extra]
         started = time.monotonic()
         learner = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                    env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -162,10 +162,11 @@ def main() -> None:
     parser.add_argument("what", choices=("rss", "deltas"))
     parser.add_argument("--models", default="tiny,smollm2")
     parser.add_argument("--steps", type=int, default=5)
-    a = parser.parse_args()
+    parser.add_argument("overrides", nargs="*", help="rss: more cohort train overrides (rollout.vllm.bucket_mib=1)")
+    a = parser.parse_intermixed_args()
     models = a.models.split(",")
     if a.what == "rss":
-        rss(models, a.steps)
+        rss(models, a.steps, a.overrides)
     else:
         deltas(models, a.steps, {"tiny": [1e-3], "smollm2": [3e-5, 1e-6]})
 

@@ -106,3 +106,21 @@ def test_cohort_train_refuses_two_processes_on_one_gpu_in_one_line():
     assert lines == ["error: invalid config: rollout worker 2 and rollout worker 1 both claim cuda:1: give each "
                      "process its own GPU (rollout.worker_devices=[cuda:K, ...], fewer rollout.workers, or more "
                      "GPUs), or set rollout.colocate=true to share it"]
+
+
+def test_each_spawned_worker_gets_its_own_gpu_from_the_plan(monkeypatch):
+    """``spawn_workers.start``'s share of the plan: learner rank 1's workers on a node of 8 GPUs with 2 learners,
+    numbered as the parent's CUDA_VISIBLE_DEVICES names them."""
+    from cohort.trainer import placement
+    from cohort.trainer.config import load_config
+
+    cfg = load_config(None, ["rollout.max_staleness=1", "rollout.workers=3", "distributed.parallel=ddp"])
+    monkeypatch.setattr(placement, "gpu_count", lambda: 8)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7,6,5,4,3,2,1,0")
+    assert placement.spawn_plan(cfg, learner=1) == [({"CUDA_VISIBLE_DEVICES": "2"}, "cuda"),
+                                                    ({"CUDA_VISIBLE_DEVICES": "1"}, "cuda"),
+                                                    ({"CUDA_VISIBLE_DEVICES": "0"}, "cuda")]
+    monkeypatch.setattr(placement, "gpu_count", lambda: 0)
+    assert placement.spawn_plan(cfg, learner=1) == [({}, None)] * 3  # no GPUs: as before

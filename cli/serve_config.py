@@ -183,6 +183,9 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "COHORT_OPENENV_URL": ("verifiers.openenv.url",),
     "COHORT_OPENENV_TIMEOUT_S": ("verifiers.openenv.timeout_s",),
     "COHORT_OPENENV_CONCURRENCY": ("verifiers.openenv.concurrency",),
+    "COHORT_PRIME_TASKSET": ("verifiers.prime_verifiers.taskset",),
+    "COHORT_PRIME_TASKSET_CONFIG": ("verifiers.prime_verifiers.taskset_config",),
+    "COHORT_PRIME_TIMEOUT_S": ("verifiers.prime_verifiers.timeout_s",),
     # the sandbox service and its python tool
     "COHORT_SANDBOX_MAX_CALLS_PER_TENANT": ("sandbox.max_calls_per_tenant",),
     "COHORT_TOOL_WALL_S": ("sandbox.python_tool.wall_s",),

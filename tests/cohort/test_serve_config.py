@@ -131,7 +131,22 @@ def test_every_former_variable_has_a_key_that_exists():
         "COHORT_SANDBOX_CGROUPS", "COHORT_SANDBOX_CPU_CGROUPS", "COHORT_SANDBOX_PYTHON",  # the sandbox's own process
         "COHORT_HEALTH_TLS_",  # deploy/healthcheck.py's client
     }
-    prefixes = ("COHORT_JUDGE_", "COHORT_RG_", "COHORT_SANDBOX_TLS_", "COHORT_NEMO_GYM_", "COHORT_ORS_", "COHORT_OPENENV_")
+    prefixes = ("COHORT_JUDGE_", "COHORT_RG_", "COHORT_SANDBOX_TLS_", "COHORT_NEMO_GYM_", "COHORT_ORS_", "COHORT_OPENENV_",
+                "COHORT_PRIME_")
     left = {v for v in source if v not in ENV_KEYS and v not in not_settings and v not in prefixes}
     assert not left, f"COHORT_* names in the source without a serve-config key: {sorted(left)}"
     assert not {v for v in source if re.fullmatch(r"COHORT_(MATH|JUDGE|RG)_[A-Z_]+", v)} - set(ENV_KEYS)
+
+
+def test_the_documented_and_deployed_configs_validate(tmp_path):
+    """The example of docs/config.md ("Serve config") and the file the Kubernetes manifests mount load as
+    `cohort serve` loads them, and each verifier's options pass its model."""
+    page = (ROOT / "docs" / "config.md").read_text().split("\n# Serve config\n", 1)[1]
+    example = re.search(r"```yaml\n(.*?)```", page, re.DOTALL).group(1)
+    deployed = ROOT / "deploy" / "k8s" / "base" / "serve.yaml"
+    for i, text in enumerate((example, deployed.read_text())):
+        (tmp_path / f"{i}.yaml").write_text(text)
+        cfg = load_serve_config(tmp_path / f"{i}.yaml", environ={})
+        assert {"math", "code"} <= set(cfg.listed)
+        for name, given in cfg.verifiers.items():
+            registry.parse_options(name, registry.factory(name), given)

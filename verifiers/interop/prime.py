@@ -15,9 +15,9 @@ not have, so it is served from a venv of its own (``scripts/ci-prime`` makes ``.
 
     COHORT_PRIME_TASKSET=my_env .venv-prime/bin/cohort serve prime_verifiers --port 50064
 
-Server settings: ``COHORT_PRIME_TASKSET`` (the taskset id, e.g. an installed Hub environment's name),
-``COHORT_PRIME_TASKSET_CONFIG`` (a JSON object: its config fields), ``COHORT_PRIME_TIMEOUT_S`` (default 60:
-the scoring of one rollout). Row options: ``idx`` (the task's position in the taskset, as their ``idx``)
+Server settings: the serve config's ``verifiers.prime_verifiers`` (:class:`PrimeOptions`): ``taskset`` (the
+taskset id, e.g. an installed Hub environment's name), ``taskset_config`` (its config fields), ``timeout_s``
+(default 60: the scoring of one rollout); their former ``COHORT_PRIME_*`` variables override the file. Row options: ``idx`` (the task's position in the taskset, as their ``idx``)
 or ``task_data`` (a JSON object: the task's data itself, validated by their task's data model).
 
 Mapping (docs/interop.md): their reward (finite) is OK, the components their named rewards; what their
@@ -36,16 +36,14 @@ import asyncio
 import inspect
 import json
 import math
-import os
 from typing import Any
 
-from cohort.verifiers.base import GroupRequest, Rollout, RolloutResult, RolloutStatus, VerifyContext
+from pydantic import Field, field_validator
+
+from cohort.verifiers.base import GroupRequest, Rollout, RolloutResult, RolloutStatus, VerifierBase, VerifyContext
+from cohort.verifiers.options import VerifierOptions
 
 NAME = "prime_verifiers"
-
-
-def _setting(key: str, default: str = "") -> str:
-    return os.environ.get(f"COHORT_PRIME_{key}", "").strip() or default
 
 
 def _needs_runtime(fn: Any) -> bool:
@@ -53,16 +51,33 @@ def _needs_runtime(fn: Any) -> bool:
     return param is not None and param.default is inspect.Parameter.empty
 
 
-class PrimeVerifier:
+class PrimeOptions(VerifierOptions):
+    """The prime_verifiers verifier's server-side settings (serve config ``verifiers.prime_verifiers``)."""
+
+    taskset: str = ""
+    """The taskset id, e.g. an installed Hub environment's name (formerly ``COHORT_PRIME_TASKSET``); required."""
+    taskset_config: dict[str, Any] = {}
+    """Its config fields (a mapping, or a JSON object in a string; formerly ``COHORT_PRIME_TASKSET_CONFIG``)."""
+    timeout_s: float = Field(60.0, gt=0)
+    """Seconds one rollout's scoring may take (formerly ``COHORT_PRIME_TIMEOUT_S``)."""
+
+    @field_validator("taskset_config", mode="before")
+    @classmethod
+    def _json(cls, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+
+class PrimeVerifier(VerifierBase):
+    Options = PrimeOptions
     name = NAME
     version = "1.0.0"
-    description = ("a prime `verifiers` (0.4) taskset's rewards in process (COHORT_PRIME_TASKSET): the completion "
+    description = ("a prime `verifiers` (0.4) taskset's rewards in process (taskset: serve config): the completion "
                    "as the trace's reply, their Task.score")
     reference_kinds: tuple[str, ...] = ()  # the taskset holds the task data
-    max_concurrency: int | None = None
-    options: Any = None  # set by environment variables (COHORT_PRIME_*)
 
-    def __init__(self) -> None:
+    def __init__(self, options: PrimeOptions | None = None, **fields) -> None:
+        """``PrimeVerifier(taskset="...")`` is ``PrimeVerifier(PrimeOptions(taskset="..."))``."""
+        self.options = opts = options or PrimeOptions(**fields)
         try:
             import verifiers.v1 as vf
             from verifiers.v1 import errors
@@ -71,19 +86,13 @@ class PrimeVerifier:
             raise ImportError(f"the {NAME} verifier needs prime's verifiers 0.4 (pip install verifiers==0.4.0, in a "
                               f"venv of its own: see scripts/ci-prime): {exc}") from None
         self._vf, self._errors = vf, errors
-        taskset_id = _setting("TASKSET")
+        taskset_id, config, self.timeout_s = opts.taskset, opts.taskset_config, opts.timeout_s
         if not taskset_id:
-            raise ValueError(f"the {NAME} verifier needs COHORT_PRIME_TASKSET=<taskset id> (an installed taskset package)")
-        try:
-            config = json.loads(_setting("TASKSET_CONFIG", "{}"))
-            self.timeout_s = float(_setting("TIMEOUT_S", "60"))
-        except ValueError as exc:
-            raise ValueError(f"COHORT_PRIME_TASKSET_CONFIG (a JSON object) / COHORT_PRIME_TIMEOUT_S: {exc}") from None
-        if not isinstance(config, dict) or self.timeout_s <= 0:
-            raise ValueError("COHORT_PRIME_TASKSET_CONFIG must be a JSON object and COHORT_PRIME_TIMEOUT_S > 0")
+            raise ValueError(f"the {NAME} verifier needs verifiers.{NAME}.taskset in the serve config (or "
+                             "COHORT_PRIME_TASKSET=<taskset id>: an installed taskset package)")
         taskset = load_taskset(taskset_config_type(taskset_id).model_validate({**config, "id": taskset_id}))
         if not taskset.bounded:
-            raise ValueError(f"taskset {taskset_id!r} is infinite: bound it in COHORT_PRIME_TASKSET_CONFIG")
+            raise ValueError(f"taskset {taskset_id!r} is infinite: bound it in verifiers.{NAME}.taskset_config")
         self.tasks = list(taskset)
         if not self.tasks:
             raise ValueError(f"taskset {taskset_id!r} has no tasks")
@@ -94,9 +103,6 @@ class PrimeVerifier:
         if first.NEEDS_CONTAINER or offline:
             raise ValueError(f"taskset {taskset_id!r} scores in a runtime (a sandbox: "
                              f"{', '.join(offline) or 'NEEDS_CONTAINER'}), which this verifier does not start")
-
-    def ready(self) -> bool:
-        return True
 
     def close(self) -> None:
         pass

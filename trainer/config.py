@@ -392,7 +392,7 @@ class RolloutSection(_Section):
     """Upper cap of the importance weight (TRL's vllm_importance_sampling_cap)."""
     max_staleness: int = Field(0, ge=0)
     """Weight versions a consumed group may lag the learner by. 0: the lock-step loop (generate, score,
-    update, in this process); k > 0: the asynchronous pipeline (``trainer.pipeline``): ``workers`` rollout
+    update, in this process); k > 0: the asynchronous pipeline (``trainer.rounds.pipeline``): ``workers`` rollout
     processes generate continuously, and a group generated with weights k+1 or more versions old is dropped
     and its prompts generated again (docs/async.md)."""
     workers: int = Field(1, ge=1)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -46,14 +45,14 @@ CLIENT_CA = typer.Option(None, help="PEM CA: require client certificates it sign
 
 
 def _server_flags(host, port, max_message_mb, grace, drain_delay, log_level, tls_cert, tls_key, client_ca) -> dict:
-    flags = {"server.host": host, "server.port": port, "server.max_message_mb": max_message_mb, "server.grace_s": grace,
+    """The ``server`` keys the flags set (None: not given)."""
+    return {"server.host": host, "server.port": port, "server.max_message_mb": max_message_mb, "server.grace_s": grace,
              "server.drain_delay_s": drain_delay, "server.log_level": log_level and log_level.upper(),
              "server.tls.cert": tls_cert and str(tls_cert), "server.tls.key": tls_key and str(tls_key),
              "server.tls.client_ca": client_ca and str(client_ca)}
-    return flags
 
 
-def _configure(kind: str, config: Path | None, flags: dict):
+def _configure(kind: str, config: Path | None, flags: dict, port_file: Path | None):
     """The serve config (file, then COHORT_* variables, then flags), logging set, and the runtime's options;
     bad input is one line and exit 2."""
     import logging
@@ -78,7 +77,7 @@ def _configure(kind: str, config: Path | None, flags: dict):
     server = cfg.server
     options = RuntimeOptions(
         host=server.host, port=server.port, max_message_bytes=int(server.max_message_mb * 1024 * 1024),
-        grace_s=server.grace_s, drain_delay_s=server.drain_delay_s, port_file=flags.get("port_file"), tls=server_tls)
+        grace_s=server.grace_s, drain_delay_s=server.drain_delay_s, port_file=port_file, tls=server_tls)
     return cfg, options
 
 
@@ -123,10 +122,8 @@ def serve_verifiers(
     flags = _server_flags(host, port, max_message_mb, grace, drain_delay, log_level, tls_cert, tls_key, client_ca)
     flags.update({"server.metrics_port": metrics_port, "limits.workers": workers, "limits.scoring_procs": scoring_procs,
                   "limits.max_queued_groups": max_queued_groups, "limits.max_groups_per_batch": max_groups_per_batch,
-                  "limits.max_rollouts_per_group": max_rollouts_per_group, "port_file": port_file})
-    port_file = flags.pop("port_file")
-    cfg, options = _configure("verifiers", config, flags)
-    options = replace(options, port_file=port_file)
+                  "limits.max_rollouts_per_group": max_rollouts_per_group})
+    cfg, options = _configure("verifiers", config, flags, port_file)
     served = list(names or cfg.listed)
     if not served:
         fail("cohort serve verifiers: no verifier to serve: name some (see `cohort list-verifiers`) or list them "
@@ -176,8 +173,7 @@ def serve_sandbox(
 
     flags = _server_flags(host, port, max_message_mb, grace, drain_delay, log_level, tls_cert, tls_key, client_ca)
     flags["sandbox.pool_size"] = pool_size
-    cfg, options = _configure("sandbox", config, flags)
-    options = replace(options, port_file=port_file)
+    cfg, options = _configure("sandbox", config, flags, port_file)
     _starting("sandbox", options)
     box, tool = cfg.sandbox, cfg.sandbox.python_tool
     try:
@@ -212,8 +208,7 @@ def serve_tools(
     flags = _server_flags(host, port, max_message_mb, grace, drain_delay, log_level, tls_cert, tls_key, client_ca)
     if names:
         flags["tools.names"] = names
-    cfg, options = _configure("tools", config, flags)
-    options = replace(options, port_file=port_file)
+    cfg, options = _configure("tools", config, flags, port_file)
     _starting(", ".join(cfg.tools.names), options)
     made = {"calculator": calculator.Calculator}
     try:

@@ -12,12 +12,9 @@
 - When every attempt fails, the rollouts come back DEPENDENCY_UNAVAILABLE: an infrastructure
   failure is never a reward of 0. INVALID_ARGUMENT is a bug in the request and raises.
 - TLS per verifier (``WeightedVerifier.tls``, see :mod:`cohort.rpc.tls`); plaintext when unset.
-- :meth:`VerifierClient.score` is the one scoring call of every Cohort caller (the trainer, ``cohort verify``,
-  the TRL and verl adapters): it routes each row (:func:`cohort.verifiers.records.route`), makes one call
-  per verifier for the whole batch, rides out an outage as the caller chose (``on_outage``: mask, wait or
-  drop) and combines the verifiers with weights (:func:`cohort.verifiers.combine.combine`) into one reward
-  per rollout plus named components; a rollout is usable only when every verifier could judge it.
-  Blocking callers drive it through :class:`cohort.verifiers.blocking.BlockingClient`.
+- :meth:`VerifierClient.score`, the one scoring call of the trainer, ``cohort verify`` and the adapters, routes
+  each row (``records.route``), rides out an outage as the caller chose (mask, wait or drop) and combines the
+  verifiers with weights (:mod:`cohort.verifiers.combine`); blocking callers: :mod:`cohort.verifiers.blocking`.
 """
 
 from __future__ import annotations
@@ -253,35 +250,58 @@ class VerifierClient:
 
     # ---- one verifier -------------------------------------------------------------------------
 
-    async def verify_groups(self, groups: Sequence[GroupRequest], *, unreachable: str = "mask") -> list[GroupResult]:
-        """Score groups (any mix of configured verifiers); results in request order.
+    async def verify_groups(self, groups: Sequence[GroupRequest], *, on_outage: OnOutage = "mask",
+                            max_outage_s: float | None = None) -> list[GroupResult | None]:
+        """Score groups (any mix of configured verifiers): one call per verifier (per chunk of the server's
+        ``max_groups_per_batch``), all at once; results in request order.
 
-        A verifier whose every attempt failed: its rollouts come back DEPENDENCY_UNAVAILABLE (``"mask"``),
-        or :class:`VerifierUnavailable` is raised (``"raise"``: the caller decides, e.g. waits)."""
-        if unreachable not in ("mask", "raise"):
-            raise ValueError(f"unreachable must be 'mask' or 'raise', not {unreachable!r}")
+        A verifier whose every attempt failed has its rollouts masked, DEPENDENCY_UNAVAILABLE (``"mask"``), or
+        is tried again with backoff (capped at :data:`OUTAGE_POLL_S`, so a restarted verifier is used within
+        about a second) until it is back (``"wait"``; :class:`OutageError` once down over ``max_outage_s``), or
+        gives None for its groups while another verifier with weight is up (``"drop"``; else it waits).
+        Scoring is pure, so a retry is safe."""
+        if on_outage not in ("mask", "wait", "drop"):
+            raise ValueError(f"on_outage must be 'mask', 'wait' or 'drop', not {on_outage!r}")
         by_verifier: dict[str, list[int]] = {}
         for i, g in enumerate(groups):
             if g.verifier not in self._pools:
                 raise ValueError(f"verifier {g.verifier!r} is not configured (have {sorted(self._pools)})")
             by_verifier.setdefault(g.verifier, []).append(i)
         out: list[GroupResult | None] = [None] * len(groups)
-        deadline = time.monotonic() + self.timeout_s
 
         async def run(name: str, positions: list[int]) -> None:
             chunk_size = min(len(positions), self.max_groups.get(name, len(positions)))
             chunks = [positions[i : i + chunk_size] for i in range(0, len(positions), chunk_size)]
-            results = await asyncio.gather(*(self._call(name, [groups[p] for p in c], deadline, unreachable)
-                                             for c in chunks))
+            wait = 0.05
+            while True:
+                deadline = time.monotonic() + self.timeout_s
+                try:
+                    results = await asyncio.gather(*(self._call(name, [groups[p] for p in c], deadline, on_outage)
+                                                     for c in chunks))
+                    break
+                except VerifierUnavailable:
+                    if on_outage == "drop" and self._droppable(name):
+                        return
+                    since = self.availability[name].down_since
+                    if max_outage_s is not None and since is not None and time.monotonic() - since > max_outage_s:
+                        raise OutageError(f"verifier {name!r} unavailable for over max_outage_s={max_outage_s:g} s "
+                                          f"(last error: {self.availability[name].last_error})") from None
+                    await asyncio.sleep(wait)
+                    wait = min(OUTAGE_POLL_S, wait * 2)
             for chunk, res in zip(chunks, results):
                 for p, r in zip(chunk, res):
                     out[p] = r
 
         await asyncio.gather(*(run(name, pos) for name, pos in by_verifier.items()))
-        return out  # type: ignore[return-value]
+        return out
+
+    def _droppable(self, name: str) -> bool:
+        """A verifier may be left out while another verifier with weight is up."""
+        return any(n != name and v.weight > 0 and self.availability[n].down_since is None
+                   for n, v in self.verifiers.items())
 
     async def _call(self, name: str, groups: list[GroupRequest], deadline: float,
-                    unreachable: str = "mask") -> list[GroupResult]:
+                    on_outage: OnOutage = "mask") -> list[GroupResult]:
         request = convert.batch_to_pb(groups)
         pool = self._pools[name]
         tries = 0
@@ -309,7 +329,7 @@ class VerifierClient:
             self.stats["failed_groups"] += len(groups)
             detail = f"{len(errors)} attempt(s) failed: " + " | ".join(errors[-2:])
             self.availability[name].failed(errors[-1] if errors else "no attempt made")
-            if unreachable == "raise":
+            if on_outage != "mask":
                 raise VerifierUnavailable(name, detail) from None
             detail = f"verifier {name!r} unavailable after {detail}"
             return [_unusable(g, name, RolloutStatus.DEPENDENCY_UNAVAILABLE, detail) for g in groups]
@@ -325,52 +345,18 @@ class VerifierClient:
 
     async def score(self, rows: Sequence[Record], *, on_outage: OnOutage = "mask",
                     max_outage_s: float | None = None) -> list[list[ScoredRollout]]:
-        """Each row's rollouts scored by the verifiers the one router (``records.route``) gives it: the row's
-        own list, else every configured verifier that accepts its reference kind (as the handshake said; any
-        before one); one call per verifier for the whole batch; combined with weights. Group ids are the
-        rows' task ids. Raises :class:`~cohort.verifiers.records.RecordError` for a row that cannot be routed.
-
-        ``on_outage``: a verifier whose every attempt failed has its rollouts masked (``"mask"``), or is
-        tried again with backoff until it is back (``"wait"``; :class:`OutageError` once it has been down
-        over ``max_outage_s``), or is left out while another verifier with weight is up (``"drop"``: the
-        others renormalised, see :func:`~cohort.verifiers.combine.combine`; else it waits)."""
+        """Each row's rollouts scored by the verifiers the one router (``records.route``) gives it (the row's
+        own list, else every configured verifier that accepts its reference kind, as the handshake said),
+        through :meth:`verify_groups` (``on_outage``, ``max_outage_s``), combined with weights. Group ids are
+        the rows' task ids. :class:`~cohort.verifiers.records.RecordError` for a row that cannot be routed."""
         kinds = self.reference_kinds or None  # before a handshake: every verifier
         plan = [(row, route(row.task, self.defaults, kinds)) for row in rows]
         groups = [g for row, routes in plan for g in group_requests(row.task, row.rollouts, routes)]
-        names = sorted({g.verifier for g in groups})
-        per_verifier = await asyncio.gather(*(self._ride_out(n, [g for g in groups if g.verifier == n], on_outage,
-                                                             max_outage_s) for n in names))
-        dropped = frozenset(n for n, res in zip(names, per_verifier) if res is None)
-        results = {n: iter(res or ()) for n, res in zip(names, per_verifier)}
-        return [combine(row.rollouts, {r.name: None if r.name in dropped else next(results[r.name]) for r in routes},
-                        {r.name: r.weight for r in routes}, dropped)
-                for row, routes in plan]
-
-    async def _ride_out(self, name: str, groups: list[GroupRequest], on_outage: OnOutage,
-                        max_outage_s: float | None) -> list[GroupResult] | None:
-        """One verifier's results for ``groups``; through an outage, masked, retried with backoff (capped at
-        :data:`OUTAGE_POLL_S`, so a restarted verifier is used within about a second) or None (dropped).
-        Scoring is pure, so a retry is safe."""
-        if on_outage == "mask":
-            return await self.verify_groups(groups, unreachable="mask")
-        wait = 0.05
-        while True:
-            try:
-                return await self.verify_groups(groups, unreachable="raise")
-            except VerifierUnavailable:
-                if on_outage == "drop" and self._droppable(name):
-                    return None
-                since = self.availability[name].down_since
-                if max_outage_s is not None and since is not None and time.monotonic() - since > max_outage_s:
-                    raise OutageError(f"verifier {name!r} unavailable for over max_outage_s={max_outage_s:g} s "
-                                      f"(last error: {self.availability[name].last_error})") from None
-                await asyncio.sleep(wait)
-                wait = min(OUTAGE_POLL_S, wait * 2)
-
-    def _droppable(self, name: str) -> bool:
-        """A verifier may be left out while another verifier with weight is up."""
-        return any(n != name and v.weight > 0 and self.availability[n].down_since is None
-                   for n, v in self.verifiers.items())
+        results = iter(await self.verify_groups(groups, on_outage=on_outage, max_outage_s=max_outage_s))
+        by_row = [{r.name: next(results) for r in routes} for _, routes in plan]
+        dropped = frozenset(name for found in by_row for name, result in found.items() if result is None)
+        return [combine(row.rollouts, found, {r.name: r.weight for r in routes}, dropped)
+                for (row, routes), found in zip(plan, by_row)]
 
 
 def _describe(address: str, resp: pb.ListVerifiersResponse) -> str:

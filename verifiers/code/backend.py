@@ -96,9 +96,8 @@ class GrpcBackend:
         names = _endpoint_names(endpoints)
         if not names:
             raise ValueError("no sandbox endpoint given")
-        opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
         self.tls = tls
-        self.stubs = [pb_grpc.SandboxServiceStub(channel(e, tls, opts)) for e in names]
+        self.stubs = [pb_grpc.SandboxServiceStub(channel(e, tls)) for e in names]
         self.endpoints = names
         self.concurrency = IN_FLIGHT_PER_ENDPOINT * len(names)
         self.policy = policy or RetryPolicy()

@@ -219,8 +219,16 @@ def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, tuple[A
 
 
 def _name_sources(sources: Mapping[str, str], message: str) -> str:
-    for key, variable in sorted(sources.items(), key=lambda kv: -len(kv[0])):
-        message = re.sub(rf"(?<![\w.]){re.escape(key)}(?![\w.])", f"{key} ({variable})", message)
+    """Each key of ``message`` that came from the environment followed by its variable (a section's error, e.g.
+    ``verifiers.code.sandbox_tls: ...``, by the variables of its keys)."""
+    named: dict[str, list[str]] = {}
+    for key, variable in sources.items():
+        named.setdefault(key, []).append(variable)
+        named.setdefault(key.rsplit(".", 1)[0] + ":", []).append(variable)
+    for key, variables in sorted(named.items(), key=lambda kv: -len(kv[0])):
+        stem, colon = key.removesuffix(":"), ":" if key.endswith(":") else ""
+        pattern = rf"(?<![\w.]){re.escape(stem)}{colon}" + ("" if colon else r"(?![\w.])")
+        message = re.sub(pattern, lambda m: f"{stem} ({', '.join(sorted(variables))}){colon}", message)
     return message
 
 

@@ -181,7 +181,8 @@ def test_code_verifier_names_a_bad_sandbox_tls_file_at_startup(tmp_path):
     env = {**os.environ, "COHORT_SANDBOX_ENDPOINT": "127.0.0.1:1", "COHORT_SANDBOX_TLS_CA": str(tmp_path / "ca.pem")}
     out = cohort("serve", "code", "--port", "0", env=env)
     assert out.returncode == 2
-    assert f"COHORT_SANDBOX_TLS_*: CA {tmp_path / 'ca.pem'}: no such file" in out.stderr
+    assert out.stderr.splitlines() == [f"cohort serve verifiers: verifiers.code.sandbox_tls (COHORT_SANDBOX_TLS_CA): "
+                                       f"CA {tmp_path / 'ca.pem'}: no such file"]
     assert "Traceback" not in out.stderr
 
 

@@ -333,7 +333,7 @@ def test_the_serving_path_loads_the_judge_with_torch_blocked(standin):
 @pytest.mark.parametrize("env, words", [
     ({"COHORT_JUDGE_BACKEND": "bogus"}, "verifiers.judge.backend (COHORT_JUDGE_BACKEND): Input should be 'local' or "
      "'openai' (got 'bogus')"),
-    ({"COHORT_JUDGE_BACKEND": "openai"}, "verifiers.judge: backend openai needs url"),
+    ({"COHORT_JUDGE_BACKEND": "openai"}, "verifiers.judge (COHORT_JUDGE_BACKEND): backend openai needs url"),
     ({"COHORT_JUDGE_BACKEND": "local", "COHORT_JUDGE_MODEL": "/no/such/folder"}, "no such folder"),
     ({"COHORT_JUDGE_BACKEND": "openai", "COHORT_JUDGE_URL": "http://127.0.0.1:9/v1", "COHORT_JUDGE_MODEL": "m",
       "COHORT_JUDGE_RATE": "fast"}, "verifiers.judge.rate_per_s (COHORT_JUDGE_RATE): Input should be a valid number"),

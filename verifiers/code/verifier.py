@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from cohort.sandbox import policy
 from cohort.sandbox.executor import ExecResult, ExecStatus
@@ -146,6 +146,23 @@ class SandboxTlsOptions(VerifierOptions):
     """Name the sandbox's certificate must carry, when not the endpoint's host (formerly
     ``COHORT_SANDBOX_TLS_SERVER_NAME``)."""
 
+    @model_validator(mode="after")
+    def _readable(self) -> SandboxTlsOptions:
+        """A missing or unreadable file, or a certificate without its key, is refused here, at startup."""
+        from cohort.rpc.tls import ClientTls, TlsError
+
+        try:
+            ClientTls.from_options(self.ca, self.cert, self.key, self.server_name)
+        except TlsError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def client_tls(self):
+        """The :class:`cohort.rpc.tls.ClientTls` these options describe (None: plaintext)."""
+        from cohort.rpc.tls import ClientTls
+
+        return ClientTls.from_options(self.ca, self.cert, self.key, self.server_name)
+
 
 class CodeOptions(VerifierOptions):
     """The code verifier's server-side settings (serve config ``verifiers.code``)."""
@@ -178,11 +195,8 @@ class CodeVerifier(VerifierBase):
     def __init__(self, options: CodeOptions | None = None, *, backend: Backend | None = None, **fields) -> None:
         """``backend``: a sandbox made by the caller (tests); else made from the options on first use.
         ``CodeVerifier(pool_size=2)`` is ``CodeVerifier(CodeOptions(pool_size=2))``."""
-        from cohort.rpc.tls import ClientTls
-
         self.options = opts = options or CodeOptions(**fields)
-        t = opts.sandbox_tls
-        self._tls = ClientTls.from_options(t.ca, t.cert, t.key, t.server_name)  # a bad file fails at startup, named
+        self._tls = opts.sandbox_tls.client_tls()
         self._backend = backend
         # One thread per program in flight, as many as the sandbox runs at once: its slots, or a share of each
         # remote sandbox service (a fleet is used whole, not at this host's CPU count).

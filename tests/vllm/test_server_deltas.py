@@ -4,7 +4,8 @@ takes version 0 in full and then only the elements that changed, and samples wit
 The tiny model's server runs ``--dtype bfloat16``; the learner keeps float32 masters and pushes its bf16 copy
 (``model.dtype: bfloat16``). One version changes a single matrix (a delta of about a tenth of the elements):
 the server's log-probs of its own samples must then be the bf16 copy's (recomputed here in float32 from the
-bf16 weights) and not the previous version's.
+bf16 weights) and not the previous version's. The buckets are far smaller than the model, so the server's
+receiver (``cohort-gloo`` inside vLLM) takes each update in many pieces.
 """
 
 import copy
@@ -47,7 +48,8 @@ def _logprobs(policy, batch) -> torch.Tensor:
 def test_a_delta_reaches_a_real_server(served):
     url, policy, tokenizer = served
     cfg = RolloutSection(engine="vllm-server", max_completion_length=8, temperature=1.0,
-                         vllm={"servers": [url], "full_push_every": 100})
+                         vllm={"servers": [url], "full_push_every": 100,
+                               "bucket_mib": 0.01})  # ~10 KB: the full push in 26 buckets, the delta in pairs
     engine = VLLMServerEngine(cfg, policy, tokenizer, seed=0, precision=resolve("bfloat16", torch.device("cpu")))
     try:
         prompts = [[5, 6, 7], [8, 9, 10]]

@@ -16,9 +16,10 @@ itself. The observation carries the prompt.
 Status OK is the observation's ``reward`` with ``done: true`` (``metadata`` has ``cohort_status``,
 ``cohort_verdict``, ``cohort_flags``, ``cohort_components``). OpenEnv has no field for a reward that is
 not a measurement, so any other status makes ``step`` raise: their server answers the WebSocket step
-with an ``EXECUTION_ERROR`` frame whose message is ``cohort_status=<STATUS>: <detail>`` (an HTTP
-``/step`` gets a 500): an OpenEnv client sees an error, never a reward of 0, and Cohort's own
-``openenv`` adapter reads the status back. Binds 127.0.0.1 unless ``--host`` says otherwise.
+with an ``EXECUTION_ERROR`` frame whose message is ``cohort_status=<STATUS>: <detail>``: an OpenEnv
+client sees an error, never a reward of 0, and Cohort's own ``openenv`` adapter reads the status back.
+Episodes need the WebSocket (their clients use it): OpenEnv's HTTP ``/reset`` and ``/step`` make a new
+environment per call, so an HTTP ``/step`` has no task and fails. Binds 127.0.0.1 unless ``--host`` says otherwise.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ CPU, fork busy children, fill memory or sleep to their deadline, with and withou
 
 Controls (see ``sandbox/cgroup.py`` and ``sandbox/pool.py``): every slot is its own CPU cgroup (equal
 weight, a quota of ``SandboxConfig.slot_cpu_quota`` CPUs) and one tenant holds at most half of each pool.
-*Without* controls: ``COHORT_SANDBOX_CPU_CGROUPS=0`` while the slots start and no per-tenant cap
+*Without* controls: ``SandboxConfig(cpu_cgroups=False)`` (serve config ``sandbox.cpu_cgroups``) and no per-tenant cap
 (the memory+pids cgroups stay in both cases).
 
 Three scenarios on an in-process :class:`Sandbox` (its slots are real bubblewrap sandboxes):
@@ -104,29 +104,22 @@ SCENARIOS = {  # label: (CPU cgroups, per-tenant cap, neighbour)
 
 def scenario(cpu_cgroups: bool, cap: bool, neighbour: bool, runs: int, pool_size: int, deadline_s: float,
              budget_s: float) -> dict:
-    previous = os.environ.get("COHORT_SANDBOX_CPU_CGROUPS")
-    os.environ["COHORT_SANDBOX_CPU_CGROUPS"] = "1" if cpu_cgroups else "0"  # read as each slot starts
+    sandbox = Sandbox(SandboxOptions(config=policy.SandboxConfig(cpu_cgroups=cpu_cgroups), pool_size=pool_size,
+                                     max_per_tenant=0 if cap else pool_size))
     try:
-        sandbox = Sandbox(SandboxOptions(pool_size=pool_size, max_per_tenant=0 if cap else pool_size))
-        try:
-            sandbox.execute("pass")  # the pools are up
-            time.sleep(0.5)
-            cpu = any((d / "cpu.shares").exists() or (d / "cpu.weight").exists()
-                      for slot in list(sandbox.candidates._live) if slot.cgroup for d in slot.cgroup.dirs)
-            hostile_runs, budget_hit = 0, False
-            if neighbour:
-                with Hostile(sandbox, 2 * pool_size, budget_s) as hostile:
-                    latencies, verdicts = simple_runs(sandbox, runs, deadline_s)
-                hostile_runs, budget_hit = hostile.runs, hostile.stopped_by_budget
-            else:
+        sandbox.execute("pass")  # the pools are up
+        time.sleep(0.5)
+        cpu = any((d / "cpu.shares").exists() or (d / "cpu.weight").exists()
+                  for slot in list(sandbox.candidates._live) if slot.cgroup for d in slot.cgroup.dirs)
+        hostile_runs, budget_hit = 0, False
+        if neighbour:
+            with Hostile(sandbox, 2 * pool_size, budget_s) as hostile:
                 latencies, verdicts = simple_runs(sandbox, runs, deadline_s)
-        finally:
-            sandbox.close()
-    finally:
-        if previous is None:
-            os.environ.pop("COHORT_SANDBOX_CPU_CGROUPS", None)
+            hostile_runs, budget_hit = hostile.runs, hostile.stopped_by_budget
         else:
-            os.environ["COHORT_SANDBOX_CPU_CGROUPS"] = previous
+            latencies, verdicts = simple_runs(sandbox, runs, deadline_s)
+    finally:
+        sandbox.close()
     q = statistics.quantiles(latencies, n=20, method="inclusive") if len(latencies) > 1 else latencies * 19
     return {"cpu_cgroups_asked": cpu_cgroups, "slot_cpu_cgroups": cpu, "tenant_cap": cap, "neighbour": neighbour,
             "runs": runs, "hostile_runs": hostile_runs, "hostile_stopped_by_budget": budget_hit,

@@ -169,6 +169,7 @@ def serve_sandbox(
 
     from cohort.rpc.runtime import BindError
     from cohort.sandbox.executor import SandboxError
+    from cohort.sandbox.policy import SandboxConfig
     from cohort.sandbox.server import serve as serve_hosted
 
     flags = _server_flags(host, port, max_message_mb, grace, drain_delay, log_level, tls_cert, tls_key, client_ca)
@@ -177,7 +178,11 @@ def serve_sandbox(
     _starting("sandbox", options)
     box, tool = cfg.sandbox, cfg.sandbox.python_tool
     try:
-        asyncio.run(serve_hosted(options, pool_size=box.pool_size, max_calls_per_tenant=box.max_calls_per_tenant,
+        config = SandboxConfig(interpreter=box.python, use_cgroups=box.cgroups, cpu_cgroups=box.cpu_cgroups)
+    except (ValueError, OSError) as exc:  # no such interpreter, no bwrap
+        fail(f"cohort serve sandbox: the sandbox cannot run code here: {exc}", 1)
+    try:
+        asyncio.run(serve_hosted(options, config=config, pool_size=box.pool_size, max_calls_per_tenant=box.max_calls_per_tenant,
                                  tool_wall_s=tool.wall_s, tool_slots_per_core=tool.slots_per_core,
                                  tool_sessions=tool.sessions, tool_max_sessions=tool.max_sessions))
     except BindError as exc:

@@ -106,6 +106,13 @@ class SandboxSection(_Section):
     """Slots per pool (formerly ``COHORT_SANDBOX_POOL_SIZE``); 0: max(4, 2 x CPUs)."""
     max_calls_per_tenant: int = Field(0, ge=0)
     """RPC threads one tenant may hold (formerly ``COHORT_SANDBOX_MAX_CALLS_PER_TENANT``); 0: half of them."""
+    python: str = "/usr/bin/python3"
+    """The interpreter inside the sandbox; its prefix is bound read-only (formerly ``COHORT_SANDBOX_PYTHON``)."""
+    cgroups: bool = True
+    """Put each slot in its own memory+pids cgroup where the machine allows it (formerly
+    ``COHORT_SANDBOX_CGROUPS``)."""
+    cpu_cgroups: bool = True
+    """Give each slot a CPU cgroup too, its quota and an equal weight (formerly ``COHORT_SANDBOX_CPU_CGROUPS``)."""
     python_tool: PythonToolSection = PythonToolSection()
     """The ``python`` tool served beside SandboxService."""
 
@@ -188,6 +195,9 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "COHORT_PRIME_TIMEOUT_S": ("verifiers.prime_verifiers.timeout_s",),
     # the sandbox service and its python tool
     "COHORT_SANDBOX_MAX_CALLS_PER_TENANT": ("sandbox.max_calls_per_tenant",),
+    "COHORT_SANDBOX_PYTHON": ("sandbox.python",),
+    "COHORT_SANDBOX_CGROUPS": ("sandbox.cgroups",),
+    "COHORT_SANDBOX_CPU_CGROUPS": ("sandbox.cpu_cgroups",),
     "COHORT_TOOL_WALL_S": ("sandbox.python_tool.wall_s",),
     "COHORT_TOOL_SLOTS_PER_CORE": ("sandbox.python_tool.slots_per_core",),
     "COHORT_TOOL_SESSIONS": ("sandbox.python_tool.sessions",),

@@ -259,9 +259,7 @@ def generate_serve() -> str:
                     parts += pydantic_table(sub, anchors) + [""]
     parts.append("## Environment variables\n")
     parts.append("Each former `COHORT_*` setting of a service and the key it now overrides (`cli/serve_config.py`"
-                 "'s `ENV_KEYS`, the one place `cohort serve` reads them; an empty value is ignored). The sandbox's "
-                 "own process settings `COHORT_SANDBOX_CGROUPS`, `COHORT_SANDBOX_CPU_CGROUPS` and "
-                 "`COHORT_SANDBOX_PYTHON` are still read by the sandbox itself (docs/sandbox.md).\n")
+                 "'s `ENV_KEYS`, the one place `cohort serve` reads them; an empty value is ignored).\n")
     parts += ["| variable | key |", "|---|---|"]
     parts += [f"| `{name}` | {', '.join(f'`{k}`' for k in keys)} |" for name, keys in S.ENV_KEYS.items()]
     return "\n".join(parts).rstrip("\n") + "\n"

@@ -255,9 +255,7 @@ CPU_PERIOD_US = 100_000
 
 
 def cpu_controls(cpu_quota: float) -> str | None:
-    """Where slot CPU controls go on this machine: ``"v1"``, ``"v2"`` or None (not allowed/disabled)."""
-    if os.environ.get("COHORT_SANDBOX_CGROUPS", "1") == "0" or os.environ.get("COHORT_SANDBOX_CPU_CGROUPS", "1") == "0":
-        return None
+    """Where slot CPU controls go on this machine: ``"v1"``, ``"v2"`` or None (not allowed)."""
     name = f"cohort-sandbox-{os.getpid()}-probe{next(_counter)}"
     with _LOCK:
         _LIVE[name] = None
@@ -312,10 +310,9 @@ def _create_cpu(name: str, cpu_quota: float) -> tuple[Path, str] | None:
     return d, version
 
 
-def create(memory_bytes: int, max_pids: int, cpu_quota: float = 0.0) -> SlotCgroup | None:
-    """A fresh cgroup for one slot, or None when the machine does not allow it."""
-    if os.environ.get("COHORT_SANDBOX_CGROUPS", "1") == "0":
-        return None
+def create(memory_bytes: int, max_pids: int, cpu_quota: float = 0.0, cpu: bool = True) -> SlotCgroup | None:
+    """A fresh cgroup for one slot (with CPU controls unless ``cpu`` is false), or None when the machine does
+    not allow it."""
     try:
         own = _own_paths()
     except OSError:
@@ -324,7 +321,7 @@ def create(memory_bytes: int, max_pids: int, cpu_quota: float = 0.0) -> SlotCgro
     with _LOCK:
         _LIVE[name] = None  # reserved before the first mkdir: a concurrent sweep leaves it alone
     try:
-        cg = _create_slot(own, name, memory_bytes, max_pids, cpu_quota)
+        cg = _create_slot(own, name, memory_bytes, max_pids, cpu_quota, cpu)
     except BaseException:
         with _LOCK:
             _LIVE.pop(name, None)
@@ -337,9 +334,10 @@ def create(memory_bytes: int, max_pids: int, cpu_quota: float = 0.0) -> SlotCgro
     return cg
 
 
-def _create_slot(own: dict[str, str], name: str, memory_bytes: int, max_pids: int, cpu_quota: float) -> SlotCgroup | None:
+def _create_slot(own: dict[str, str], name: str, memory_bytes: int, max_pids: int, cpu_quota: float,
+                 cpu: bool = True) -> SlotCgroup | None:
     cg = _create_memory_pids(own, name, memory_bytes, max_pids)
-    if os.environ.get("COHORT_SANDBOX_CPU_CGROUPS", "1") == "0":
+    if not cpu:
         return cg
     cpu = _create_cpu(name, cpu_quota)
     if cpu is None or (cg is not None and cpu[0] in cg.dirs):

@@ -67,8 +67,8 @@ class Slot:
             argv, drop = policy.bwrap_argv(config, seccomp_r, bootstrap), {}
             if policy.running_as_root():
                 argv, drop = policy.drop_root_argv(argv)
-            self.cgroup = cgroup.create(config.slot_memory_bytes, config.slot_max_pids,
-                                        config.slot_cpu_quota) if config.use_cgroups else None
+            self.cgroup = cgroup.create(config.slot_memory_bytes, config.slot_max_pids, config.slot_cpu_quota,
+                                        cpu=config.cpu_cgroups) if config.use_cgroups else None
             if self.cgroup is not None:
                 argv = cgroup.enter_argv(self.cgroup, argv)
             try:

@@ -43,7 +43,7 @@ Defended against (each has a test in ``tests/sandbox/``):
   candidate, and only plain data crosses between them (relayed unparsed by the host, decoded
   strictly by the judge; a candidate's StopIteration reaches the tests as RuntimeError). Error
   text from either side is made valid UTF-8 before it reaches protobuf.
-- **Stateful sessions** (the ``python`` tool with ``COHORT_TOOL_SESSIONS=1``, ``sandbox/session.py``): a
+- **Stateful sessions** (the ``python`` tool with ``sandbox.python_tool.sessions``, ``sandbox/session.py``): a
   session's interpreter keeps its variables between the calls of one rollout, and *that* is the one thing
   that persists, by design, inside that session's own slot. Everything above holds for it: the same
   sandbox, filter, rlimits (memory and CPU over the session's whole life) and cgroup; another session is
@@ -151,15 +151,20 @@ MAX_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_bytes=2 << 30, output_bytes=
 class SandboxConfig:
     """Where the sandbox's interpreter lives and how big its writable dirs are."""
 
-    interpreter: str = field(default_factory=lambda: os.environ.get("COHORT_SANDBOX_PYTHON", "/usr/bin/python3"))
-    """Python inside the sandbox (``$COHORT_SANDBOX_PYTHON``); its prefix is bound read-only."""
+    interpreter: str = "/usr/bin/python3"
+    """Python inside the sandbox (serve config ``sandbox.python``, formerly ``$COHORT_SANDBOX_PYTHON``); its
+    prefix is bound read-only."""
     bwrap: str = "bwrap"
     tmp_bytes: int = MAX_LIMITS.disk_bytes
     """Size cap of the /tmp work dir tmpfs (per slot)."""
     shm_bytes: int = 16 << 20
     """Size cap of /dev/shm (per slot)."""
     use_cgroups: bool = True
-    """Put each slot in its own memory+pids cgroup when the machine allows it (see cgroup.py)."""
+    """Put each slot in its own memory+pids cgroup when the machine allows it (see cgroup.py; serve config
+    ``sandbox.cgroups``, formerly ``COHORT_SANDBOX_CGROUPS=0`` to turn them off)."""
+    cpu_cgroups: bool = True
+    """Give each slot a CPU cgroup too (its quota and an equal weight) when the machine allows it (serve config
+    ``sandbox.cpu_cgroups``, formerly ``COHORT_SANDBOX_CPU_CGROUPS=0`` to turn them off)."""
     slot_memory_bytes: int = MAX_LIMITS.memory_bytes + MAX_LIMITS.disk_bytes + (16 << 20) + (64 << 20)
     """cgroup memory cap of a whole slot: one run at the max limit, its tmpfs dirs, the fork server."""
     slot_max_pids: int = MAX_LIMITS.max_processes + 4

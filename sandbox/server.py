@@ -18,7 +18,7 @@ import grpc
 from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
 from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 from cohort.rpc.gate import FairGate
-from cohort.sandbox import convert
+from cohort.sandbox import convert, policy
 from cohort.sandbox.executor import SandboxError
 from cohort.sandbox.judge import InvalidTests
 from cohort.sandbox.pool import Sandbox, SandboxOptions, as_tenant
@@ -88,7 +88,8 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     ``host`` may also be a ready :class:`cohort.rpc.runtime.RuntimeOptions`. Options (``cohort serve sandbox``
     takes them from its serve config's ``sandbox`` section, :mod:`cohort.cli.serve_config`):
     ``pool_size`` (slots per pool; 0: max(4, 2 * CPUs)),
-    ``max_calls_per_tenant`` (RPC threads one tenant may hold; 0: half of them),
+    ``max_calls_per_tenant`` (RPC threads one tenant may hold; 0: half of them), ``config`` (a
+    :class:`cohort.sandbox.policy.SandboxConfig`: the interpreter, cgroups),
     ``port_file``, ``grace_s``, ``max_message_bytes``, ``drain_delay_s``, and the `python` tool's
     ``tool_wall_s``, ``tool_slots_per_core``, ``tool_sessions``, ``tool_max_sessions`` (:mod:`cohort.sandbox.tool`,
     docs/tools.md).
@@ -104,7 +105,8 @@ async def serve(host="127.0.0.1", port: int = 0, **opts) -> None:
     max_calls = int(opts.pop("max_calls_per_tenant", 0))
     tool_wall_s, tool_slots_per_core = float(opts.pop("tool_wall_s", 0.0)), float(opts.pop("tool_slots_per_core", 0.0))
     tool_sessions, tool_max_sessions = bool(opts.pop("tool_sessions", False)), int(opts.pop("tool_max_sessions", 0))
-    sandbox = Sandbox(SandboxOptions(pool_size=pool_size))
+    config = opts.pop("config", None) or policy.SandboxConfig()
+    sandbox = Sandbox(SandboxOptions(config=config, pool_size=pool_size))
     if opts:
         raise TypeError(f"unknown sandbox server options: {sorted(opts)}")
     # Fail fast: one real execution before reporting SERVING.

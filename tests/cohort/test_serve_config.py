@@ -128,7 +128,6 @@ def test_every_former_variable_has_a_key_that_exists():
     not_settings = {
         "COHORT_PARENT_FD",  # rpc/launch.py: the pipe a launched server watches, set by its parent
         "COHORT_STATUS",  # verifiers/interop/remote.py: a prefix in an ORS error's text, not a variable
-        "COHORT_SANDBOX_CGROUPS", "COHORT_SANDBOX_CPU_CGROUPS", "COHORT_SANDBOX_PYTHON",  # the sandbox's own process
         "COHORT_HEALTH_TLS_",  # deploy/healthcheck.py's client
     }
     prefixes = ("COHORT_JUDGE_", "COHORT_RG_", "COHORT_SANDBOX_TLS_", "COHORT_NEMO_GYM_", "COHORT_ORS_", "COHORT_OPENENV_",

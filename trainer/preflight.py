@@ -9,7 +9,6 @@ inputs (the data is read again, the handshake repeated): this module only moves 
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from cohort.trainer.config import ModelSection, ScoringSection, TrainConfig
@@ -88,20 +87,20 @@ def check_endpoints(cfg: TrainConfig, timeout_s: float = ENDPOINT_TIMEOUT_S) -> 
     included), and each tool server with endpoints answers a health check; a failure names its cause
     (:mod:`cohort.rpc.diagnose`)."""
     if any(v.endpoints for v in cfg.scoring.verifiers):
-        from cohort.verifiers.client import HandshakeError, VerifierClient, WeightedVerifier
+        from cohort.verifiers.blocking import BlockingClient
+        from cohort.verifiers.client import HandshakeError, WeightedVerifier
 
         tls = client_tls(cfg.scoring)  # a bad certificate file: TlsError (a ValueError) naming it
         remote = [WeightedVerifier(v.name, 1.0, tuple(v.endpoints), tls=tls[v.name])
                   for v in cfg.scoring.verifiers if v.endpoints]
 
-        async def handshake() -> None:
-            async with VerifierClient(remote, timeout_s=timeout_s, retries=0) as client:
-                await client.handshake(timeout_s=timeout_s)
-
+        client = BlockingClient(remote, timeout_s=timeout_s, retries=0)
         try:
-            asyncio.run(handshake())
+            client.handshake(timeout_s)
         except HandshakeError as exc:
             raise ValueError(f"scoring: {exc}") from None
+        finally:
+            client.close()
     servers = [s.endpoints for s in cfg.rollout.tools if s.endpoints] if cfg.rollout.max_turns > 1 else []
     if servers:
         import grpc

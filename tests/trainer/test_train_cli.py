@@ -187,4 +187,8 @@ def test_a_vllm_server_that_is_missing_or_not_answering_is_one_line(tmp_path, ar
     r = train(*tiny(tmp_path, arith.endpoint, "rollout.engine=vllm-server", "rollout.weight_sync_timeout_s=2",
                     f"rollout.vllm.servers={servers.replace('PORT', port)}"))
     assert r.exit_code == 1, r.output
-    assert r.output.splitlines() == [f"error: {expected.replace('PORT', port)}"], r.output
+    # the engine starts with the round source, after the run's start lines (policy, verifiers): the error is the
+    # last line and the only one
+    lines = r.output.splitlines()
+    assert lines[-1] == f"error: {expected.replace('PORT', port)}", r.output
+    assert [ln for ln in lines if ln.startswith("error")] == lines[-1:] and "Traceback" not in r.output, r.output

@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 LOCK_DIR = Path(__file__).resolve().parent / "locks"
 ROOT = "cohort-rl"
 # lock file name -> extras of cohort-rl it covers
-LOCKS: dict[str, tuple[str, ...]] = {"service.txt": (), "trainer.txt": ("trainer",)}
+LOCKS: dict[str, tuple[str, ...]] = {"service.txt": (), "trainer.txt": ("trainer", "vllm-server")}  # vllm-server: the relay of a multi-node run (docs/vllm.md)
 # Installed separately (see the module docstring); never pinned in a lock.
 EXCLUDED = {"torch", "cohort-rl"}
 TARGET_ENV = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",

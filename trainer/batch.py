@@ -6,16 +6,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-__all__ = ["LogProbs", "UpdateBatch"]
+__all__ = ["LogProbs", "PiOld", "UpdateBatch"]
 
 LogProbs = Callable[[Int[Tensor, "B L"], Int[Tensor, "B L"], int], Float[Tensor, "B T"]]
 """(input_ids, attention_mask, completion_len) -> no-grad log-probs (B, T), 0 past each completion (the policy's,
 the frozen reference's)."""
+
+PiOld = Literal["given", "own", "decoupled"]
+"""Where the clipped ratio's pi_old comes from (:attr:`UpdateBatch.pi_old`)."""
 
 
 @dataclass
@@ -34,6 +38,20 @@ class UpdateBatch:
     None: the first pass's own log-probs are then the proximal policy, both pi_old of the clipped ratio and the
     numerator of the importance weight pi_prox / pi_behaviour (``rollout.is_correction``) that the pass computes
     itself (AReaL's decoupled objective, without a separate no-grad forward)."""
+
+    @property
+    def pi_old(self) -> PiOld:
+        """The three pi_old modes, named rather than read off which fields are ``None``:
+
+        - ``"given"``: ``old_logprobs`` (a later iteration's: the first pass's log-probs; or the pipeline's behaviour
+          log-probs with ``rollout.is_correction`` off);
+        - ``"own"``: none given, no behaviour log-probs: the pass's own detached log-probs (on-policy, ratio 1);
+        - ``"decoupled"``: none given, behaviour log-probs given: the pass's own log-probs are the proximal policy,
+          and the pass computes the importance weight pi_prox / pi_behaviour itself.
+        """
+        if self.old_logprobs is not None:
+            return "given"
+        return "own" if self.behaviour_logprobs is None else "decoupled"
 
     def to(self, device: torch.device) -> UpdateBatch:
         """Every tensor on ``device`` (the policy's: rows are gathered on the CPU); itself when they are there."""

@@ -97,10 +97,10 @@ class Learner:
                                                 batch.attention_mask[sl, : tp + w], w, cfg.rollout.temperature,
                                                 with_entropy=True)
             logprobs_before[sl, :w] = logprobs.detach().float()
-            old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[sl, :w]
+            old = batch.old_logprobs[sl, :w] if batch.pi_old == "given" else logprobs.detach()
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[sl, :w]
             isw = None if batch.is_weights is None else batch.is_weights[sl, :w]
-            if isw is None and batch.behaviour_logprobs is not None and batch.old_logprobs is None:
+            if isw is None and batch.pi_old == "decoupled":
                 isw, _ = rollout_correction(logprobs.detach().float(), batch.behaviour_logprobs[sl, :w],
                                             batch.loss_mask[sl, :w], cfg.rollout.is_correction, cfg.rollout.is_cap)
             out = policy_loss(LossInputs(logprobs, old, batch.advantages[sl, :w], batch.loss_mask[sl, :w], ref, isw),
@@ -140,7 +140,7 @@ class Learner:
         correction: dict[str, float] = {}
         for _ in range(iterations):
             stats = self.step(batch)
-            if batch.old_logprobs is None:
+            if batch.pi_old != "given":  # this pass's log-probs are pi_old of the next (own or decoupled)
                 weights, correction = rollout_correction(self.last_logprobs, batch.behaviour_logprobs, batch.loss_mask,
                                                          self.cfg.rollout.is_correction, self.cfg.rollout.is_cap)
                 batch = dataclasses.replace(batch, old_logprobs=self.last_logprobs,

@@ -16,9 +16,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # The shape annotations of the maths are checked at run time in every test (jaxtyping + beartype, as
 # prime-rl does): a call whose tensors disagree with `Float[Tensor, "P G"]` and friends fails. Installed
 # before any test imports these modules. The peer venvs (TRL, verl) have no trainer extra; the main
-# suite checks that the hook is on (tests/trainer/test_advantages.py::test_shapes_are_checked_at_run_time).
+# suite checks that the hook is on (tests/trainer/test_advantages.py and test_head.py: test_*shapes_are_checked*).
 SHAPE_CHECKED = ["cohort.trainer.advantages", "cohort.trainer.loss", "cohort.trainer.is_correction",
-                 "cohort.trainer.process"]
+                 "cohort.trainer.process", "cohort.trainer.collect", "cohort.trainer.learner",
+                 "cohort.trainer.forward", "cohort.trainer.reference", "cohort.trainer.batch"]
 if importlib.util.find_spec("jaxtyping") and importlib.util.find_spec("beartype"):
     from jaxtyping import install_import_hook
 

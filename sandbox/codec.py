@@ -3,7 +3,7 @@
 Values cross the sandbox boundary only as *plain data*: ``None``, ``bool``, ``int``, ``float``,
 ``complex``, ``str``, ``bytes``, ``list``, ``tuple``, ``set``, ``frozenset`` and ``dict``. The
 decoder builds fresh builtin objects from a tagged JSON tree, so whatever the candidate sends, the
-judge compares real ints and lists: an object whose ``__eq__`` always returns True cannot cross.
+grader compares real ints and lists: an object whose ``__eq__`` always returns True cannot cross.
 
 This module is stdlib-only on purpose: its source is also loaded inside the sandbox
 (see ``sandbox/_zygote.py``).

@@ -1,5 +1,5 @@
 """The sandbox's proto mapping, both ways: ``grpo.sandbox.v1`` messages <-> :mod:`sandbox.policy` limits,
-:class:`~sandbox.judge.TestSpec`, :class:`~sandbox.executor.ExecResult` and :class:`~sandbox.judge.TestRun`.
+:class:`~sandbox.grader.TestSpec`, :class:`~sandbox.executor.ExecResult` and :class:`~sandbox.grader.TestRun`.
 
 The server (``sandbox/server.py``) reads requests and writes responses with it; the code verifier's
 sandbox client (``verifiers/code/backend.py``) writes requests and reads responses. A request that can
@@ -17,7 +17,7 @@ from google.protobuf.duration_pb2 import Duration
 from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2 as pb
 from cohort.sandbox import policy
 from cohort.sandbox.executor import ExecResult, ExecStatus
-from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
+from cohort.sandbox.grader import InvalidTests, TestOutcome, TestRun, TestSpec
 from cohort.sandbox.pool import check_file_path
 
 TENANT_METADATA = "cohort-tenant"
@@ -152,7 +152,7 @@ def tests_request(code: str, spec: TestSpec, per_test_timeout_s: float, stop_fir
         req.asserts.CopyFrom(pb.AssertTests(asserts=list(spec.asserts), setup_code=spec.setup_code))
     else:
         # FunctionTest has no setup field: the setup (e.g. a HumanEval prompt) runs first as part
-        # of test_code, which the judge runs in the same namespace before check().
+        # of test_code, which the grader runs in the same namespace before check().
         test_code = f"{spec.setup_code}\n\n{spec.test_code}" if spec.setup_code.strip() else spec.test_code
         req.function.CopyFrom(pb.FunctionTest(test_code=test_code, entry_point=spec.entry_point))
     return req

@@ -2,7 +2,7 @@
 
 A :class:`Slot` is a bubblewrap sandbox whose PID 1 is the fork server in ``_zygote.py``. The
 host hands it one job at a time over a SOCK_SEQPACKET control socket, passing fresh pipes for the
-job body, stdin, stdout, stderr (and an RPC socket for the judge protocol) as file descriptors.
+job body, stdin, stdout, stderr (and an RPC socket for the grader protocol) as file descriptors.
 Output is read here with caps; the zygote enforces the wall deadline and the host kills the whole
 sandbox (the PID namespace dies with its PID 1) if the zygote ever fails to answer in time.
 """
@@ -128,10 +128,10 @@ class Slot:
             self.cgroup.remove()
 
     def run(self, job: dict, limits: policy.Limits, stdin: bytes = b"", rpc: socket.socket | None = None) -> ExecResult:
-        """Run ``job`` (``{"mode": "exec"|"serve"|"judge", ...}``) in a forked child.
+        """Run ``job`` (``{"mode": "exec"|"serve"|"grader", ...}``) in a forked child.
 
         ``rpc`` is the child's end of a socketpair: it becomes the child's fd 3 and is closed
-        here (the judge relay in judge.py talks to the host end).
+        here (the grader relay in grader.py talks to the host end).
         """
         if not self.healthy:
             raise SandboxError("slot is not healthy")
@@ -226,7 +226,7 @@ class Slot:
         return True
 
     def kill_current(self) -> None:
-        """Ask PID 1 to kill the running job (used by the judge relay on a per-test timeout)."""
+        """Ask PID 1 to kill the running job (used by the grader relay on a per-test timeout)."""
         self._send_kill()
 
     @staticmethod

@@ -39,9 +39,9 @@ Defended against (each has a test in ``tests/sandbox/``):
   SysV IPC and memfd denied, PID 1's rlimits / priority / affinity out of reach (a slot whose PID 1
   changed anyway is replaced), and each child is forked from a zygote whose memory never held a
   previous job.
-- **Forged verdicts**: see ``sandbox/judge.py``: tests run in a *different* sandbox from the
+- **Forged verdicts**: see ``sandbox/grader.py``: tests run in a *different* sandbox from the
   candidate, and only plain data crosses between them (relayed unparsed by the host, decoded
-  strictly by the judge; a candidate's StopIteration reaches the tests as RuntimeError). Error
+  strictly by the grader; a candidate's StopIteration reaches the tests as RuntimeError). Error
   text from either side is made valid UTF-8 before it reaches protobuf.
 - **Stateful sessions** (the ``python`` tool with ``sandbox.python_tool.sessions``, ``sandbox/session.py``): a
   session's interpreter keeps its variables between the calls of one rollout, and *that* is the one thing

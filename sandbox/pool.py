@@ -1,7 +1,7 @@
 """Warm pools of sandbox slots and the in-process :class:`Sandbox` facade.
 
-Two pools: *candidate* slots run untrusted code, *judge* slots run the trusted test code of
-``judge.py``. A test run holds one slot of each, always acquired in that order, so concurrent
+Two pools: *candidate* slots run untrusted code, *grader* slots run the trusted test code of
+``grader.py``. A test run holds one slot of each, always acquired in that order, so concurrent
 test runs cannot deadlock. A slot whose fork server died or could not clean up is replaced in the
 background; callers never wait for a bubblewrap start unless every slot is gone.
 
@@ -247,7 +247,7 @@ def default_pool_size() -> int:
 class SandboxOptions:
     config: policy.SandboxConfig = field(default_factory=policy.SandboxConfig)
     pool_size: int = 0
-    """Candidate slots (and as many judge slots); 0 = max(4, 2 * CPUs)."""
+    """Candidate slots (and as many grader slots); 0 = max(4, 2 * CPUs)."""
     max_per_tenant: int = 0
     """Slots of a pool one tenant (:func:`as_tenant`) may hold at once; 0 = half the pool (at least 1)."""
     defaults: policy.Limits = policy.DEFAULT_LIMITS
@@ -263,7 +263,7 @@ class Sandbox:
         if self.options.config.use_cgroups:
             cgroup.sweep()  # slot cgroups left by service processes that died without closing their sandbox
         self.candidates = SlotPool(self.options.config, size, "candidate", self.options.max_per_tenant)
-        self.judges = SlotPool(self.options.config, size, "judge", self.options.max_per_tenant)
+        self.graders = SlotPool(self.options.config, size, "grader", self.options.max_per_tenant)
         self.extra: list[SlotPool] = []
         self._on_close: list[Callable[[], None]] = []
 
@@ -304,7 +304,7 @@ class Sandbox:
 
     def run_tests(self, code: str, spec, per_test_timeout_s: float, stop_first: bool = False,
                   limits: policy.Limits | None = None):
-        from cohort.sandbox.judge import run_tests
+        from cohort.sandbox.grader import run_tests
 
         return run_tests(self, code, spec, per_test_timeout_s, stop_first, self.clamp(limits))
 
@@ -312,7 +312,7 @@ class Sandbox:
         for fn in self._on_close:
             fn()
         self.candidates.close()
-        self.judges.close()
+        self.graders.close()
         for pool in self.extra:
             pool.close()
         if self.options.config.use_cgroups:

@@ -20,7 +20,7 @@ from cohort.proto.grpo.sandbox.v1 import sandbox_service_pb2_grpc as pb_grpc
 from cohort.rpc.gate import FairGate
 from cohort.sandbox import convert, policy
 from cohort.sandbox.executor import SandboxError
-from cohort.sandbox.judge import InvalidTests
+from cohort.sandbox.grader import InvalidTests
 from cohort.sandbox.pool import Sandbox, SandboxOptions, as_tenant
 
 

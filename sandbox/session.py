@@ -29,7 +29,7 @@ from cachetools import TTLCache
 from cohort.sandbox import policy
 from cohort.sandbox.codec import CodecError
 from cohort.sandbox.executor import ExecStatus, SandboxError, Slot
-from cohort.sandbox.judge import _recv, _Run, _send
+from cohort.sandbox.grader import _recv, _Run, _send
 from cohort.sandbox.pool import Cancel, Cancelled, start_slot
 
 log = logging.getLogger("cohort.sandbox")

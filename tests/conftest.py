@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # before any test imports these modules. The peer venvs (TRL, verl) have no trainer extra; the main
 # suite checks that the hook is on (tests/trainer/test_advantages.py and test_head.py: test_*shapes_are_checked*).
 SHAPE_CHECKED = ["cohort.trainer.advantages", "cohort.trainer.loss", "cohort.trainer.is_correction",
-                 "cohort.trainer.process", "cohort.trainer.collect", "cohort.trainer.learner",
+                 "cohort.trainer.step_rewards", "cohort.trainer.collect", "cohort.trainer.learner",
                  "cohort.trainer.forward", "cohort.trainer.reference", "cohort.trainer.batch"]
 if importlib.util.find_spec("jaxtyping") and importlib.util.find_spec("beartype"):
     from jaxtyping import install_import_hook

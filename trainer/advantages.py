@@ -17,7 +17,7 @@ Decisions (numbered, as the loss and the seeds state them):
    Under torch.distributed each rank holds whole groups, so only ``batch`` looks past them: its
    mean and std come from counts and sums reduced over the ranks (``reduce``, two passes).
 
-Process supervision (DeepSeekMath 4.1.3), :func:`process_advantages`: output i of a group has steps
+Process supervision (DeepSeekMath 4.1.3), :func:`step_advantages`: output i of a group has steps
 j = 1..K_i with rewards r_i^j, the last of step j's tokens being end(i, j). Over all steps of the
 group's valid outputs, r~_i^j = (r_i^j - mean(R)) / (std(R) + eps), and token t of output i gets
 
@@ -104,7 +104,7 @@ class ProcessAdvantages(NamedTuple):
     informative_groups: Bool[Tensor, "P"]  # >= 2 steps among valid outputs, not all equal
 
 
-def process_advantages(
+def step_advantages(
     step_rewards: Float[Tensor, "P G S"],
     step_ends: Int[Tensor, "P G S"],
     step_mask: Bool[Tensor, "P G S"],

@@ -7,7 +7,7 @@ Per completion token t of sequence i, with rho = exp(logprobs - old_logprobs):
 
 The advantage A_it is per token, (B, T): outcome supervision gives every token of a sequence its
 sequence's advantage (``advantages.token_advantages`` broadcasts it), process supervision adds a sum
-over the steps that end at or after the token (``advantages.process_advantages``); the loss does not
+over the steps that end at or after the token (``advantages.step_advantages``); the loss does not
 tell them apart.
 
 The loss is minus the aggregated objective. Deviations and choices, declared:

@@ -33,7 +33,7 @@ from cohort.trainer.interrupt import Interrupts
 from cohort.trainer.learner import Learner
 from cohort.trainer.metrics import MetricsLog, StepTimer, plot_rewards
 from cohort.trainer.models import build_policy, frozen_reference
-from cohort.trainer.process import round_advantages
+from cohort.trainer.step_rewards import round_advantages
 from cohort.trainer.reference import reference_logprobs
 from cohort.trainer.rollout import RolloutBatch
 from cohort.trainer.rounds import mode

@@ -18,7 +18,7 @@ import pytest
 
 from cohort.sandbox import policy
 from cohort.sandbox.executor import ExecStatus
-from cohort.sandbox.judge import TestSpec
+from cohort.sandbox.grader import TestSpec
 from cohort.verifiers.base import Verdict
 from cohort.verifiers.code.verifier import io_outcome, verdict_for
 
@@ -101,7 +101,7 @@ CASES = [
       "        if root.startswith(('/proc/sys', '/usr/share', '/usr/lib')): dirs[:] = []; continue\n"
       "        for f in files[:50]:\n            try:\n                if b'add(10, -4)' in open(os.path.join(root, f), 'rb').read(1 << 20): hits.append(root + '/' + f)\n"
       "            except Exception: pass\n        if len(hits) > 3: break\nprint('HITS', hits)\n" + WRONG),
-    T("read_judge_memory", "forge", SYSCALL + "print(sc(310, 1, 0, 1, 0, 1, 0))\n"  # process_vm_readv
+    T("read_grader_memory", "forge", SYSCALL + "print(sc(310, 1, 0, 1, 0, 1, 0))\n"  # process_vm_readv
       "try: print(open('/proc/1/mem','rb').read(10))\nexcept OSError as e: print('mem', e)\n" + WRONG),
     T("write_parent_stdout", "forge", "for p in ('/proc/1/fd/1', '/proc/1/fd/3', '/proc/self/fd/3'):\n"
       "    try:\n        open(p, 'w').write('PASS\\n{\"end\":0,\"passed\":true}')\n    except Exception as e:\n        print(p, type(e).__name__)\n"

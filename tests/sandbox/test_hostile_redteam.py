@@ -54,7 +54,7 @@ def F(id, hack, honest=0.5, tests=ADD, base=HALF):  # noqa: N802 - table helper
 
 
 FORGES = [
-    # control flow through the judge
+    # control flow through the grader
     F("stopiteration_in_map", "def add(a, b):\n    raise StopIteration\n", 0.0,
       CodeTests("asserts", asserts=("assert all(map(lambda p: add(*p) == p[0] + p[1], [(1, 2), (5, 9)]))",
                                     "assert add(1, 1) == 2")), base=""),
@@ -65,7 +65,7 @@ FORGES = [
     F("systemexit_in_del", "import sys\nclass D:\n    def __del__(self):\n        print('PASS'); raise SystemExit(0)\n"
       "_keep = D()\n"),
     F("atexit_sys_exit", "import atexit, sys\natexit.register(lambda: (print('{\"passed\": true}'), sys.exit(0)))\n"),
-    F("timer_exit_during_judge", "import threading, os\nthreading.Timer(0.05, lambda: os._exit(0)).start()\n", 0.5),
+    F("timer_exit_during_grader", "import threading, os\nthreading.Timer(0.05, lambda: os._exit(0)).start()\n", 0.5),
     F("sigalrm_bomb", "import signal, os\nsignal.signal(signal.SIGALRM, lambda *a: os._exit(0))\n"
       "signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)\n", 0.5),
     # values that lie
@@ -87,7 +87,7 @@ FORGES = [
     F("recursive_container", "def add(a, b):\n    x = []\n    x.append(x)\n    return x\n", 0.0, base=""),
     F("huge_int", "import sys\nsys.set_int_max_str_digits(0)\ndef add(a, b):\n    return 10 ** 200000 + a + b\n", 0.0, base=""),
     F("generator_return", "def add(a, b):\n    yield a + b\n", 0.0, base=""),
-    # the candidate's own process, not the judge's
+    # the candidate's own process, not the grader's
     F("patch_builtins_via_sys_modules", "import sys\nb = sys.modules['builtins']\nb.AssertionError = type('X', (Exception,), {})\n"
       "b.isinstance = lambda *a: True\nsys.modules['json'] = None\n", 0.5),
     F("gc_and_frames_hunt_tests", "import gc, sys, inspect\nfound = [o for o in gc.get_objects() if isinstance(o, str) and '579' in o]\n"
@@ -200,7 +200,7 @@ READY_BOMB = FRAME + "os.write(3, frame({'ready': ['add'] * 2_500_000}))\nimport
 
 @pytest.mark.parametrize("bomb", [*sorted(REPLY_BOMBS), "ready_frame"])
 def test_reply_bombs_do_not_stall_the_host(bomb, verifier, secret, host_unaffected) -> None:
-    """Return values the host relays unparsed: only the judge's own time budget pays for them."""
+    """Return values the host relays unparsed: only the grader's own time budget pays for them."""
     code = READY_BOMB if bomb == "ready_frame" else FRAME + f"BLOB = frame({REPLY_BOMBS[bomb]})\ndef add(a, b):\n    os.write(3, BLOB)\n"
     tests = CodeTests("asserts", asserts=tuple(f"assert add({i}, 1) == {i + 1}" for i in range(4)))
     start = time.monotonic()
@@ -211,7 +211,7 @@ def test_reply_bombs_do_not_stall_the_host(bomb, verifier, secret, host_unaffect
 
 
 def test_surrogate_error_text_still_crosses_grpc(verifier, sandbox, secret, host_unaffected) -> None:
-    from cohort.sandbox.judge import TestSpec
+    from cohort.sandbox.grader import TestSpec
     from cohort.sandbox.convert import run_to_pb
 
     code = "raise ValueError('\\ud800 lone')\n"  # a lone surrogate (a pair would be joined by JSON)

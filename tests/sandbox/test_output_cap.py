@@ -1,4 +1,4 @@
-"""A judged run whose candidate exceeds the output cap is void, whenever the cap's kill lands.
+"""A graded run whose candidate exceeds the output cap is void, whenever the cap's kill lands.
 
 Regression for a red-team flake (``stdout_flood_in_call`` scored 0.25 once in CI): the host reads
 the candidate's pipes and, past the cap, asks PID 1 to kill it; a call that answered before the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from cohort.sandbox import policy
-from cohort.sandbox.judge import OUTPUT_VOID, TestSpec
+from cohort.sandbox.grader import OUTPUT_VOID, TestSpec
 from cohort.verifiers.base import Verdict
 from cohort.verifiers.code.verifier import verdict_for
 
@@ -23,7 +23,7 @@ SPEC = TestSpec("asserts", asserts=("assert add(123, 456) == 579",))
 ANSWER_FIRST = ("import os, json\n"
                 "def add(a, b):\n"
                 "    body = json.dumps({'ok': {'i': str(a + b)}}).encode()\n"
-                "    os.write(3, len(body).to_bytes(4, 'big') + body)  # the answer is on its way to the judge\n"
+                "    os.write(3, len(body).to_bytes(4, 'big') + body)  # the answer is on its way to the grader\n"
                 "    FLOOD\n")
 
 

@@ -158,8 +158,8 @@ def row_space(comm) -> dict:
     import dataclasses
 
     from cohort.trainer import tool_rollouts
-    from cohort.trainer.advantages import process_advantages
-    from cohort.trainer.process import StepTensors, step_metrics
+    from cohort.trainer.advantages import step_advantages
+    from cohort.trainer.step_rewards import StepTensors, step_metrics
     from cohort.trainer.scoring import MaskCounts
     from cohort.trainer.train import loss_rows, round_metrics
 
@@ -188,9 +188,9 @@ def row_space(comm) -> dict:
         steps_r = torch.stack([scores.rewards, 1 - scores.rewards], dim=2)  # (P, G, 2)
         ends = torch.tensor([1, 3]).expand(*scores.rewards.shape, 2)
         steps_m = torch.ones_like(steps_r, dtype=torch.bool)
-        proc = process_advantages(steps_r[groups], ends[groups], steps_m[groups], local.valid, 5, "batch",
+        proc = step_advantages(steps_r[groups], ends[groups], steps_m[groups], local.valid, 5, "batch",
                                   reduce=reduced.sum)
-        proc_full = process_advantages(steps_r, ends, steps_m, scores.valid, 5, "batch")
+        proc_full = step_advantages(steps_r, ends, steps_m, scores.valid, 5, "batch")
         stats = step_metrics(StepTensors(steps_r[groups], ends[groups], steps_m[groups]), local.valid,
                              proc.informative_groups, reduced.sum)
         stats_full = step_metrics(StepTensors(steps_r, ends, steps_m), scores.valid, proc_full.informative_groups)

@@ -168,7 +168,7 @@ def test_sandbox_that_cannot_start_is_dependency_unavailable() -> None:
 
 
 def test_asserts_can_use_standard_modules_the_candidate_imported(verifier) -> None:
-    """MBPP asserts such as ``math.isclose(...)`` rely on the solution's ``import math``; the judge
+    """MBPP asserts such as ``math.isclose(...)`` rely on the solution's ``import math``; the grader
     imports its own copy of allow-listed standard modules, never the candidate's objects."""
     tests = CodeTests("asserts", asserts=("assert math.isclose(area(2), 12.566, rel_tol=1e-3)",
                                           "assert not hasattr(math, 'system')"))

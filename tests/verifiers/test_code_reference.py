@@ -89,7 +89,7 @@ def test_the_detail_names_what_is_broken(verifier) -> None:
 
 
 RUNTIME_BROKEN = {
-    # the helper is defined only under a __main__ guard, which the judge's namespace never runs
+    # the helper is defined only under a __main__ guard, which the grader's namespace never runs
     "helper behind a __main__ guard": asserts("assert add(1, 2) == 3", "assert add(2, 2) == EXPECTED",
                                               setup="if __name__ == '__main__':\n    EXPECTED = 4\n"),
     "assert using a name a later test binds": asserts("assert add(1, 2) == 3", "assert add(2, 2) == four", "four = 4"),
@@ -103,7 +103,7 @@ RUNTIME_BROKEN = {
 
 @pytest.mark.parametrize("name", sorted(RUNTIME_BROKEN))
 def test_a_reference_that_fails_in_its_own_code_masks_the_whole_group(verifier, name) -> None:
-    """Found only when the judge runs, for a candidate that loads; the group shares the reference, so the
+    """Found only when the grader runs, for a candidate that loads; the group shares the reference, so the
     candidate that did not load (and so never reached the tests) is masked too, not scored 0."""
     results = verify(verifier, [GOOD, WRONG, BROKEN], RUNTIME_BROKEN[name])
     assert [r.status for r in results] == [INVALID] * 3, [(r.status, r.detail) for r in results]
@@ -170,7 +170,7 @@ def test_code_over_the_sandbox_size_is_scored_not_masked(verifier, grpc_verifier
 
 
 def test_broken_references_over_grpc(grpc_verifier) -> None:
-    """The same attribution through SandboxService (the judge's verdict crosses as INVALID_ARGUMENT)."""
+    """The same attribution through SandboxService (the grader's verdict crosses as INVALID_ARGUMENT)."""
     for tests in (BROKEN_REFERENCES["assert with nothing after =="], RUNTIME_BROKEN["helper behind a __main__ guard"],
                   RUNTIME_BROKEN["check that imports a missing module"]):
         results = verify(grpc_verifier, [GOOD, WRONG, BROKEN], tests)

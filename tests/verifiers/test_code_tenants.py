@@ -37,24 +37,24 @@ def test_group_tenants_are_distinct_and_metadata_safe():
 
 def test_a_hostile_group_does_not_delay_or_change_another_groups_verdicts():
     """8 programs that sleep to their deadline, on a 4-slot sandbox: the other group's two programs keep
-    their verdicts and are judged about as fast as alone (without tenants they would wait for the sleepers)."""
+    their verdicts and are graded about as fast as alone (without tenants they would wait for the sleepers)."""
     with ServiceProcess(["sandbox"], extra_args=["--log-level", "WARNING"], env={"COHORT_SANDBOX_POOL_SIZE": "4"}) as sb:
         verifier = CodeVerifier(backend=GrpcBackend(sb.endpoint, tls=None), max_parallel=16)
 
-        def judged(g: GroupRequest) -> tuple[list, float]:
+        def graded(g: GroupRequest) -> tuple[list, float]:
             t0 = time.monotonic()
             results = verifier.verify_group(g, VerifyContext())
             return [(r.status, r.verdict, r.reward) for r in results], time.monotonic() - t0
 
-        alone, took_alone = judged(group("simple-alone", SIMPLE))
+        alone, took_alone = graded(group("simple-alone", SIMPLE))
         assert alone == [(RolloutStatus.OK, Verdict.CORRECT, 1.0), (RolloutStatus.OK, Verdict.INCORRECT, 0.0)]
 
         hostile: dict = {}
         hostile_group = group("hostile", [SLEEPER] * 8, HOSTILE_BUDGET_S)
-        neighbour = threading.Thread(target=lambda: hostile.update(out=judged(hostile_group)))
+        neighbour = threading.Thread(target=lambda: hostile.update(out=graded(hostile_group)))
         neighbour.start()
         time.sleep(1.0)  # the sleepers hold every slot their tenant may
-        beside, took_beside = judged(group("simple", SIMPLE))
+        beside, took_beside = graded(group("simple", SIMPLE))
         neighbour.join(60)
         assert beside == alone
         assert took_beside < took_alone + 1.5, (took_beside, took_alone)  # not queued behind a 3 s sleeper

@@ -1,7 +1,7 @@
 """How the code verifier reaches the sandbox: in-process pools, or SandboxService over gRPC.
 
 Both raise :class:`SandboxUnavailable` for any infrastructure failure (the verifier turns it into
-DEPENDENCY_UNAVAILABLE, never a reward of 0) and :class:`sandbox.judge.InvalidTests` for tests
+DEPENDENCY_UNAVAILABLE, never a reward of 0) and :class:`sandbox.grader.InvalidTests` for tests
 that cannot run at all.
 """
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from cohort.sandbox import policy
 from cohort.sandbox.executor import ExecResult
-from cohort.sandbox.judge import InvalidTests, TestRun, TestSpec
+from cohort.sandbox.grader import InvalidTests, TestRun, TestSpec
 
 if TYPE_CHECKING:
     from cohort.rpc.retry import RetryPolicy
@@ -85,7 +85,7 @@ class GrpcBackend:
     """
 
     MARGIN_S = 30.0
-    """Time a call may take beyond the program's own limits (queueing for a slot, judge start-up)."""
+    """Time a call may take beyond the program's own limits (queueing for a slot, grader start-up)."""
 
     def __init__(self, endpoints: str | list[str], tls: ClientTls | None = None,
                  policy: RetryPolicy | None = None) -> None:

@@ -9,7 +9,7 @@ Code is the last fenced python block of the completion, or the whole text. Test 
 - ``io``: each case runs the program with ``stdin`` and compares stdout with
   ``expected_stdout`` exactly or whitespace-normalised (``comparison``); exit code must be 0.
 
-asserts/function run through :mod:`sandbox.judge` (tests and candidate in separate sandboxes,
+asserts/function run through :mod:`sandbox.grader` (tests and candidate in separate sandboxes,
 plain data between them), so the candidate cannot forge a pass; io output is compared here.
 
 Options (``group.options``): ``reward=fraction`` (default, fraction of tests passed) or
@@ -39,7 +39,7 @@ from pydantic import Field, field_validator, model_validator
 
 from cohort.sandbox import policy
 from cohort.sandbox.executor import ExecResult, ExecStatus
-from cohort.sandbox.judge import InvalidTests, TestOutcome, TestRun, TestSpec
+from cohort.sandbox.grader import InvalidTests, TestOutcome, TestRun, TestSpec
 from cohort.verifiers.base import (CodeTests, GroupRequest, InvalidRequest, IoCase, Rollout, RolloutResult,
                                   RolloutStatus, Verdict, VerifierBase, VerifyContext, float_option, option)
 from cohort.verifiers.code.backend import Backend, SandboxUnavailable, default_concurrency, make_backend
@@ -305,8 +305,8 @@ def _check_io_cases(tests: CodeTests) -> None:
 
 
 def _spec(tests: CodeTests) -> TestSpec | None:
-    """The judge spec for asserts/function tests; None for io (compared here). The reference is validated
-    here, on its own (:func:`sandbox.judge.check_reference`): a reference that cannot compile is
+    """The grader spec for asserts/function tests; None for io (compared here). The reference is validated
+    here, on its own (:func:`sandbox.grader.check_reference`): a reference that cannot compile is
     INVALID_REFERENCE for the whole group before any candidate is loaded."""
     if tests.kind == "io":
         _check_io_cases(tests)

@@ -10,9 +10,9 @@ import statistics
 import pytest
 import torch
 
-from cohort.trainer.advantages import group_advantages, process_advantages, token_advantages
+from cohort.trainer.advantages import group_advantages, step_advantages, token_advantages
 from cohort.trainer.models import char_tokenizer
-from cohort.trainer.process import StepTensors, _offset_ends, _prefix_ends, step_metrics, step_tensors, step_token_ends, token_char_ends
+from cohort.trainer.step_rewards import StepTensors, _offset_ends, _prefix_ends, step_metrics, step_tensors, step_token_ends, token_char_ends
 
 EPS = 1e-4
 
@@ -44,7 +44,7 @@ def test_hand_worked_group_uneven_steps_and_a_masked_rollout():
     groups = [[[(1.0, 1), (0.0, 4)], [(1.0, 2)], [(0.0, 3)]]]
     rewards, ends, mask = steps_to_tensors(groups)
     valid = torch.tensor([[True, True, False]])
-    out = process_advantages(rewards, ends, mask, valid, 6, "none")
+    out = step_advantages(rewards, ends, mask, valid, 6, "none")
     # R = {1, 0, 1}: mean 2/3; centred 1/3, -2/3 (output 0) and 1/3 (output 1)
     a, b = 1 / 3, -2 / 3
     assert out.advantages[0, 0].tolist() == pytest.approx([a + b, a + b, b, b, b, 0.0], abs=1e-6)
@@ -52,7 +52,7 @@ def test_hand_worked_group_uneven_steps_and_a_masked_rollout():
     assert out.advantages[0, 2].tolist() == [0.0] * 6
     assert out.informative_groups.tolist() == [True]
     # scaled by the unbiased std of R: sqrt((1/9 + 4/9 + 1/9) / 2) = sqrt(1/3)
-    scaled = process_advantages(rewards, ends, mask, valid, 6, "group", EPS)
+    scaled = step_advantages(rewards, ends, mask, valid, 6, "group", EPS)
     s = math.sqrt(1 / 3) + EPS
     assert scaled.advantages[0, 0].tolist() == pytest.approx([(a + b) / s] * 2 + [b / s] * 3 + [0.0], abs=1e-6)
     assert scaled.advantages[0, 1].tolist() == pytest.approx([a / s] * 3 + [0.0] * 3, abs=1e-6)
@@ -65,7 +65,7 @@ def test_all_equal_step_rewards_and_a_single_step_give_zero():
         [[(0.0, 0)], [(1.0, 0)]],  # signal
     ]
     rewards, ends, mask = steps_to_tensors(groups)
-    out = process_advantages(rewards, ends, mask, torch.ones(3, 2, dtype=torch.bool), 3, "group", EPS)
+    out = step_advantages(rewards, ends, mask, torch.ones(3, 2, dtype=torch.bool), 3, "group", EPS)
     assert out.informative_groups.tolist() == [False, False, True]
     assert (out.advantages[:2] == 0).all()
     assert out.advantages[2, 0, 0] < 0 < out.advantages[2, 1, 0]
@@ -76,7 +76,7 @@ def test_outcome_and_process_combine_per_token():
     groups = [[[(1.0, 0), (0.0, 2)], [(1.0, 1)]], [[(1.0, 0)], [(1.0, 0)]]]
     rewards, ends, mask = steps_to_tensors(groups)
     valid = torch.ones(2, 2, dtype=torch.bool)
-    process = process_advantages(rewards, ends, mask, valid, 3, "none")
+    process = step_advantages(rewards, ends, mask, valid, 3, "none")
     # group 0: equal outcome rewards (no outcome signal) but process signal; group 1: the reverse
     outcome = group_advantages(torch.tensor([[1.0, 1.0], [1.0, 0.0]]), valid, "none")
     combined = token_advantages(outcome, process, valid, 3, process_weight=0.5)
@@ -88,7 +88,7 @@ def test_outcome_and_process_combine_per_token():
     assert outcome_only.included.tolist() == [[False, False], [True, True]]
 
 
-def slow_process_advantages(groups, valid, t, scale, eps):
+def slow_step_advantages(groups, valid, t, scale, eps):
     """The DeepSeekMath formula with loops and `statistics`, token by token."""
     out = []
     every = [r for grp, ok in zip(groups, valid) for o, v in zip(grp, ok) if v for r, _ in o]
@@ -125,8 +125,8 @@ def test_equals_a_slow_implementation_on_random_groups(scale):
             groups.append(grp)
             valid.append(ok)
         rewards, ends, mask = steps_to_tensors(groups)
-        got = process_advantages(rewards, ends, mask, torch.tensor(valid), t, scale, EPS).advantages
-        want = slow_process_advantages(groups, valid, t, scale, EPS)
+        got = step_advantages(rewards, ends, mask, torch.tensor(valid), t, scale, EPS).advantages
+        want = slow_step_advantages(groups, valid, t, scale, EPS)
         assert close(got, want, 1e-6)
 
 
@@ -222,7 +222,7 @@ def test_grpo_step_pushes_a_wrong_step_down_against_a_right_one():
     from cohort.trainer.config import TinyModel, load_config
     from cohort.trainer.learner import Learner, UpdateBatch, token_logprobs
     from cohort.trainer.models import tiny_llama
-    from cohort.trainer.process import round_advantages
+    from cohort.trainer.step_rewards import round_advantages
     from cohort.trainer.rollout import RolloutBatch
     from cohort.trainer.scoring import Scores
     from cohort.verifiers.base import GroupRequest, Rollout, VerifyContext

@@ -4,19 +4,19 @@ The candidate's code and the tests never share a process. Two sandboxes run side
 
 - the **candidate** slot loads the submission as a module and then only answers
   ``call(name, args, kwargs)`` requests with a plain-data return value (``codec.py``);
-- the **judge** slot runs the trusted test code (MBPP asserts, or HumanEval ``check(candidate)``)
+- the **grader** slot runs the trusted test code (MBPP asserts, or HumanEval ``check(candidate)``)
   in which every function the candidate defined is a proxy that forwards the call.
 
 The host relays frames between the two without parsing the candidate's return values (nothing
 untrusted is built or hashed on the host: a set of hash-colliding ints or 16 MiB of JSON costs
-the judge's time budget, not the service's), and the judge decodes each one strictly into fresh
-ints, strs, lists... Pass/fail is reported by the judge over its own socket. Hence: fake PASS markers,
+the grader's time budget, not the service's), and the grader decodes each one strictly into fresh
+ints, strs, lists... Pass/fail is reported by the grader over its own socket. Hence: fake PASS markers,
 patched ``print``/builtins/harness, frame walking, ``atexit`` hooks, ``os._exit(0)``, an
 ``__eq__`` that always returns True, re-exec of the harness, reading tests from disk or writing to
 the parent's stdout all stay inside the candidate's sandbox, which holds neither the tests nor the
 verdict channel. Per-test timeouts are enforced here: a call that does not answer in time gets the
 candidate's run killed (the next call starts a fresh one). An exception the candidate raises
-re-appears in the judge as the builtin class of the same name, except control-flow ones
+re-appears in the grader as the builtin class of the same name, except control-flow ones
 (StopIteration: ``all(map(candidate, ...))`` would pass vacuously), which become RuntimeError.
 
 Helper functions: every callable the candidate defines is visible to the tests under its name, so
@@ -25,7 +25,7 @@ candidate's version. Pass the prompt as ``setup_code``: names the setup defines 
 reference's own, and only the entry point stays the candidate's.
 
 Standard modules the candidate imported under their own name (``import math``) are imported
-afresh by the judge from a fixed allow-list (``_zygote.JUDGE_MODULES``), so MBPP asserts such as
+afresh by the grader from a fixed allow-list (``_zygote.GRADER_MODULES``), so MBPP asserts such as
 ``math.isclose(area(2), 12.566)`` work; nothing of the candidate's module objects crosses.
 
 The output cap is enforced asynchronously: the host reads the pipes and then asks PID 1 to kill
@@ -158,7 +158,7 @@ def check_reference(spec: TestSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
     Every piece (setup code, test code, each assert) must compile; ``function`` test code must define
     ``check`` taking one argument, and the entry point must be an identifier; an assert must be code and
-    not a bare comparison. Returns what the judge needs to attribute a run-time failure (see
+    not a bare comparison. Returns what the grader needs to attribute a run-time failure (see
     ``_zygote._reference_error``): the names the reference binds at module level and the modules it imports.
     """
     trees = [_compile(spec.setup_code, "<setup>", "setup_code")] if spec.setup_code else []
@@ -359,11 +359,11 @@ class _Candidate:
         return result
 
     def call(self, request: dict, deadline: float) -> tuple[bytes, Cause]:
-        """Forward one call; returns (frame for the judge, cause if the candidate failed).
+        """Forward one call; returns (frame for the grader, cause if the candidate failed).
 
         A return value is relayed as the candidate's raw frame, unparsed: the host never spends
         time on untrusted data (16 MiB of JSON would hold the service's GIL for seconds per
-        call). The judge decodes it strictly into fresh builtins, under its own deadline.
+        call). The grader decodes it strictly into fresh builtins, under its own deadline.
         """
         if self.run is None:
             error, cause = self.start(deadline)
@@ -408,8 +408,8 @@ def run_tests(sandbox, code: str, spec: TestSpec, per_test_timeout_s: float, sto
                 fail = TestOutcome(False, load_cause, load_error)
                 return TestRun((fail,) * spec.count, load_error, load_cause, bytes(candidate.stdout),
                                bytes(candidate.stderr), time.monotonic() - started)
-            with sandbox.judges.acquire() as jslot:
-                outcomes = _judge(jslot, spec, candidate, per_test, stop_first, run_limits)
+            with sandbox.graders.acquire() as jslot:
+                outcomes = _grader(jslot, spec, candidate, per_test, stop_first, run_limits)
         finally:
             candidate.stop()
     if candidate.over_output:  # every candidate process has ended: this is final, not a race
@@ -418,15 +418,15 @@ def run_tests(sandbox, code: str, spec: TestSpec, per_test_timeout_s: float, sto
                    time.monotonic() - started)
 
 
-def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, stop_first: bool,
+def _grader(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, stop_first: bool,
            limits: policy.Limits) -> list[TestOutcome]:
     job = {
-        "mode": "judge", "kind": spec.kind, "asserts": list(spec.asserts), "setup_code": spec.setup_code,
+        "mode": "grader", "kind": spec.kind, "asserts": list(spec.asserts), "setup_code": spec.setup_code,
         "test_code": spec.test_code, "entry_point": spec.entry_point, "stop_first": stop_first,
         "candidate_names": candidate.names, "candidate_modules": candidate.modules,
         "reference_names": list(spec.reference_names[0]), "reference_imports": list(spec.reference_names[1]),
     }
-    judge = _Run(jslot, job, limits)
+    grader = _Run(jslot, job, limits)
     outcomes: dict[int, TestOutcome] = {}
     overall = time.monotonic() + limits.wall_s
     test_deadline = overall
@@ -435,7 +435,7 @@ def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, 
     try:
         while True:
             try:
-                msg = _recv(judge.host, overall)
+                msg = _recv(grader.host, overall)
             except TimeoutError:
                 break
             if msg is None or msg.get("done"):
@@ -453,11 +453,11 @@ def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, 
                 frame, call_cause = candidate.call(msg, test_deadline)
                 cause = cause or call_cause
                 try:
-                    _send_raw(judge.host, frame, overall)
+                    _send_raw(grader.host, frame, overall)
                 except (TimeoutError, OSError):
-                    break  # the judge is gone or stuck: its unfinished tests count as not passed
+                    break  # the grader is gone or stuck: its unfinished tests count as not passed
             elif "end" in msg:
-                if msg.get("reference_error"):  # decided by the judge from where the test failed, not why
+                if msg.get("reference_error"):  # decided by the grader from where the test failed, not why
                     raise InvalidTests(f"test {msg['end']} failed in the reference's own code: "
                                        f"{valid_text(str(msg['reference_error']))[:500]}")
                 passed = msg.get("passed") is True
@@ -469,8 +469,8 @@ def _judge(jslot: Slot, spec: TestSpec, candidate: _Candidate, per_test: float, 
                 if time.monotonic() > test_deadline and not passed:
                     outcomes[current] = TestOutcome(False, "timeout", error or "per-test time limit exceeded")
     finally:
-        judge_result = judge.finish(kill=True)
-    if judge_result is not None and judge_result.status is ExecStatus.TIME_LIMIT_EXCEEDED:
+        grader_result = grader.finish(kill=True)
+    if grader_result is not None and grader_result.status is ExecStatus.TIME_LIMIT_EXCEEDED:
         pass  # remaining tests are marked as timed out below
     missing = TestOutcome(False, "timeout" if current >= 0 and current not in outcomes else "runtime",
                           "test did not finish")

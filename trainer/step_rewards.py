@@ -23,7 +23,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from cohort.trainer.advantages import Advantages, Reduce, group_advantages, process_advantages, token_advantages
+from cohort.trainer.advantages import Advantages, Reduce, group_advantages, step_advantages, token_advantages
 
 if TYPE_CHECKING:
     from cohort.trainer.advantages import ScaleRewards
@@ -162,7 +162,7 @@ def round_advantages(batch: RolloutBatch, scores: Scores, scale_rewards: ScaleRe
         if tokenizer is None:
             raise ValueError("process supervision needs the tokenizer (character offsets -> tokens)")
         st = step_tensors(scores.steps, batch.completion_ids, batch.completion_mask, batch.texts, tokenizer, p)
-        process = process_advantages(st.rewards, st.ends, st.mask, scores.valid, t, scale_rewards, eps, reduce)
+        process = step_advantages(st.rewards, st.ends, st.mask, scores.valid, t, scale_rewards, eps, reduce)
         stats = step_metrics(st, scores.valid, process.informative_groups, reduce)
     tokens = token_advantages(adv, process, scores.valid, t, process_weight)
     return adv, tokens.advantages.reshape(-1, t), tokens.included.flatten(), stats

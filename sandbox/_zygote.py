@@ -10,6 +10,9 @@ namespace (``kill(-1, SIGKILL)`` from PID 1), reaps them, wipes the writable dir
 its own pipe, so nothing of a job stays in the zygote's memory for the next one. The zygote is
 not dumpable (no /proc/1/mem, /proc/1/fd, /proc/1/environ for children) and keeps every signal at
 SIG_DFL or SIG_IGN, so children cannot signal PID 1 at all.
+
+Over 400 lines on purpose: it is one script, passed whole to ``python3 -I -S -c`` inside the sandbox,
+where it can import nothing of ours but ``codec.py``'s text.
 """
 
 import builtins

@@ -38,6 +38,9 @@ stay per test: they end the call in progress, synchronously.
 
 Limitation: values must be plain data; a test that needs a candidate-defined class instance, or
 checks in-place mutation of an argument, fails (reported as a runtime error).
+
+Over 400 lines on purpose: the host's half of the grader protocol (relay, per-test deadlines, strict
+decoding) is one security boundary, kept in one file to be read whole.
 """
 
 from __future__ import annotations

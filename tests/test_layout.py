@@ -20,3 +20,11 @@ def test_every_test_folder_is_a_source_folder_or_named_here():
     strays = sorted(f for f in folders if f not in ACROSS and not (ROOT / f).is_dir())
     assert strays == [], f"test folders with no source folder of that name: {strays}"
     assert sorted(f for f in ACROSS if f not in folders) == []  # the list stays current
+
+
+def test_a_source_file_over_400_lines_says_why():
+    """The house rule: a module stays under 400 lines, or its docstring says why it is one file."""
+    sources = [p for folder in ("cli", "conformance", "integrations", "rpc", "sandbox", "tools", "trainer", "verifiers")
+               for p in (ROOT / folder).rglob("*.py") if "_pb2" not in p.name]
+    long = [p for p in sources if p.read_text().count("\n") > 400 and "400 lines" not in p.read_text()]
+    assert [str(p.relative_to(ROOT)) for p in long] == []

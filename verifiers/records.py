@@ -25,6 +25,9 @@ Routing (:func:`route`): a row that names verifiers is scored by exactly those (
 over the configured defaults); a row that names none is scored by every configured verifier that
 accepts its reference kind (as each server reports in ``ListVerifiers``; no kinds = any row).
 This module imports neither torch nor gRPC; ``pyarrow``/``datasets`` load only for those formats.
+
+Over 400 lines on purpose: the row schema, its parse errors and the rows' routing are one contract
+(docs/verifiers.md).
 """
 
 from __future__ import annotations

@@ -67,6 +67,9 @@ the behaviour above.
 ...                            Rollout(1, "16 - 3 - 4 = 10, so 10 * 2 = 20")), Reference(answer="18"))
 >>> [[(s.end, s.reward) for s in r.steps] for r in v.verify_group(g, VerifyContext())]
 [[(14, 1.0), (31, 1.0), (40, 1.0)], [(15, 0.0), (31, 0.0)]]
+
+Over 400 lines on purpose: the step grammar, its refusals and the verifier are read top to bottom as one
+parser; no piece is used elsewhere.
 """
 
 from __future__ import annotations

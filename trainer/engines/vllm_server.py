@@ -29,6 +29,9 @@ The engine takes a policy (the lock-step learner's: its trained parameters are f
 reused buffers) or, for a rollout worker that only relays (``trainer.rollout_worker``), flat buffers and their
 layout as the learner sent them: such a worker holds no model. This side needs no vLLM (``httpx`` and torch);
 the server's side needs Cohort installed beside vLLM.
+
+Over 400 lines on purpose: the engine and its pool of servers (orders, retries, rejoining with a
+full push) are one state machine; the weight transfer itself is in ``weight_stream.py``.
 """
 
 from __future__ import annotations

@@ -32,6 +32,9 @@ completion (``extract``: ``answer_tag``, reasoning-gym's ``<answer>...</answer>`
   (``polynomial_multiplication`` spends minutes in one big-integer power on ``x**(9**9**9)``); the gold
   itself past the budget, or the call's deadline, is VERIFIER_TIMEOUT; a worker that died, VERIFIER_ERROR;
 - a score that is not a number in [0, 1]: VERIFIER_ERROR (masked; their bug).
+
+Over 400 lines on purpose: both halves of reasoning-gym behind Cohort (rows and scorer) share
+the task registry and the seed rules.
 """
 
 from __future__ import annotations

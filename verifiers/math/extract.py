@@ -33,6 +33,9 @@ escaped once more (every backslash doubled, as in JSON-escaped data) is read wit
 
 >>> extract_answer("so $x=2$ and the answer is $\\\\boxed{\\\\frac{1}{2}}$.").answers
 ('\\\\frac{1}{2}',)
+
+Over 400 lines on purpose: one precedence list of answer forms, each a small pure function, read
+in order.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Parsing is latex2sympy2_extended's; this module only decides equality of two par
 numbers with the decimal policy of :mod:`verifiers.math.numbers`, expressions by ``simplify(a - b) == 0``
 then by evaluation at random points, equations by proportional ``lhs - rhs``, inequalities by a
 positive factor, sets by symmetric difference, matrices entrywise.
+
+Over 400 lines on purpose: every equality rule that runs in the worker process, read in order; the
+parse itself is latex2sympy's.
 """
 
 from __future__ import annotations

@@ -21,9 +21,6 @@ docs, from which docs/config.md is generated; split, the sections would import e
 
 from __future__ import annotations
 
-import difflib
-import types
-import typing
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -31,6 +28,8 @@ from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from cohort.verifiers.options import explain as explain_against
 
 
 class _Section(BaseModel):
@@ -655,43 +654,6 @@ def dump_config(cfg: TrainConfig) -> str:
 
 
 def explain(exc: ValidationError) -> str:
-    """A validation error in one line; an unknown key names the closest known one (``grpo.bta`` -> ``grpo.beta``)."""
-    problems = []
-    for err in exc.errors():
-        loc = [str(part) for part in err["loc"]]
-        where = ".".join(loc) or "config"
-        if err["type"] == "extra_forbidden":
-            known = list(_section_at(err["loc"][:-1]).model_fields)
-            close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
-            prefix = ".".join(loc[:-1] + [""])
-            hint = f"did you mean {prefix}{close[0]}?" if close else f"known keys here: {', '.join(known)}"
-            problems.append(f"unknown key {where} ({hint})")
-        elif err["type"] == "missing":
-            problems.append(f"{where} is required")
-        else:
-            got = err.get("input")
-            shown = f" (got {got!r})" if isinstance(got, (str, int, float, bool)) else ""
-            msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{msg if msg.startswith(where + ':') else f'{where}: {msg}'}{shown}")
-    return "; ".join(problems)
-
-
-def _section_at(loc: tuple) -> type[BaseModel]:
-    """The model class of the section at ``loc`` (list indices skipped), e.g. ``("scoring", "verifiers", 0)``."""
-    model: type[BaseModel] = TrainConfig
-    for part in loc:
-        field = model.model_fields.get(part) if isinstance(part, str) else None
-        if field is None:
-            continue
-        found = [t for t in _flatten(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)]
-        if found:
-            model = found[0]
-    return model
-
-
-def _flatten(annotation: object) -> list[object]:
-    args = typing.get_args(annotation)
-    if not args:
-        return [annotation]
-    return [t for arg in args for t in _flatten(arg)] if typing.get_origin(annotation) in (
-        typing.Union, types.UnionType, list, tuple, dict) else [annotation]
+    """A validation error in one line; an unknown key names the closest known one (``grpo.bta`` -> ``grpo.beta``):
+    the serve config's formatter (:func:`cohort.verifiers.options.explain`), written once."""
+    return explain_against(exc, TrainConfig)

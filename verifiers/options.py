@@ -59,7 +59,7 @@ def explain(exc: ValidationError, root: type[BaseModel], prefix: str = "") -> st
             got = err.get("input")
             shown = f" (got {got!r})" if isinstance(got, (str, int, float, bool)) else ""
             msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{where}: {msg}{shown}")
+            problems.append(f"{msg if msg.startswith(where + ':') else f'{where}: {msg}'}{shown}")
     return "; ".join(problems)
 
 

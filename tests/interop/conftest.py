@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -62,3 +63,49 @@ class Foreign:
 def foreign_server():
     """``Foreign``: ``foreign_server(script, tmp, probe).start()`` runs ``tests/interop/<script>``."""
     return Foreign
+
+
+@contextlib.contextmanager
+def _cohort_front(module: str, endpoint: str, verifier: str, tmp: Path, *extra: str, timeout: str = "20",
+                 health: bool = True):
+    """``python -m cohort.integrations.<module>`` (a Cohort verifier behind another standard's server) on 127.0.0.1,
+    in front of the verifier at ``endpoint``: yields its base URL once its port file is written (and, with
+    ``health``, once ``/health`` answers); stopped at the end."""
+    port_file = tmp / f"{module}.port"
+    proc = subprocess.Popen([sys.executable, "-m", f"cohort.integrations.{module}", *extra, "--verifier", verifier,
+                             "--endpoint", endpoint, "--port", "0", "--port-file", str(port_file), "--timeout", timeout],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, f"the {module} front did not start"
+            if port_file.exists() and port_file.read_text():
+                url = f"http://127.0.0.1:{port_file.read_text()}"
+                if not health:
+                    break
+                try:
+                    urllib.request.urlopen(f"{url}/health", timeout=2)
+                    break
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def math_server():
+    """``cohort serve math`` on 127.0.0.1, for the fronts."""
+    from cohort.rpc.launch import ServiceProcess
+
+    with ServiceProcess(["math"]) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="session")
+def cohort_front():
+    """The context manager that starts a Cohort front (``_cohort_front``), for the modules' own fixtures."""
+    return _cohort_front

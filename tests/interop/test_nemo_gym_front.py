@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 
 httpx = pytest.importorskip("httpx")
 responses = pytest.importorskip("openai.types.responses")
 
-from cohort.rpc.launch import ServiceProcess  # noqa: E402
 
 
 def verify_request(completion: str, expected: str | None, question: str = "What is 2+2?") -> dict:
@@ -31,26 +29,9 @@ def verify_request(completion: str, expected: str | None, question: str = "What 
 
 
 @pytest.fixture(scope="module")
-def math_server():
-    with ServiceProcess(["math"]) as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
-def front(math_server, tmp_path_factory):
-    port_file = tmp_path_factory.mktemp("front") / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "cohort.integrations.nemo_gym", "--verifier", "math",
-                             "--endpoint", math_server.endpoint, "--port", "0", "--port-file", str(port_file),
-                             "--timeout", "20"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
-    while not (port_file.exists() and port_file.read_text()) and time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port_file.read_text()}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+def front(math_server, tmp_path_factory, cohort_front):
+    with cohort_front("nemo_gym", math_server.endpoint, "math", tmp_path_factory.mktemp("front"), health=False) as url:
+        yield url
 
 
 def post(front: str, body) -> httpx.Response:

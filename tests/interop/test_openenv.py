@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -126,38 +124,13 @@ def test_the_openenv_adapter_passes_the_conformance_kit(openenv_server, monkeypa
 
 
 @pytest.fixture(scope="module")
-def math_server():
-    with ServiceProcess(["math"]) as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
-def front(math_server, tmp_path_factory):
+def front(math_server, tmp_path_factory, cohort_front):
     tmp = tmp_path_factory.mktemp("openenv-front")
     rows = tmp / "rows.jsonl"
     rows.write_text(json.dumps({"id": "q1", "prompt": "What is 2+2?", "answer": "4"}) + "\n"
                     + json.dumps({"id": "q2", "prompt": "A broken row", "answer": ""}) + "\n")
-    port_file = tmp / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "cohort.integrations.openenv", "--rows", str(rows), "--verifier", "math",
-                             "--endpoint", math_server.endpoint, "--port", "0", "--port-file", str(port_file),
-                             "--timeout", "20"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "the OpenEnv front did not start"
-            if port_file.exists() and port_file.read_text():
-                url = f"http://127.0.0.1:{port_file.read_text()}"
-                try:
-                    urllib.request.urlopen(f"{url}/health", timeout=2)
-                    break
-                except OSError:
-                    pass
-            time.sleep(0.1)
+    with cohort_front("openenv", math_server.endpoint, "math", tmp, "--rows", str(rows)) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def test_a_cohort_verifier_behind_openenv_through_their_own_client(front):

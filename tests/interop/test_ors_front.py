@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -20,38 +16,13 @@ from cohort.verifiers.client import VerifierClient  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def math_server():
-    with ServiceProcess(["math"]) as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
-def ors_front(math_server, tmp_path_factory):
+def ors_front(math_server, tmp_path_factory, cohort_front):
     tmp = tmp_path_factory.mktemp("ors-front")
     rows = tmp / "rows.jsonl"
     rows.write_text(json.dumps({"id": "q1", "prompt": "What is 2+2?", "answer": "4"}) + "\n"
                     + json.dumps({"id": "q2", "prompt": "A broken row", "answer": ""}) + "\n")
-    port_file = tmp / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "cohort.integrations.ors", "--rows", str(rows), "--verifier", "math",
-                             "--endpoint", math_server.endpoint, "--port", "0", "--port-file", str(port_file),
-                             "--timeout", "20"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "the ORS front did not start"
-            if port_file.exists() and port_file.read_text():
-                url = f"http://127.0.0.1:{port_file.read_text()}"
-                try:
-                    urllib.request.urlopen(f"{url}/health", timeout=2)
-                    break
-                except OSError:
-                    pass
-            time.sleep(0.1)
+    with cohort_front("ors", math_server.endpoint, "math", tmp, "--rows", str(rows)) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")

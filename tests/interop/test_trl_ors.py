@@ -21,10 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -66,32 +62,13 @@ def tiny_model(out: Path):
 
 
 @pytest.fixture(scope="module")
-def ors_front(tmp_path_factory):
+def ors_front(tmp_path_factory, cohort_front):
     tmp = tmp_path_factory.mktemp("trl-ors")
     rows = tmp / "rows.jsonl"
     rows.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    with ServiceProcess(["arith"]) as arith:
-        port_file = tmp / "port"
-        proc = subprocess.Popen([sys.executable, "-m", "cohort.integrations.ors", "--rows", str(rows), "--verifier", "arith",
-                                 "--endpoint", arith.endpoint, "--port", "0", "--port-file", str(port_file),
-                                 "--timeout", "5"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                assert proc.poll() is None, proc.stdout.read()
-                assert time.monotonic() < deadline, "the ORS front did not start"
-                if port_file.exists() and port_file.read_text():
-                    url = f"http://127.0.0.1:{port_file.read_text()}"
-                    try:
-                        urllib.request.urlopen(f"{url}/health", timeout=2)
-                        break
-                    except OSError:
-                        pass
-                time.sleep(0.1)
-            yield {"url": url, "arith": arith, "tmp": tmp}
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
+    with ServiceProcess(["arith"]) as arith, \
+            cohort_front("ors", arith.endpoint, "arith", tmp, "--rows", str(rows), timeout="5") as url:
+        yield {"url": url, "arith": arith, "tmp": tmp}
 
 
 def test_trl_grpo_trainer_scores_with_a_cohort_verifier_through_its_own_ors_integration(ors_front, monkeypatch):

@@ -18,9 +18,9 @@ import typer
 from cohort.cli import app
 
 FRONTS = [  # (how to run it, what it is, the module it needs)
-    ("python -m cohort.integrations.nemo_gym", "a NeMo-Gym resources server (POST /verify)", None),
-    ("python -m cohort.integrations.ors", "an Open Reward Standard environment", "openreward"),
-    ("python -m cohort.integrations.openenv", "an OpenEnv environment server", "openenv"),
+    ("cohort serve front nemo-gym", "a NeMo-Gym resources server (POST /verify)", None),
+    ("cohort serve front ors", "an Open Reward Standard environment", "openreward"),
+    ("cohort serve front openenv", "an OpenEnv environment server", "openenv"),
     ("cohort.integrations.trl.CohortReward", "a TRL GRPOTrainer reward function", "trl"),
     ("cohort.integrations.verl", "a verl reward function", "verl"),
 ]

@@ -1,5 +1,6 @@
 """``cohort serve verifiers|sandbox|tools``: host a kind of service over gRPC, configured by a serve config file
-(:mod:`cohort.cli.serve_config`)."""
+(:mod:`cohort.cli.serve_config`); ``cohort serve front ors|openenv|nemo-gym``: put a served verifier behind another
+standard (the fronts of :mod:`cohort.integrations`, their own flags)."""
 
 from __future__ import annotations
 
@@ -220,6 +221,37 @@ def serve_tools(
         asyncio.run(serve_hosted([made[n]() for n in cfg.tools.names], calculator.VERSION, options))
     except BindError as exc:
         _fail_to_bind(exc)
+
+
+FRONTS = {  # cohort serve front KIND -> the module whose main() serves it (``cohort serve ors`` is the *adapter*
+    # verifier ``ors``, theirs behind ours: the fronts have a group of their own so that no name means both)
+    "ors": ("cohort.integrations.ors", "an Open Reward Standard environment (HTTP + SSE; TRL's ORS integration calls it)"),
+    "openenv": ("cohort.integrations.openenv", "an OpenEnv environment server (HTTP + WebSocket)"),
+    "nemo-gym": ("cohort.integrations.nemo_gym", "a NeMo-Gym resources server (POST /verify)"),
+}
+
+
+front_app = typer.Typer(no_args_is_help=True, help="Serve a Cohort verifier behind another standard (ORS, OpenEnv, "
+                        "NeMo-Gym), scoring through `cohort serve verifiers` at --endpoint (docs/interop.md).")
+serve_app.add_typer(front_app, name="front")
+
+
+def _front(kind: str) -> None:
+    module, what = FRONTS[kind]
+
+    @front_app.command(kind, add_help_option=False, context_settings={"allow_extra_args": True,
+                                                                      "ignore_unknown_options": True},
+                       help=f"Serve a Cohort verifier as {what}, scoring through `cohort serve verifiers` at --endpoint. "
+                       f"Its flags: `cohort serve front {kind} --help`.")
+    def serve_front(ctx: typer.Context) -> None:
+        import importlib
+
+        main = importlib.import_module(module).main
+        raise typer.Exit(main(list(ctx.args)))
+
+
+for _kind in FRONTS:
+    _front(_kind)
 
 
 def _fail_to_bind(exc) -> None:

@@ -9,7 +9,7 @@ group of one rollout, scored by a running Cohort verifier (``cohort serve NAME``
 client, so retries, failover and the status contract are Cohort's own::
 
     cohort serve math --port 50051 &
-    python -m cohort.integrations.nemo_gym --verifier math --endpoint 127.0.0.1:50051 --port 8000
+    cohort serve front nemo-gym --verifier math --endpoint 127.0.0.1:50051 --port 8000
 
 Mapping (docs/interop.md has the full table): status OK is ``reward`` with ``mask_sample: false``; any
 other status is ``reward: 0.0`` with ``mask_sample: true`` (their consumers drop the sample) and
@@ -171,7 +171,7 @@ def serve(verifier: str, endpoints: Sequence[str], *, host: str = "127.0.0.1", p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cohort.integrations.nemo_gym",
+    p = argparse.ArgumentParser(prog="cohort serve front nemo-gym",
                                 description="Serve a Cohort verifier as a NeMo-Gym resources server (POST /verify).")
     p.add_argument("--verifier", required=True, help="the Cohort verifier's name, e.g. math")
     p.add_argument("--endpoint", action="append", required=True, help="HOST:PORT of `cohort serve NAME`; repeatable")

@@ -7,7 +7,7 @@ The environment runs in OpenEnv's own server (``openenv.core.env_server.create_a
 verifier (``cohort serve NAME``) through the learner's client, and ends the episode::
 
     cohort serve math --port 50051 &
-    python -m cohort.integrations.openenv --verifier math --endpoint 127.0.0.1:50051 --rows rows.jsonl --port 8001
+    cohort serve front openenv --verifier math --endpoint 127.0.0.1:50051 --rows rows.jsonl --port 8001
 
 ``reset(index=I)`` takes row I of ``--rows`` (``seed=S`` takes row S modulo their number); without rows,
 or to score a task the trainer holds, ``reset(prompt=..., answer=..., options={...})`` gives the task
@@ -122,7 +122,7 @@ def app(scorer: BlockingClient, verifier: str, tasks: Sequence[Task] = (), max_c
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cohort.integrations.openenv",
+    p = argparse.ArgumentParser(prog="cohort serve front openenv",
                                 description="Serve a Cohort verifier as an OpenEnv environment (needs openenv).")
     p.add_argument("--verifier", required=True, help="the Cohort verifier's name, e.g. math")
     p.add_argument("--endpoint", action="append", required=True, help="HOST:PORT of `cohort serve NAME`; repeatable")

@@ -7,7 +7,7 @@ its ``@terminal`` tool ``answer`` (the harness sends the final assistant message
 message with a running Cohort verifier (``cohort serve NAME``) through the learner's client::
 
     cohort serve math --port 50051 &
-    python -m cohort.integrations.ors --rows rows.jsonl --verifier math --endpoint 127.0.0.1:50051 --port 8080
+    cohort serve front ors --rows rows.jsonl --verifier math --endpoint 127.0.0.1:50051 --port 8080
 
 Status OK is ``ToolOutput.reward`` (``finished: true``; ``metadata`` carries ``cohort_status``,
 ``cohort_verdict``, ``cohort_flags``). ORS has no field for a masked reward, so any other status fails
@@ -81,7 +81,7 @@ def environment(tasks: Sequence[Task], scorer: BlockingClient, verifier: str, na
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cohort.integrations.ors",
+    p = argparse.ArgumentParser(prog="cohort serve front ors",
                                 description="Serve Cohort task rows as an Open Reward Standard environment, scored by a "
                                             "Cohort verifier (needs the openreward SDK).")
     p.add_argument("--rows", type=Path, required=True, help="task rows (the row schema of verifiers/records.py)")

@@ -68,11 +68,11 @@ def foreign_server():
 @contextlib.contextmanager
 def _cohort_front(module: str, endpoint: str, verifier: str, tmp: Path, *extra: str, timeout: str = "20",
                  health: bool = True):
-    """``python -m cohort.integrations.<module>`` (a Cohort verifier behind another standard's server) on 127.0.0.1,
+    """``cohort serve front <module>`` (a Cohort verifier behind another standard's server, as users start it) on 127.0.0.1,
     in front of the verifier at ``endpoint``: yields its base URL once its port file is written (and, with
     ``health``, once ``/health`` answers); stopped at the end."""
     port_file = tmp / f"{module}.port"
-    proc = subprocess.Popen([sys.executable, "-m", f"cohort.integrations.{module}", *extra, "--verifier", verifier,
+    proc = subprocess.Popen([sys.executable, "-m", "cohort.cli", "serve", "front", module.replace("_", "-"), *extra, "--verifier", verifier,
                              "--endpoint", endpoint, "--port", "0", "--port-file", str(port_file), "--timeout", timeout],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120

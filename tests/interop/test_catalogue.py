@@ -60,7 +60,7 @@ def test_the_catalogue_lists_built_ins_adapters_and_plugins(tmp_path):
     broken = by_name["broken"]
     assert broken["loadable"] is False and "shout_plugin_missing" in broken["error"]
     fronts = {f["run"]: f for f in data["fronts"]}
-    assert "python -m cohort.integrations.openenv" in fronts and "python -m cohort.integrations.ors" in fronts
+    assert "cohort serve front openenv" in fronts and "cohort serve front ors" in fronts
 
 
 def test_the_table_names_a_plugin_that_cannot_load_and_still_exits_0(tmp_path):

@@ -1,4 +1,4 @@
-"""Cohort's verifiers behind NeMo-Gym: `python -m cohort.integrations.nemo_gym` answers NeMo-Gym's `/verify`.
+"""Cohort's verifiers behind NeMo-Gym: `cohort serve front nemo-gym` answers NeMo-Gym's `/verify`.
 
 A real `cohort serve math` on loopback; the front in a subprocess; requests in NeMo-Gym's shape
 (`BaseVerifyRequest`: `responses_create_params` + `response` built and validated with the `openai` Responses
@@ -93,7 +93,7 @@ def test_the_cohort_verifier_going_down_masks_as_provider_unavailable(math_serve
 
 
 def test_an_unreachable_verifier_at_start_is_one_line_exit_2():
-    out = subprocess.run([sys.executable, "-m", "cohort.integrations.nemo_gym", "--verifier", "math", "--endpoint",
+    out = subprocess.run([sys.executable, "-m", "cohort.cli", "serve", "front", "nemo-gym", "--verifier", "math", "--endpoint",
                           "127.0.0.1:1", "--port", "0", "--timeout", "2"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.startswith("error: ") and "Traceback" not in out.stderr
 

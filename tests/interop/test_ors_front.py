@@ -1,4 +1,4 @@
-"""Cohort's verifiers behind the Open Reward Standard: `python -m cohort.integrations.ors` (rows served by the
+"""Cohort's verifiers behind the Open Reward Standard: `cohort serve front ors` (rows served by the
 openreward SDK's own `Server`, scored by a real `cohort serve math`), called through Cohort's `ors` adapter."""
 
 from __future__ import annotations

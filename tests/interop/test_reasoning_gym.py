@@ -90,6 +90,25 @@ def test_extract_none_scores_the_whole_completion(tmp_path, server):
     assert 0.0 < tagged.reward < 1.0 and tagged.verdict is Verdict.PARTIAL
 
 
+def test_extract_last_number_scores_the_last_number_of_a_sentence(tmp_path, server):
+    """`extract: last_number` (GSM8K's rule): a chat model's sentence is graded on its last number; echoing the
+    question's operands, a number before the answer, or no number at all is not a pass."""
+    path = tmp_path / "chain.jsonl"
+    write_rows(path, "--task", "chain_sum", "-n", "2", "--seed", "7", "--difficulty", "0")
+    tasks = read_tasks(path)
+    completions = [[f"The answer is {t.answer}.", f"{t.answer} is wrong, it is {int(t.answer) + 1}", "I cannot say.",
+                    f"Thousands: {int(t.answer) + 1000:,}"] for t in tasks]
+    groups = groups_of(tasks, completions)
+    for g in groups:
+        g.options = {**g.options, "extract": "last_number"}
+    for said, later, none, commas in score(server.endpoint, groups):
+        assert (said.status, said.reward, said.verdict) == (RolloutStatus.OK, 1.0, Verdict.CORRECT)
+        # not a pass (their scorer may give a near miss partial credit: chain_sum gives 0.25)
+        assert later.status is RolloutStatus.OK and later.reward < 1.0
+        assert (none.status, none.reward, none.verdict) == (RolloutStatus.OK, 0.0, Verdict.NO_ANSWER)
+        assert commas.status is RolloutStatus.OK and commas.reward < 1.0  # 1,0xx read as one number, not as 0xx
+
+
 def test_a_policys_garbage_is_scored_zero_never_masked(tmp_path, server):
     """prime_factorization's scorer raises ValueError on a non-number: the policy's doing, reward 0, flagged."""
     path = tmp_path / "primes.jsonl"

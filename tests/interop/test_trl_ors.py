@@ -1,6 +1,6 @@
 """TRL's own ORS integration scoring with a Cohort verifier: two real TRL 1.16 ``GRPOTrainer`` steps whose
 dataset, environments and rewards come from ``trl.experimental.openreward.OpenRewardSpec`` pointed at
-``python -m cohort.integrations.ors`` (the openreward SDK's own ``Server``; its terminal tool ``answer``
+``cohort serve front ors`` (the openreward SDK's own ``Server``; its terminal tool ``answer``
 scores with ``cohort serve arith``). Nothing of Cohort's TRL adapter is used.
 
 TRL drives each rollout through its ``_RolloutEnvironment`` (an openreward SDK session per rollout:

@@ -17,7 +17,8 @@ Difficulty: ``--difficulty LEVEL`` sets every attribute of the task's curriculum
 **The verifier** regenerates the entry from those options (reasoning-gym's generators are deterministic
 in ``seed`` and ``index``), checks it is the row's (digest and answer), pulls the answer out of the
 completion (``extract``: ``answer_tag``, reasoning-gym's ``<answer>...</answer>`` convention, default;
-``none``: the whole completion, stripped) and returns their score. Statuses:
+``none``: the whole completion, stripped; ``last_number``: the last number in it, thousands commas dropped,
+GSM8K's rule, for numeric tasks and chat models that answer in a sentence) and returns their score. Statuses:
 
 - their score (0..1) is OK with that reward (CORRECT at 1, INCORRECT at 0, PARTIAL between); no answer
   is OK, reward 0, NO_ANSWER: a policy's garbage answer is a 0, never a mask;
@@ -46,6 +47,7 @@ import json
 import math
 import os
 import resource
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -230,9 +232,16 @@ def questions(path: Path) -> set[str]:
     return found
 
 
+LAST_NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
+
+
 def extract(completion: str, how: str) -> str | None:
+    """The answer in a completion: ``answer_tag`` (their convention), ``none`` (all of it) or ``last_number``."""
     if how == "none":
         return completion.strip()
+    if how == "last_number":
+        found = LAST_NUMBER_RE.findall(completion.replace(",", ""))
+        return found[-1] if found else None
     from reasoning_gym.utils import extract_answer
 
     return extract_answer(completion, tag_name="answer", strip=True)
@@ -310,7 +319,7 @@ class ReasoningGymVerifier(VerifierBase):
         return self.pool.run(task, deadline, budget_s=self.budget_s)
 
     def verify_group(self, group: GroupRequest, ctx: VerifyContext) -> list[RolloutResult]:
-        how = option(group, "extract", "answer_tag", ("answer_tag", "none"))
+        how = option(group, "extract", "answer_tag", ("answer_tag", "none", "last_number"))
         deadline = ctx.deadline if ctx.deadline is not None else time.monotonic() + 60 + self.budget_s
         try:
             key, entry = self._entry(group)

@@ -1,6 +1,6 @@
 """OpenEnv both ways, against OpenEnv's own server (openenv==0.10.0, extra interop-test), on 127.0.0.1.
 
-- theirs behind ours: `cohort serve front openenv` in front of `openenv_env.py` (an `Environment` subclass served by
+- theirs behind ours: `cohort serve openenv` in front of `openenv_env.py` (an `Environment` subclass served by
   their `create_app`): rewards are OK, their failures masked, never a 0; the server killed mid-run masks its
   rollouts and the run continues; the conformance kit passes through the adapter;
 - ours behind theirs: `cohort serve front openenv` (a real `cohort serve math` behind their

@@ -175,7 +175,7 @@ def rows(task: str, n: int, *, seed: int = 0, difficulty: int | None = None, con
     if n < 1:
         raise ItemError("n must be at least 1")
     excluded = set(exclude)
-    size = n + len(excluded)
+    size = n + 4 * len(excluded)  # room for an excluded question that recurs (small spaces: chain_sum level 0)
     fields = resolve_config(task, seed=seed, size=size, difficulty=difficulty, config=config)
     config_json = json.dumps(fields, sort_keys=True)
     out = []

@@ -18,24 +18,27 @@ HERE = Path(__file__).resolve().parent
 
 
 class Foreign:
-    """A foreign server script in its own process group on 127.0.0.1; ``restart`` brings it back on its port."""
+    """A foreign server script in its own process group on 127.0.0.1 (run by ``python``: another venv's for a
+    library that cannot live in this one); ``start`` again brings it back on its port."""
 
-    def __init__(self, script: str, tmp: Path, probe: str, env: dict[str, str] | None = None) -> None:
-        self.script, self.tmp, self.probe = script, tmp, probe
+    def __init__(self, script: str, tmp: Path, probe: str, env: dict[str, str] | None = None,
+                 python: str = sys.executable) -> None:
+        self.script, self.tmp, self.probe, self.python = script, tmp, probe, python
         self.env = {**os.environ, **(env or {})}
         self.port = 0
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 120.0) -> Foreign:
-        port_file = self.tmp / f"{self.script}.port"
+        name = self.script.replace("/", "_")
+        port_file = self.tmp / f"{name}.port"
         port_file.unlink(missing_ok=True)
-        args = [sys.executable, str(HERE / self.script), str(port_file)] + ([str(self.port)] if self.port else [])
-        self.log = open(self.tmp / f"{self.script}.log", "ab")
+        args = [self.python, str(HERE / self.script), str(port_file)] + ([str(self.port)] if self.port else [])
+        self.log = open(self.tmp / f"{name}.log", "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
                                      env=self.env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            assert self.proc.poll() is None, (self.tmp / f"{self.script}.log").read_text()
+            assert self.proc.poll() is None, (self.tmp / f"{name}.log").read_text()
             if port_file.exists() and port_file.read_text():
                 self.port = int(port_file.read_text())
                 try:

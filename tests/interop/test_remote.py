@@ -5,8 +5,9 @@ it; behind it, each foreign server runs in a process of its own on loopback:
 
 - ORS: the `openreward` SDK's own `Server` class (openreward==0.1.167) hosting `ors_env.py`'s environments;
 - NeMo-Gym: `nemo_gym_standin.py`, written from NeMo-Gym's published `BaseVerifyRequest` / `BaseVerifyResponse`
-  schema (NeMo-Gym needs Python >= 3.12 and cannot be installed in this venv), validating the completion with
-  the `openai` Responses types that NeMo-Gym's own models extend.
+  schema, validating the completion with the `openai` Responses types that NeMo-Gym's own models extend: it
+  fails on demand with each of their failure kinds, which their real servers do not (NeMo-Gym itself, in a venv
+  of its own: test_nemo_gym_real.py).
 """
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ FRONTS = {  # cohort serve front KIND -> the module whose main() serves it (``co
 
 
 front_app = typer.Typer(no_args_is_help=True, help="Serve a Cohort verifier behind another standard (ORS, OpenEnv, "
-                        "NeMo-Gym), scoring through `cohort serve verifiers` at --endpoint (docs/interop.md).")
+                        "NeMo-Gym), scoring through `cohort serve verifiers` at --endpoint (docs/interop-ours.md).")
 serve_app.add_typer(front_app, name="front")
 
 

@@ -157,8 +157,8 @@ def test_cohort_command_lines_use_real_subcommands_and_flags(page, words):
     path = [words[1]]
     helptext = _help(path)
     assert helptext.returncode == 0, f"{page}: `cohort {path[0]}` is not a command: {helptext.stderr[-300:]}"
-    if "Commands" in helptext.stdout and len(words) > 2:  # a command group: the next word is its command
-        path.append(words[2])
+    while "Commands" in helptext.stdout and len(words) > 1 + len(path):  # a group: the next word is its command
+        path.append(words[1 + len(path)])  # (`cohort serve front ors`: two groups deep)
         helptext = _help(path)
         assert helptext.returncode == 0, f"{page}: `cohort {' '.join(path)}` is not a command"
     for flag in (w.split("=", 1)[0] for w in words[1 + len(path):] if w.startswith("--")):

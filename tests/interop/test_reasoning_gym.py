@@ -162,6 +162,15 @@ def test_held_out_rows_share_no_question_with_training_rows(tmp_path):
     assert len(q_train) > 5 and not q_test & q_train
 
 
+def test_excluding_questions_that_recur_still_gives_the_rows_asked_for(tmp_path):
+    """chain_sum level 0 has about 200 questions, so the held-out ones recur among the training items."""
+    held_out, train = tmp_path / "test.jsonl", tmp_path / "train.jsonl"
+    write_rows(held_out, "--task", "chain_sum", "-n", "64", "--seed", "2000", "--difficulty", "0")
+    write_rows(train, "--task", "chain_sum", "-n", "320", "--seed", "0", "--difficulty", "0", "--exclude", str(held_out))
+    q_test, train_tasks = {t.prompt for t in read_tasks(held_out)}, read_tasks(train)
+    assert len(train_tasks) == 320 and not q_test & {t.prompt for t in train_tasks}
+
+
 def test_bad_generator_input_is_one_line_and_exit_2(tmp_path):
     for args, needle in [(["--task", "no_such_task", "-n", "2"], "has no task 'no_such_task'"),
                          (["--task", "basic_arithmetic", "-n", "2", "--config", "[1]"], "JSON object"),

@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -121,3 +122,15 @@ def test_their_client_calls_a_cohort_verifier_and_reads_a_mask(tmp_path, cohort_
             math.stop()  # the Cohort verifier goes away: their client must see a mask, not a 0 to learn from
             (down,) = their_client(url, [["\\boxed{4}", "4"]], tmp_path)
     assert (down["http"], down["mask_sample"]) == (200, True) and down["failure_kind"], down
+
+
+def test_the_kit_passes_the_adapter_in_front_of_their_server(theirs, monkeypatch):
+    """`cohort conformance`'s rules over Cohort's wire with their real server behind: known answers, determinism,
+    order, status codes, concurrency, deadlines and the SIGTERM drain."""
+    from cohort.conformance import RULES, load_cases, run_kit
+
+    monkeypatch.setenv("COHORT_NEMO_GYM_URL", theirs.url)
+    cases = load_cases(HERE / "cases" / "nemo_gym_real.jsonl", "nemo_gym")
+    results = run_kit("127.0.0.1:0", "nemo_gym", cases,
+                      server_cmd=f"{sys.executable} -m cohort.cli serve nemo_gym --port {{port}}")
+    assert {r.rule: r.status for r in results} == {rule: "pass" for rule in RULES}, [r for r in results if r.status != "pass"]

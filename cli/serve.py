@@ -223,35 +223,79 @@ def serve_tools(
         _fail_to_bind(exc)
 
 
-FRONTS = {  # cohort serve front KIND -> the module whose main() serves it (``cohort serve ors`` is the *adapter*
-    # verifier ``ors``, theirs behind ours: the fronts have a group of their own so that no name means both)
-    "ors": ("cohort.integrations.ors", "an Open Reward Standard environment (HTTP + SSE; TRL's ORS integration calls it)"),
-    "openenv": ("cohort.integrations.openenv", "an OpenEnv environment server (HTTP + WebSocket)"),
-    "nemo-gym": ("cohort.integrations.nemo_gym", "a NeMo-Gym resources server (POST /verify)"),
-}
-
-
+# ``cohort serve front KIND``: a served Cohort verifier behind another standard (cohort.integrations). Not
+# ``cohort serve ors``: that is the *adapter* verifier ``ors`` (theirs behind ours), so the fronts have a group
+# of their own and no name means both.
 front_app = typer.Typer(no_args_is_help=True, help="Serve a Cohort verifier behind another standard (ORS, OpenEnv, "
                         "NeMo-Gym), scoring through `cohort serve verifiers` at --endpoint (docs/interop-ours.md).")
 serve_app.add_typer(front_app, name="front")
+VERIFIER = typer.Option(..., "--verifier", help="The Cohort verifier's name, e.g. math.")
+ENDPOINT = typer.Option(..., "--endpoint", help="HOST:PORT of `cohort serve verifiers NAME`; repeat for replicas.")
+FRONT_HOST = typer.Option("127.0.0.1", "--host", help="Address to bind (default loopback).")
+FRONT_PORT_FILE = typer.Option(None, "--port-file", help="Write the bound port to this file once bound.")
+TIMEOUT = typer.Option(60.0, "--timeout", min=0.01, help="Seconds per scoring call (with retries).")
 
 
-def _front(kind: str) -> None:
-    module, what = FRONTS[kind]
+@front_app.command("ors")
+def serve_front_ors(
+    rows: Path = typer.Option(..., "--rows", help="Task rows (answer rows of the row schema) served as split `train`."),
+    verifier: str = VERIFIER, endpoint: list[str] = ENDPOINT,
+    name: str = typer.Option("cohort", "--name", help="The environment's name (its URL path)."),
+    host: str = FRONT_HOST, port: int = typer.Option(8080, "--port", min=0, max=65535, help="Port to bind; 0 a free one."),
+    port_file: Path | None = FRONT_PORT_FILE, timeout: float = TIMEOUT,
+) -> None:
+    """Serve task rows as an Open Reward Standard environment (HTTP + SSE; TRL's ORS integration calls it),
+    scored by a Cohort verifier.
 
-    @front_app.command(kind, add_help_option=False, context_settings={"allow_extra_args": True,
-                                                                      "ignore_unknown_options": True},
-                       help=f"Serve a Cohort verifier as {what}, scoring through `cohort serve verifiers` at --endpoint. "
-                       f"Its flags: `cohort serve front {kind} --help`.")
-    def serve_front(ctx: typer.Context) -> None:
-        import importlib
+    Exit codes: 0 after Ctrl-C, 2 bad input (no openreward SDK, bad rows, an unreachable verifier, a taken port).
+    """
+    from cohort.integrations import ors
 
-        main = importlib.import_module(module).main
-        raise typer.Exit(main(list(ctx.args)))
+    raise typer.Exit(ors.main(rows, verifier, endpoint, name=name, host=host, port=port, port_file=port_file,
+                              timeout_s=timeout))
 
 
-for _kind in FRONTS:
-    _front(_kind)
+@front_app.command("openenv")
+def serve_front_openenv(
+    verifier: str = VERIFIER, endpoint: list[str] = ENDPOINT,
+    rows: Path | None = typer.Option(None, "--rows", help="Task rows for reset(index=...); else reset takes a prompt "
+                                     "and an answer."),
+    host: str = FRONT_HOST, port: int = typer.Option(8001, "--port", min=0, max=65535, help="Port to bind; 0 a free one."),
+    port_file: Path | None = FRONT_PORT_FILE,
+    max_sessions: int = typer.Option(64, "--max-sessions", min=1, help="Concurrent WebSocket sessions."),
+    timeout: float = TIMEOUT,
+) -> None:
+    """Serve a Cohort verifier as an OpenEnv environment server (OpenEnv's own create_app: HTTP + WebSocket).
+
+    Exit codes: 0 after Ctrl-C, 2 bad input (no openenv, bad rows, an unreachable verifier, a taken port).
+    """
+    from cohort.integrations import openenv
+
+    raise typer.Exit(openenv.main(verifier, endpoint, rows=rows, host=host, port=port, port_file=port_file,
+                                  max_sessions=max_sessions, timeout_s=timeout))
+
+
+@front_app.command("nemo-gym")
+def serve_front_nemo_gym(
+    verifier: str = VERIFIER, endpoint: list[str] = ENDPOINT,
+    host: str = FRONT_HOST, port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to bind; 0 a free one."),
+    port_file: Path | None = FRONT_PORT_FILE,
+    answer_field: str = typer.Option("expected_answer", "--answer-field", help="The request field holding the gold answer."),
+    option: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="A verifier option; repeatable."),
+    timeout: float = TIMEOUT,
+) -> None:
+    """Serve a Cohort verifier as a NeMo-Gym resources server (POST /verify, POST /seed_session).
+
+    Exit codes: 0 after Ctrl-C, 2 bad input (a bad --option, an unreachable verifier, a taken port).
+    """
+    from cohort.integrations import nemo_gym
+
+    bad = [o for o in option if "=" not in o]
+    if bad:
+        fail(f"cohort serve front nemo-gym: --option expects KEY=VALUE, got {bad[0]!r}")
+    raise typer.Exit(nemo_gym.main(verifier, endpoint, host=host, port=port, port_file=port_file,
+                                   answer_field=answer_field, options=dict(o.split("=", 1) for o in option),
+                                   timeout_s=timeout))
 
 
 def _fail_to_bind(exc) -> None:

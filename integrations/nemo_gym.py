@@ -22,7 +22,6 @@ other status is ``reward: 0.0`` with ``mask_sample: true`` (their consumers drop
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import threading
@@ -170,32 +169,22 @@ def serve(verifier: str, endpoints: Sequence[str], *, host: str = "127.0.0.1", p
     return httpd, scorer
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="cohort serve front nemo-gym",
-                                description="Serve a Cohort verifier as a NeMo-Gym resources server (POST /verify).")
-    p.add_argument("--verifier", required=True, help="the Cohort verifier's name, e.g. math")
-    p.add_argument("--endpoint", action="append", required=True, help="HOST:PORT of `cohort serve NAME`; repeatable")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000, help="0: a free port")
-    p.add_argument("--port-file", type=Path, help="write the bound port here once serving")
-    p.add_argument("--answer-field", default="expected_answer", help="the request field holding the gold answer")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a verifier option; repeatable")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per scoring call (with retries)")
-    a = p.parse_args(argv)
+def main(verifier: str, endpoints: Sequence[str], host: str = "127.0.0.1", port: int = 8000,
+         port_file: Path | None = None, answer_field: str = "expected_answer", options: Mapping[str, str] | None = None,
+         timeout_s: float = 60.0) -> int:
+    """``cohort serve front nemo-gym``: serve ``verifier`` at ``endpoints`` as a NeMo-Gym resources server until
+    interrupted; bad input is one line on stderr and 2."""
     try:
-        parse_endpoints({a.verifier: a.endpoint})
-        if any("=" not in o for o in a.option):
-            raise ValueError(f"--option expects KEY=VALUE, got {a.option}")
-        options = dict(o.split("=", 1) for o in a.option)
-        httpd, scorer = serve(a.verifier, a.endpoint, host=a.host, port=a.port, options=options,
-                              answer_field=a.answer_field, timeout_s=a.timeout)
+        parse_endpoints({verifier: list(endpoints)})
+        httpd, scorer = serve(verifier, list(endpoints), host=host, port=port, options=dict(options or {}),
+                              answer_field=answer_field, timeout_s=timeout_s)
     except Exception as exc:  # one line, no traceback: an unreachable verifier, a bad flag, a taken port
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    port = httpd.server_address[1]
-    if a.port_file:
-        a.port_file.write_text(str(port))
-    print(f"NeMo-Gym /verify for Cohort verifier {a.verifier} on http://{a.host}:{port}", flush=True)
+    bound = httpd.server_address[1]
+    if port_file:
+        port_file.write_text(str(bound))
+    print(f"NeMo-Gym /verify for Cohort verifier {verifier} on http://{host}:{bound}", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
@@ -204,7 +193,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         httpd.shutdown()
         scorer.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

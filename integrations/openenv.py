@@ -24,7 +24,6 @@ environment per call, so an HTTP ``/step`` has no task and fails. Binds 127.0.0.
 
 from __future__ import annotations
 
-import argparse
 import socket
 import sys
 from collections.abc import Mapping, Sequence
@@ -121,48 +120,36 @@ def app(scorer: BlockingClient, verifier: str, tasks: Sequence[Task] = (), max_c
                       mode="simulation")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="cohort serve front openenv",
-                                description="Serve a Cohort verifier as an OpenEnv environment (needs openenv).")
-    p.add_argument("--verifier", required=True, help="the Cohort verifier's name, e.g. math")
-    p.add_argument("--endpoint", action="append", required=True, help="HOST:PORT of `cohort serve NAME`; repeatable")
-    p.add_argument("--rows", type=Path, help="task rows for reset(index=...) (else reset gives prompt and answer)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8001, help="0: a free port")
-    p.add_argument("--port-file", type=Path, help="write the bound port here once bound")
-    p.add_argument("--max-sessions", type=int, default=64, help="concurrent WebSocket sessions")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per scoring call (with retries)")
-    a = p.parse_args(argv)
+def main(verifier: str, endpoints: Sequence[str], rows: Path | None = None, host: str = "127.0.0.1", port: int = 8001,
+         port_file: Path | None = None, max_sessions: int = 64, timeout_s: float = 60.0) -> int:
+    """``cohort serve front openenv``: serve ``verifier`` at ``endpoints`` as an OpenEnv environment until
+    interrupted; bad input is one line on stderr and 2."""
     scorer = None
     try:
         import uvicorn
 
-        parse_endpoints({a.verifier: a.endpoint})
-        tasks = read_tasks(a.rows) if a.rows else []
+        parse_endpoints({verifier: list(endpoints)})
+        tasks = read_tasks(rows) if rows else []
         if any(t.reference.kind != "answer" for t in tasks):
-            raise ValueError(f"{a.rows}: only rows with an answer can be served (a code_tests row has no episode form)")
-        scorer = BlockingClient([WeightedVerifier(a.verifier, 1.0, tuple(a.endpoint))], timeout_s=a.timeout)
+            raise ValueError(f"{rows}: only rows with an answer can be served (a code_tests row has no episode form)")
+        scorer = BlockingClient([WeightedVerifier(verifier, 1.0, tuple(endpoints))], timeout_s=timeout_s)
         scorer.handshake()
-        asgi = app(scorer, a.verifier, tasks, a.max_sessions)
-        sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
+        asgi = app(scorer, verifier, tasks, max_sessions)
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((a.host, a.port))
+        sock.bind((host, port))
     except Exception as exc:  # one line, no traceback: no openenv, bad rows, an unreachable verifier, a taken port
         if scorer is not None:
             scorer.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    port = sock.getsockname()[1]
-    if a.port_file:
-        a.port_file.write_text(str(port))
-    print(f"OpenEnv environment cohort-{a.verifier} ({len(tasks)} rows) on http://{a.host}:{port} (WebSocket /ws)",
+    bound = sock.getsockname()[1]
+    if port_file:
+        port_file.write_text(str(bound))
+    print(f"OpenEnv environment cohort-{verifier} ({len(tasks)} rows) on http://{host}:{bound} (WebSocket /ws)",
           flush=True)
     try:
         uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
     finally:
         scorer.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

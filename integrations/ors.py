@@ -19,7 +19,6 @@ unless ``--host`` says otherwise; ``uvicorn`` is started directly on the SDK's A
 
 from __future__ import annotations
 
-import argparse
 import socket
 import sys
 from collections.abc import Sequence
@@ -80,46 +79,33 @@ def environment(tasks: Sequence[Task], scorer: BlockingClient, verifier: str, na
     return type(name, (Environment,), namespace)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="cohort serve front ors",
-                                description="Serve Cohort task rows as an Open Reward Standard environment, scored by a "
-                                            "Cohort verifier (needs the openreward SDK).")
-    p.add_argument("--rows", type=Path, required=True, help="task rows (the row schema of verifiers/records.py)")
-    p.add_argument("--verifier", required=True, help="the Cohort verifier's name, e.g. math")
-    p.add_argument("--endpoint", action="append", required=True, help="HOST:PORT of `cohort serve NAME`; repeatable")
-    p.add_argument("--name", default="cohort", help="the environment's name (its URL path)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080, help="0: a free port")
-    p.add_argument("--port-file", type=Path, help="write the bound port here once bound")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per scoring call (with retries)")
-    a = p.parse_args(argv)
+def main(rows: Path, verifier: str, endpoints: Sequence[str], name: str = "cohort", host: str = "127.0.0.1",
+         port: int = 8080, port_file: Path | None = None, timeout_s: float = 60.0) -> int:
+    """``cohort serve front ors``: serve ``rows`` as the ORS environment ``name``, scored by ``verifier`` at
+    ``endpoints``, until interrupted; bad input is one line on stderr and 2."""
     try:
         import uvicorn
         from openreward.environments import Server
 
-        parse_endpoints({a.verifier: a.endpoint})
-        tasks = read_tasks(a.rows)
+        parse_endpoints({verifier: list(endpoints)})
+        tasks = read_tasks(rows)
         if any(t.reference.kind != "answer" for t in tasks):
-            raise ValueError(f"{a.rows}: only rows with an answer can be served (a code_tests row has no ORS task form)")
-        scorer = BlockingClient([WeightedVerifier(a.verifier, 1.0, tuple(a.endpoint))], timeout_s=a.timeout)
+            raise ValueError(f"{rows}: only rows with an answer can be served (a code_tests row has no ORS task form)")
+        scorer = BlockingClient([WeightedVerifier(verifier, 1.0, tuple(endpoints))], timeout_s=timeout_s)
         scorer.handshake()
-        server = Server([environment(tasks, scorer, a.verifier, a.name)])
-        sock = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
+        server = Server([environment(tasks, scorer, verifier, name)])
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((a.host, a.port))
+        sock.bind((host, port))
     except Exception as exc:  # one line, no traceback: no SDK, bad rows, an unreachable verifier, a taken port
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if a.port_file:
-        a.port_file.write_text(str(sock.getsockname()[1]))
-    print(f"ORS environment {a.name!r} ({len(tasks)} tasks) for Cohort verifier {a.verifier} on "
-          f"http://{a.host}:{sock.getsockname()[1]}", flush=True)
+    if port_file:
+        port_file.write_text(str(sock.getsockname()[1]))
+    print(f"ORS environment {name!r} ({len(tasks)} tasks) for Cohort verifier {verifier} on "
+          f"http://{host}:{sock.getsockname()[1]}", flush=True)
     try:
         uvicorn.Server(uvicorn.Config(server.app, log_level="warning")).run(sockets=[sock])
     finally:
         scorer.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -281,6 +281,8 @@ def serve_front_nemo_gym(
     host: str = FRONT_HOST, port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to bind; 0 a free one."),
     port_file: Path | None = FRONT_PORT_FILE,
     answer_field: str = typer.Option("expected_answer", "--answer-field", help="The request field holding the gold answer."),
+    tests_field: str = typer.Option("code_tests", "--tests-field", help="The request field holding unit tests (the row "
+                                    "schema's code_tests form or its JSON), for the code verifier; '' for none."),
     option: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="A verifier option; repeatable."),
     timeout: float = TIMEOUT,
 ) -> None:
@@ -294,7 +296,8 @@ def serve_front_nemo_gym(
     if bad:
         fail(f"cohort serve front nemo-gym: --option expects KEY=VALUE, got {bad[0]!r}")
     raise typer.Exit(nemo_gym.main(verifier, endpoint, host=host, port=port, port_file=port_file,
-                                   answer_field=answer_field, options=dict(o.split("=", 1) for o in option),
+                                   answer_field=answer_field, tests_field=tests_field,
+                                   options=dict(o.split("=", 1) for o in option),
                                    timeout_s=timeout))
 
 

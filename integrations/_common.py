@@ -1,13 +1,15 @@
-"""What both adapters parse: verifier endpoints (configuration or environment) and code tests."""
+"""What the adapters and fronts share: verifier endpoints (configuration or environment), code tests, and a row
+as a front shows it to another standard's client (its task view) and reads it back (its reference)."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from cohort.verifiers.base import CodeTests
-from cohort.verifiers.records import RecordError, parse_record
+from cohort.verifiers.base import CodeTests, Reference
+from cohort.verifiers.records import RecordError, Task, code_tests_record, parse_record
 
 ENDPOINTS_ENV = "COHORT_VERIFIER_ENDPOINTS"
 
@@ -67,3 +69,23 @@ def parse_code_tests(value: object) -> CodeTests:
         raise ValueError(f"code tests: {exc}") from None
     assert record.task.reference.code_tests is not None
     return record.task.reference.code_tests
+
+
+def task_view(task: Task, verifier: str) -> dict[str, Any]:
+    """A row as a front shows it (an ORS task spec, an OpenEnv episode's task): its id, prompt, reference (its
+    ``answer``, or its ``code_tests`` in the row schema's form) and the options it gives ``verifier``."""
+    options = {**next((u.options for u in task.verifiers or () if u.name == verifier), {}), **task.options.get(verifier, {})}
+    view = {"id": task.id, "prompt": task.prompt, "answer": task.reference.answer, "options": dict(options)}
+    if task.reference.code_tests is not None:
+        view["code_tests"] = code_tests_record(task.reference.code_tests)
+    return view
+
+
+def reference_of(view: Mapping[str, Any]) -> Reference:
+    """The reference a task view (or a request carrying ``answer`` / ``code_tests`` fields) names; a bad
+    ``code_tests`` raises ValueError naming the fault."""
+    tests = view.get("code_tests")
+    if tests is not None:
+        return Reference(code_tests=parse_code_tests(tests))
+    answer = view.get("answer")
+    return Reference(answer=None if answer is None else str(answer))

@@ -2,7 +2,8 @@
 
 NeMo-Gym (and NeMo-RL through it) calls a *resources server* once per rollout with a ``BaseVerifyRequest``
 (``responses_create_params``: the prompt as OpenAI Responses input; ``response``: the policy's output as
-an OpenAI Responses ``Response``; plus the task's fields, such as ``expected_answer``) and reads a
+an OpenAI Responses ``Response``; plus the task's fields, such as ``expected_answer``, or ``code_tests`` for
+the code verifier: unit tests in the row schema's form) and reads a
 ``BaseVerifyResponse``: the request echoed with ``reward``, ``mask_sample``, ``failure_kind`` and
 ``failure_reason`` (nemo_gym/base_resources_server.py). This process is such a server; each call is one
 group of one rollout, scored by a running Cohort verifier (``cohort serve NAME``) through the learner's
@@ -30,8 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from cohort.integrations._common import parse_endpoints
-from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutResult, RolloutStatus
+from cohort.integrations._common import parse_endpoints, reference_of
+from cohort.verifiers.base import GroupRequest, Rollout, RolloutResult, RolloutStatus
 from cohort.verifiers.blocking import BlockingClient
 from cohort.verifiers.client import WeightedVerifier
 
@@ -93,8 +94,10 @@ def verify_response(body: Mapping[str, Any], result: RolloutResult) -> dict[str,
 class VerifyFront:
     """Turns one ``/verify`` body into one Cohort group and its result into a ``BaseVerifyResponse``."""
 
-    def __init__(self, scorer: BlockingClient, verifier: str, options: Mapping[str, str], answer_field: str) -> None:
-        self.scorer, self.verifier, self.options, self.answer_field = scorer, verifier, dict(options), answer_field
+    def __init__(self, scorer: BlockingClient, verifier: str, options: Mapping[str, str], answer_field: str,
+                 tests_field: str = "code_tests") -> None:
+        self.scorer, self.verifier, self.options = scorer, verifier, dict(options)
+        self.answer_field, self.tests_field = answer_field, tests_field
 
     def verify(self, body: Any) -> dict[str, Any]:
         if not isinstance(body, Mapping):
@@ -104,8 +107,12 @@ class VerifyFront:
         answer = body.get(self.answer_field)
         if answer is not None and not isinstance(answer, (str, int, float)):
             raise BadRequest(f"{self.answer_field} must be a string or a number")
-        group = GroupRequest(self.verifier, (Rollout(0, completion),),
-                             Reference(answer=None if answer is None else str(answer)),
+        tests = body.get(self.tests_field) if self.tests_field else None
+        try:  # the code verifier's reference: unit tests in the row schema's code_tests form (or its JSON)
+            reference = reference_of({"answer": answer, "code_tests": tests})
+        except ValueError as exc:
+            raise BadRequest(f"{self.tests_field}: {exc}") from None
+        group = GroupRequest(self.verifier, (Rollout(0, completion),), reference,
                              str(body.get("response", {}).get("id", "")), prompt, None, self.options)
         (result,) = self.scorer.verify_groups([group])[0].results
         return verify_response(body, result)
@@ -154,13 +161,13 @@ def _handler(front: VerifyFront) -> type[BaseHTTPRequestHandler]:
 
 
 def serve(verifier: str, endpoints: Sequence[str], *, host: str = "127.0.0.1", port: int = 0,
-          options: Mapping[str, str] | None = None, answer_field: str = "expected_answer",
+          options: Mapping[str, str] | None = None, answer_field: str = "expected_answer", tests_field: str = "code_tests",
           timeout_s: float = 60.0) -> tuple[ThreadingHTTPServer, BlockingClient]:
     """Start the front (in a daemon thread); returns the HTTP server (``server_address`` has the port) and the scorer."""
     scorer = BlockingClient([WeightedVerifier(verifier, 1.0, tuple(endpoints))], timeout_s=timeout_s)
     try:
         scorer.handshake()
-        httpd = ThreadingHTTPServer((host, port), _handler(VerifyFront(scorer, verifier, options or {}, answer_field)))
+        httpd = ThreadingHTTPServer((host, port), _handler(VerifyFront(scorer, verifier, options or {}, answer_field, tests_field)))
     except BaseException:
         scorer.close()
         raise
@@ -170,14 +177,14 @@ def serve(verifier: str, endpoints: Sequence[str], *, host: str = "127.0.0.1", p
 
 
 def main(verifier: str, endpoints: Sequence[str], host: str = "127.0.0.1", port: int = 8000,
-         port_file: Path | None = None, answer_field: str = "expected_answer", options: Mapping[str, str] | None = None,
-         timeout_s: float = 60.0) -> int:
+         port_file: Path | None = None, answer_field: str = "expected_answer", tests_field: str = "code_tests",
+         options: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> int:
     """``cohort serve front nemo-gym``: serve ``verifier`` at ``endpoints`` as a NeMo-Gym resources server until
     interrupted; bad input is one line on stderr and 2."""
     try:
         parse_endpoints({verifier: list(endpoints)})
         httpd, scorer = serve(verifier, list(endpoints), host=host, port=port, options=dict(options or {}),
-                              answer_field=answer_field, timeout_s=timeout_s)
+                              answer_field=answer_field, tests_field=tests_field, timeout_s=timeout_s)
     except Exception as exc:  # one line, no traceback: an unreachable verifier, a bad flag, a taken port
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cohort.integrations._common import parse_endpoints
-from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
+from cohort.integrations._common import parse_endpoints, reference_of, task_view
+from cohort.verifiers.base import GroupRequest, Rollout, RolloutStatus
 from cohort.verifiers.blocking import BlockingClient
 from cohort.verifiers.client import WeightedVerifier
 from cohort.verifiers.interop.remote import COHORT_STATUS
@@ -42,18 +42,12 @@ class Unscored(RuntimeError):
     """The Cohort verifier could not judge (a masked status): the step fails instead of giving a reward."""
 
 
-def task_of(task: Task, verifier: str) -> dict[str, Any]:
-    """A row as an episode's task: its id, prompt, answer and the options it gives ``verifier``."""
-    options = {**next((u.options for u in task.verifiers or () if u.name == verifier), {}), **task.options.get(verifier, {})}
-    return {"id": task.id, "prompt": task.prompt, "answer": task.reference.answer, "options": dict(options)}
-
-
 def environment(scorer: BlockingClient, verifier: str, tasks: Sequence[Task] = ()) -> tuple[type, type, type]:
     """``(Environment, Action, Observation)`` classes for OpenEnv's ``create_app``: episodes over ``tasks``
     (or tasks given to ``reset``), scored by ``verifier`` through ``scorer``."""
     from openenv.core.env_server import Action, Environment, Observation, State
 
-    rows = [task_of(t, verifier) for t in tasks]
+    rows = [task_view(t, verifier) for t in tasks]
 
     class CohortAction(Action):
         message: str
@@ -72,14 +66,17 @@ def environment(scorer: BlockingClient, verifier: str, tasks: Sequence[Task] = (
 
         def reset(self, seed: int | None = None, episode_id: str | None = None, index: int | None = None,
                   prompt: str | None = None, answer: str | None = None, options: Mapping[str, Any] | None = None,
-                  **kwargs: Any) -> CohortObservation:
-            if prompt is not None or answer is not None:
+                  code_tests: Any = None, **kwargs: Any) -> CohortObservation:
+            if prompt is not None or answer is not None or code_tests is not None:
                 if options is not None and not isinstance(options, Mapping):
                     raise ValueError("options must be an object of verifier options")
                 self.task = {"id": episode_id or "", "prompt": prompt or "", "answer": None if answer is None else str(answer),
                              "options": {str(k): str(v) for k, v in (options or {}).items()}}
+                if code_tests is not None:
+                    reference_of({"code_tests": code_tests})  # refused here, at reset, naming the fault
+                    self.task["code_tests"] = code_tests
             elif not rows:
-                raise ValueError("this environment has no rows: reset with prompt=..., answer=...")
+                raise ValueError("this environment has no rows: reset with prompt=..., answer=... (or code_tests=...)")
             elif index is not None:
                 if not isinstance(index, int) or not 0 <= index < len(rows):
                     raise ValueError(f"index {index!r}: there are {len(rows)} tasks")
@@ -94,7 +91,7 @@ def environment(scorer: BlockingClient, verifier: str, tasks: Sequence[Task] = (
                 raise ValueError("step before reset: no task")
             self._state.step_count += 1
             task = self.task
-            group = GroupRequest(verifier, (Rollout(0, action.message),), Reference(answer=task["answer"]),
+            group = GroupRequest(verifier, (Rollout(0, action.message),), reference_of(task),
                                  str(task["id"]), str(task["prompt"]), None, dict(task["options"]))
             (result,) = scorer.verify_groups([group])[0].results
             if result.status is not RolloutStatus.OK:
@@ -130,8 +127,6 @@ def main(verifier: str, endpoints: Sequence[str], rows: Path | None = None, host
 
         parse_endpoints({verifier: list(endpoints)})
         tasks = read_tasks(rows) if rows else []
-        if any(t.reference.kind != "answer" for t in tasks):
-            raise ValueError(f"{rows}: only rows with an answer can be served (a code_tests row has no episode form)")
         scorer = BlockingClient([WeightedVerifier(verifier, 1.0, tuple(endpoints))], timeout_s=timeout_s)
         scorer.handshake()
         asgi = app(scorer, verifier, tasks, max_sessions)

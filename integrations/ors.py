@@ -2,7 +2,7 @@
 
 The environment runs in the ``openreward`` SDK's own ``Server`` (extra ``interop-test`` pins it; nothing
 here re-implements their protocol): its tasks are Cohort task rows (split ``train``, in file order, each
-a ``task_spec`` with the row's prompt, answer and verifier options), its prompt is the row's prompt, and
+a ``task_spec`` with the row's prompt, reference (its answer, or its ``code_tests``) and verifier options), its prompt is the row's prompt, and
 its ``@terminal`` tool ``answer`` (the harness sends the final assistant message there) scores the
 message with a running Cohort verifier (``cohort serve NAME``) through the learner's client::
 
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cohort.integrations._common import parse_endpoints
-from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus
+from cohort.integrations._common import parse_endpoints, reference_of, task_view
+from cohort.verifiers.base import GroupRequest, Rollout, RolloutStatus
 from cohort.verifiers.blocking import BlockingClient
 from cohort.verifiers.client import WeightedVerifier
 from cohort.verifiers.interop.remote import COHORT_STATUS
@@ -37,18 +37,12 @@ class Unscored(RuntimeError):
     """The Cohort verifier could not judge (a masked status): the tool call fails instead of giving a reward."""
 
 
-def task_spec(task: Task, verifier: str) -> dict[str, Any]:
-    """A row as an ORS task: its id, prompt, answer and the options it gives ``verifier``."""
-    options = {**next((u.options for u in task.verifiers or () if u.name == verifier), {}), **task.options.get(verifier, {})}
-    return {"id": task.id, "prompt": task.prompt, "answer": task.reference.answer, "options": dict(options)}
-
-
 def environment(tasks: Sequence[Task], scorer: BlockingClient, verifier: str, name: str = "cohort") -> type:
     """An ``openreward`` ``Environment`` class over ``tasks``, scoring with ``verifier`` through ``scorer``."""
     from openreward.environments import Environment, TextBlock, ToolOutput, terminal, tool
     from pydantic import BaseModel
 
-    specs = [task_spec(t, verifier) for t in tasks]
+    specs = [task_view(t, verifier) for t in tasks]
 
     class Answer(BaseModel):
         answer: str
@@ -64,7 +58,7 @@ def environment(tasks: Sequence[Task], scorer: BlockingClient, verifier: str, na
 
     def answer(self, args: Answer) -> ToolOutput:
         spec = self.task_spec
-        group = GroupRequest(verifier, (Rollout(0, args.answer),), Reference(answer=spec.get("answer")),
+        group = GroupRequest(verifier, (Rollout(0, args.answer),), reference_of(spec),
                              str(spec.get("id", "")), str(spec.get("prompt", "")), None, dict(spec.get("options") or {}))
         (result,) = scorer.verify_groups([group])[0].results
         if result.status is not RolloutStatus.OK:
@@ -89,8 +83,6 @@ def main(rows: Path, verifier: str, endpoints: Sequence[str], name: str = "cohor
 
         parse_endpoints({verifier: list(endpoints)})
         tasks = read_tasks(rows)
-        if any(t.reference.kind != "answer" for t in tasks):
-            raise ValueError(f"{rows}: only rows with an answer can be served (a code_tests row has no ORS task form)")
         scorer = BlockingClient([WeightedVerifier(verifier, 1.0, tuple(endpoints))], timeout_s=timeout_s)
         scorer.handshake()
         server = Server([environment(tasks, scorer, verifier, name)])

@@ -88,6 +88,17 @@ class _CodeTestsIn(BaseModel):
         return CodeTests("io", io_cases=tuple(IoCase(c.stdin, c.expected_stdout) for c in self.io or ()), comparison=self.comparison)  # type: ignore[arg-type]
 
 
+def code_tests_record(tests: CodeTests) -> dict[str, Any]:
+    """``tests`` in the row schema's ``code_tests`` form (what :class:`_CodeTestsIn` reads back), for a front
+    that shows a row to another standard's client (an ORS task spec, an OpenEnv episode's task)."""
+    if tests.kind == "asserts":
+        return {"asserts": list(tests.asserts), "setup_code": tests.setup_code}
+    if tests.kind == "function":
+        return {"test_code": tests.test_code, "entry_point": tests.entry_point, "setup_code": tests.setup_code}
+    return {"io": [{"stdin": c.stdin, "expected_stdout": c.expected_stdout} for c in tests.io_cases],
+            "comparison": tests.comparison}
+
+
 class _VerifierUseIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)

@@ -1,11 +1,19 @@
-"""Cohort's code verifier behind each front (NeMo-Gym, ORS, OpenEnv): a row's unit tests travel in the row
-schema's `code_tests` form, the candidate runs in the real sandbox (`cohort serve sandbox` + `cohort serve
-code` on 127.0.0.1), and the other standard's client gets the verdict; bad tests are refused, never scored."""
+"""Cohort's code and judge verifiers behind each front (NeMo-Gym, ORS, OpenEnv); math is in each front's own test.
+
+- code: a row's unit tests travel in the row schema's `code_tests` form, the candidate runs in the real sandbox
+  (`cohort serve sandbox` + `cohort serve code` on 127.0.0.1), and the other standard's client gets the
+  verdict; bad tests are refused, never scored;
+- judge: `cohort serve judge` with its OpenAI-compatible back-end pointed at a rule-following stand-in model
+  (tests/verifiers/openai_standin.py), scoring answer rows; the stand-in killed, each front answers with its
+  own failure form, never a 0.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -16,6 +24,10 @@ pytest.importorskip("openenv")
 from cohort.rpc.launch import ServiceProcess  # noqa: E402
 from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus  # noqa: E402
 from cohort.verifiers.client import VerifierClient  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("openai_standin", Path(__file__).parents[1] / "verifiers" / "openai_standin.py")
+standin_mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(standin_mod)
 
 TESTS = {"asserts": ["assert add(2, 3) == 5", "assert add(-1, 1) == 0"]}
 RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
@@ -77,3 +89,39 @@ def test_openenv_front_scores_code_rows_and_tests_given_to_reset(code_server, ro
         assert env.step({"message": RIGHT}).reward == 1.0
         with pytest.raises(RuntimeError, match="code_tests"):
             env.reset(prompt="Write add(a, b).", code_tests={"asserts": []})
+
+
+@pytest.fixture(scope="module")
+def judge_server():
+    with standin_mod.StandIn() as model, ServiceProcess(["judge"], env={
+            "COHORT_JUDGE_BACKEND": "openai", "COHORT_JUDGE_URL": model.url, "COHORT_JUDGE_MODEL": "standin"}) as judge:
+        yield judge, model
+
+
+def test_the_judge_behind_each_front(judge_server, tmp_path, cohort_front):
+    from openenv.core import GenericEnvClient
+
+    judge, model = judge_server
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "q", "prompt": "What is 3 + 4?", "answer": "7"}) + "\n")
+    right, wrong = "3 + 4 = 7, so the answer is 7.", "3 + 4 = 9, so the answer is 9."
+    with cohort_front("nemo_gym", judge.endpoint, "judge", tmp_path) as url:
+        def post(completion: str) -> dict:
+            return httpx.post(f"{url}/verify", json={**verify_request(completion), "expected_answer": "7"}, timeout=60).json()
+        assert [post(c)["reward"] for c in (right, wrong)] == [1.0, 0.0]
+    with cohort_front("ors", judge.endpoint, "judge", tmp_path, "--rows", str(rows)) as url, \
+            ServiceProcess(["ors"], env={"COHORT_ORS_URL": url, "COHORT_ORS_ENV": "cohort"}) as adapter:
+        async def go():
+            async with VerifierClient({"ors": [adapter.endpoint]}, timeout_s=120, retries=0) as client:
+                g = GroupRequest("ors", (Rollout(0, right), Rollout(1, wrong)), Reference(answer="?"), "g", "", None,
+                                 {"split": "train", "index": "0"})
+                return (await client.verify_groups([g]))[0].results
+        assert [(r.status, r.reward) for r in asyncio.run(go())] == [(RolloutStatus.OK, 1.0), (RolloutStatus.OK, 0.0)]
+    with cohort_front("openenv", judge.endpoint, "judge", tmp_path, "--rows", str(rows)) as url, \
+            GenericEnvClient(base_url=url).sync() as env:
+        env.reset(index=0)
+        assert env.step({"message": right}).reward == 1.0
+        model.mode = "garbage"  # the judge model answers with no verdict: the judge cannot judge, a mask
+        env.reset(index=0)
+        with pytest.raises(RuntimeError, match="cohort_status="):
+            env.step({"message": "Seven, I think: 7."})  # a response not judged before (verdicts are cached)

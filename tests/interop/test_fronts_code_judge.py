@@ -41,6 +41,17 @@ def verify_request(completion: str) -> dict:
                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": completion}]}]}}
 
 
+def through_our_ors_adapter(url: str, *completions: str) -> tuple:
+    """Task 0 of the ORS front at ``url`` scored for ``completions`` by Cohort's own `ors` adapter (its results)."""
+    with ServiceProcess(["ors"], env={"COHORT_ORS_URL": url, "COHORT_ORS_ENV": "cohort"}) as adapter:
+        async def go():
+            async with VerifierClient({"ors": [adapter.endpoint]}, timeout_s=120, retries=0) as client:
+                g = GroupRequest("ors", tuple(Rollout(i, c) for i, c in enumerate(completions)), Reference(answer="?"),
+                                 "g", "", None, {"split": "train", "index": "0"})
+                return (await client.verify_groups([g]))[0].results
+        return asyncio.run(go())
+
+
 @pytest.fixture(scope="module")
 def code_server():
     with ServiceProcess(["sandbox"]) as sandbox, \
@@ -67,14 +78,8 @@ def test_nemo_gym_front_scores_code_with_the_request_tests(code_server, tmp_path
 
 
 def test_ors_front_serves_code_rows_read_back_by_our_adapter(code_server, rows, tmp_path, cohort_front):
-    with cohort_front("ors", code_server.endpoint, "code", tmp_path, "--rows", str(rows)) as url, \
-            ServiceProcess(["ors"], env={"COHORT_ORS_URL": url, "COHORT_ORS_ENV": "cohort"}) as adapter:
-        async def go():
-            async with VerifierClient({"ors": [adapter.endpoint]}, timeout_s=120, retries=0) as client:
-                g = GroupRequest("ors", (Rollout(0, RIGHT), Rollout(1, WRONG)), Reference(answer="?"), "g", "", None,
-                                 {"split": "train", "index": "0"})
-                return (await client.verify_groups([g]))[0].results
-        got = asyncio.run(go())
+    with cohort_front("ors", code_server.endpoint, "code", tmp_path, "--rows", str(rows)) as url:
+        got = through_our_ors_adapter(url, RIGHT, WRONG)
     assert [(r.status, r.reward) for r in got] == [(RolloutStatus.OK, 1.0), (RolloutStatus.OK, 0.0)]
 
 
@@ -109,14 +114,9 @@ def test_the_judge_behind_each_front(judge_server, tmp_path, cohort_front):
         def post(completion: str) -> dict:
             return httpx.post(f"{url}/verify", json={**verify_request(completion), "expected_answer": "7"}, timeout=60).json()
         assert [post(c)["reward"] for c in (right, wrong)] == [1.0, 0.0]
-    with cohort_front("ors", judge.endpoint, "judge", tmp_path, "--rows", str(rows)) as url, \
-            ServiceProcess(["ors"], env={"COHORT_ORS_URL": url, "COHORT_ORS_ENV": "cohort"}) as adapter:
-        async def go():
-            async with VerifierClient({"ors": [adapter.endpoint]}, timeout_s=120, retries=0) as client:
-                g = GroupRequest("ors", (Rollout(0, right), Rollout(1, wrong)), Reference(answer="?"), "g", "", None,
-                                 {"split": "train", "index": "0"})
-                return (await client.verify_groups([g]))[0].results
-        assert [(r.status, r.reward) for r in asyncio.run(go())] == [(RolloutStatus.OK, 1.0), (RolloutStatus.OK, 0.0)]
+    with cohort_front("ors", judge.endpoint, "judge", tmp_path, "--rows", str(rows)) as url:
+        got = through_our_ors_adapter(url, right, wrong)
+        assert [(r.status, r.reward) for r in got] == [(RolloutStatus.OK, 1.0), (RolloutStatus.OK, 0.0)]
     with cohort_front("openenv", judge.endpoint, "judge", tmp_path, "--rows", str(rows)) as url, \
             GenericEnvClient(base_url=url).sync() as env:
         env.reset(index=0)

@@ -247,7 +247,7 @@ def serve_front_ors(
     """Serve task rows as an Open Reward Standard environment (HTTP + SSE; TRL's ORS integration calls it),
     scored by a Cohort verifier.
 
-    Exit codes: 0 after Ctrl-C, 2 bad input (no openreward SDK, bad rows, an unreachable verifier, a taken port).
+    Exit codes: 0 after Ctrl-C or SIGTERM, 2 bad input (no openreward SDK, bad rows, an unreachable verifier, a taken port).
     """
     from cohort.integrations import ors
 
@@ -267,7 +267,7 @@ def serve_front_openenv(
 ) -> None:
     """Serve a Cohort verifier as an OpenEnv environment server (OpenEnv's own create_app: HTTP + WebSocket).
 
-    Exit codes: 0 after Ctrl-C, 2 bad input (no openenv, bad rows, an unreachable verifier, a taken port).
+    Exit codes: 0 after Ctrl-C or SIGTERM, 2 bad input (no openenv, bad rows, an unreachable verifier, a taken port).
     """
     from cohort.integrations import openenv
 
@@ -288,7 +288,7 @@ def serve_front_nemo_gym(
 ) -> None:
     """Serve a Cohort verifier as a NeMo-Gym resources server (POST /verify, POST /seed_session).
 
-    Exit codes: 0 after Ctrl-C, 2 bad input (a bad --option, an unreachable verifier, a taken port).
+    Exit codes: 0 after Ctrl-C or SIGTERM, 2 bad input (a bad --option, an unreachable verifier, a taken port).
     """
     from cohort.integrations import nemo_gym
 

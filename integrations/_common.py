@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+import signal
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cohort.verifiers.base import CodeTests, Reference
@@ -89,3 +90,12 @@ def reference_of(view: Mapping[str, Any]) -> Reference:
         return Reference(code_tests=parse_code_tests(tests))
     answer = view.get("answer")
     return Reference(answer=None if answer is None else str(answer))
+
+
+def on_stop_signals(stop: Callable[[], None]) -> None:
+    """Ctrl-C and SIGTERM call ``stop`` (a front then shuts down and returns 0). Set, not inherited: a shell
+    starts a background job with SIGINT ignored. uvicorn, which serves two of the fronts, takes both signals
+    while it runs and raises them again once it has stopped: for this handler, not for the default one that
+    would end the process before the scorer is closed (SIGTERM: exit -15; Ctrl-C: a KeyboardInterrupt)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop())

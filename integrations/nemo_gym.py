@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from cohort.integrations._common import parse_endpoints, reference_of
+from cohort.integrations._common import on_stop_signals, parse_endpoints, reference_of
 from cohort.verifiers.base import GroupRequest, Rollout, RolloutResult, RolloutStatus
 from cohort.verifiers.blocking import BlockingClient
 from cohort.verifiers.client import WeightedVerifier
@@ -192,10 +192,10 @@ def main(verifier: str, endpoints: Sequence[str], host: str = "127.0.0.1", port:
     if port_file:
         port_file.write_text(str(bound))
     print(f"NeMo-Gym /verify for Cohort verifier {verifier} on http://{host}:{bound}", flush=True)
+    stop = threading.Event()
+    on_stop_signals(stop.set)
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        stop.wait()
     finally:
         httpd.shutdown()
         scorer.close()

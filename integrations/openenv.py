@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cohort.integrations._common import parse_endpoints, reference_of, task_view
+from cohort.integrations._common import on_stop_signals, parse_endpoints, reference_of, task_view
 from cohort.verifiers.base import GroupRequest, Rollout, RolloutStatus
 from cohort.verifiers.blocking import BlockingClient
 from cohort.verifiers.client import WeightedVerifier
@@ -144,6 +144,7 @@ def main(verifier: str, endpoints: Sequence[str], rows: Path | None = None, host
     print(f"OpenEnv environment cohort-{verifier} ({len(tasks)} rows) on http://{host}:{bound} (WebSocket /ws)",
           flush=True)
     try:
+        on_stop_signals(lambda: None)  # uvicorn stops on them; then main returns 0
         uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
     finally:
         scorer.close()

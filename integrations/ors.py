@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cohort.integrations._common import parse_endpoints, reference_of, task_view
+from cohort.integrations._common import on_stop_signals, parse_endpoints, reference_of, task_view
 from cohort.verifiers.base import GroupRequest, Rollout, RolloutStatus
 from cohort.verifiers.blocking import BlockingClient
 from cohort.verifiers.client import WeightedVerifier
@@ -97,6 +97,7 @@ def main(rows: Path, verifier: str, endpoints: Sequence[str], name: str = "cohor
     print(f"ORS environment {name!r} ({len(tasks)} tasks) for Cohort verifier {verifier} on "
           f"http://{host}:{sock.getsockname()[1]}", flush=True)
     try:
+        on_stop_signals(lambda: None)  # uvicorn stops on them; then main returns 0
         uvicorn.Server(uvicorn.Config(server.app, log_level="warning")).run(sockets=[sock])
     finally:
         scorer.close()

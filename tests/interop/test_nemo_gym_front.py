@@ -107,3 +107,4 @@ def test_concurrent_calls_each_get_their_own_verdict(front):
         got = list(pool.map(lambda b: client.post(f"{front}/verify", json=b).json(), bodies))
     assert [g["reward"] for g in got] == [float(i % 7 == i % 5) for i in range(64)]
     assert not any(g["mask_sample"] for g in got)
+

@@ -68,6 +68,31 @@ def foreign_server():
     return Foreign
 
 
+def _serving(proc: subprocess.Popen, port_file: Path, what: str, timeout_s: float, health: bool = True) -> str:
+    """The base URL of a front ``proc`` once its port file is written (and, with ``health``, ``/health`` answers);
+    fails with its output if it exits first, or after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, f"{what} did not start in {timeout_s:.0f} s"
+        if port_file.exists() and port_file.read_text():
+            url = f"http://127.0.0.1:{port_file.read_text()}"
+            if not health:
+                return url
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2)
+                return url
+            except OSError:
+                pass
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def serving():
+    """``_serving``, for modules that start a front themselves (with other process settings)."""
+    return _serving
+
+
 @contextlib.contextmanager
 def _cohort_front(module: str, endpoint: str, verifier: str, tmp: Path, *extra: str, timeout: str = "20",
                  health: bool = True):
@@ -78,22 +103,8 @@ def _cohort_front(module: str, endpoint: str, verifier: str, tmp: Path, *extra: 
     proc = subprocess.Popen([sys.executable, "-m", "cohort.cli", "serve", "front", module.replace("_", "-"), *extra, "--verifier", verifier,
                              "--endpoint", endpoint, "--port", "0", "--port-file", str(port_file), "--timeout", timeout],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
     try:
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, f"the {module} front did not start"
-            if port_file.exists() and port_file.read_text():
-                url = f"http://127.0.0.1:{port_file.read_text()}"
-                if not health:
-                    break
-                try:
-                    urllib.request.urlopen(f"{url}/health", timeout=2)
-                    break
-                except OSError:
-                    pass
-            time.sleep(0.1)
-        yield url
+        yield _serving(proc, port_file, f"the {module} front", 120, health)
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -7,8 +7,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -18,7 +16,7 @@ pytest.importorskip("openenv")
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("kind", ["nemo-gym", "ors", "openenv"])
-def test_ctrl_c_and_sigterm_stop_it_even_as_a_background_job(math_server, tmp_path, kind, sig, deadline):
+def test_ctrl_c_and_sigterm_stop_it_even_as_a_background_job(math_server, tmp_path, kind, sig, deadline, serving):
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"id": "q", "prompt": "What is 2+2?", "answer": "4"}) + "\n")
     port_file = tmp_path / "port"
@@ -28,17 +26,7 @@ def test_ctrl_c_and_sigterm_stop_it_even_as_a_background_job(math_server, tmp_pa
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
-        until = time.monotonic() + deadline(120)
-        while True:  # serving: its port written and /health answering
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < until, f"the {kind} front did not start"
-            if port_file.exists() and port_file.read_text():
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port_file.read_text()}/health", timeout=2)
-                    break
-                except OSError:
-                    pass
-            time.sleep(0.1)
+        serving(proc, port_file, f"the {kind} front", deadline(120))  # its port written and /health answering
         proc.send_signal(getattr(signal, sig))
         assert proc.wait(timeout=deadline(30)) == 0, proc.stdout.read()
     finally:

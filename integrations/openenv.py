@@ -121,10 +121,15 @@ def main(verifier: str, endpoints: Sequence[str], rows: Path | None = None, host
          port_file: Path | None = None, max_sessions: int = 64, timeout_s: float = 60.0) -> int:
     """``cohort serve front openenv``: serve ``verifier`` at ``endpoints`` as an OpenEnv environment until
     interrupted; bad input is one line on stderr and 2."""
+    try:
+        import openenv.core.env_server  # noqa: F401  (app() builds on it)
+        import uvicorn
+    except ImportError as exc:
+        print(f"error: cohort serve front openenv needs OpenEnv ({exc.name} is not installed): "
+              "pip install 'cohort-rl[interop-test]'", file=sys.stderr)
+        return 2
     scorer = None
     try:
-        import uvicorn
-
         parse_endpoints({verifier: list(endpoints)})
         tasks = read_tasks(rows) if rows else []
         scorer = BlockingClient([WeightedVerifier(verifier, 1.0, tuple(endpoints))], timeout_s=timeout_s)

@@ -80,7 +80,11 @@ def main(rows: Path, verifier: str, endpoints: Sequence[str], name: str = "cohor
     try:
         import uvicorn
         from openreward.environments import Server
-
+    except ImportError as exc:
+        print(f"error: cohort serve front ors needs the openreward SDK ({exc.name} is not installed): "
+              "pip install 'cohort-rl[interop-test]'", file=sys.stderr)
+        return 2
+    try:
         parse_endpoints({verifier: list(endpoints)})
         tasks = read_tasks(rows)
         scorer = BlockingClient([WeightedVerifier(verifier, 1.0, tuple(endpoints))], timeout_s=timeout_s)

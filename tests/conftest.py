@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import importlib.util
 import os
 import shutil
@@ -26,6 +27,41 @@ if importlib.util.find_spec("jaxtyping") and importlib.util.find_spec("beartype"
     install_import_hook(SHAPE_CHECKED, "beartype.beartype")
 
 ROOT = Path(__file__).resolve().parent.parent
+
+HARD_TIMEOUT_MARGIN_S = float(os.environ.get("COHORT_TEST_HARD_TIMEOUT_MARGIN_S", "60"))
+"""How long past its pytest-timeout limit a test stuck where no signal reaches ends the session (the
+variable: for tests/test_harness.py's check of it)."""
+
+
+def _timeout_s(item: pytest.Item) -> float:
+    """pytest-timeout's limit for ``item`` (its marker, else ``--timeout``, else the ini's); 0 when none."""
+    marker = item.get_closest_marker("timeout")
+    if marker and marker.args:
+        return float(marker.args[0])
+    try:
+        return float(item.config.getoption("timeout", None) or item.config.getini("timeout") or 0)
+    except ValueError:  # a venv without pytest-timeout
+        return 0.0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """A test still running a minute past its pytest-timeout limit ends the session, with every thread's stack
+    on stderr. pytest-timeout's signal reaches Python code only: a test stuck in C++ (a gloo group's destructor
+    joining a thread blocked on a dead peer) once outlived it and held CI to its 90-minute limit with no trace
+    of where. faulthandler's watchdog is a C thread; it writes to pytest's own copy of the real stderr (the test's
+    output is captured)."""
+    from _pytest.faulthandler import fault_handler_stderr_fd_key
+
+    limit = _timeout_s(item)
+    if limit > 0 and fault_handler_stderr_fd_key in item.config.stash:
+        faulthandler.dump_traceback_later(limit + HARD_TIMEOUT_MARGIN_S, exit=True,
+                                          file=item.config.stash[fault_handler_stderr_fd_key])
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
 TESTPLUGIN = ROOT / "tests" / "plugins" / "cohort-testplugin"
 
 

@@ -4,6 +4,7 @@ processes it starts end with it, a whole process group at a time, when it times 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -80,3 +81,30 @@ def test_ctrl_c_during_a_subprocess_ends_its_group(subprocesses):
     (leader,) = subprocesses.procs
     assert leader.poll() is not None
     assert group_gone(leader.pid)  # nothing is left of its group
+
+
+STUCK_IN_C = """
+import ctypes, pytest
+
+@pytest.mark.timeout(1)
+def test_stuck_in_c():
+    libc = ctypes.CDLL(None)
+    mutex = ctypes.create_string_buffer(64)  # a default pthread mutex, zeroed
+    libc.pthread_mutex_lock(mutex)
+    libc.pthread_mutex_lock(mutex)  # locked again by its owner: blocked in C, where SIGALRM's handler never runs
+"""
+
+
+def test_a_test_stuck_where_no_signal_reaches_ends_the_session_with_its_stack(tmp_path, subprocesses):
+    """pytest-timeout's signal cannot end it; the suite's faulthandler watchdog (tests/conftest.py) does, a margin
+    past the limit, printing where every thread was."""
+    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "test_stuck.py").write_text(STUCK_IN_C)
+    env = {**os.environ, "COHORT_TEST_HARD_TIMEOUT_MARGIN_S": "2"}
+    start = time.monotonic()
+    out = subprocesses.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+                            str(tmp_path / "test_stuck.py")], timeout=120, env=env, cwd=tmp_path)
+    assert time.monotonic() - start < 110  # ended by the watchdog, not by the 120 s guard of this test
+    printed = out.stdout + out.stderr
+    assert "Timeout (0:00:03)!" in printed and "in test_stuck_in_c" in printed, printed
+    assert out.returncode == 1

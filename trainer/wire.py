@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime
 import pickle
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,9 @@ from torch import Tensor
 LEARNER = 0
 PG_TIMEOUT = datetime.timedelta(days=1)
 """Blocking receives wait this long: a worker may idle for a whole long update. Hung weight syncs are caught
-by the learner's own deadline (``rollout.weight_sync_timeout_s``), a dead peer by its closed connection."""
+by the learner's own deadline (``rollout.weight_sync_timeout_s``), a dead peer by its closed connection or,
+when gloo misses it, by the pipeline's watch of the processes; the groups of a job left behind are let go by
+:meth:`Links.retire`, never on the learner's thread."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,31 @@ class Links:
                 group.shutdown()
             except RuntimeError:  # a peer is gone already
                 pass
+
+    def retire(self, in_flight: list, leave: bool = True) -> None:
+        """Leave the job (the learner, when its workers were stopped or died; unless not ``leave``: a thread of the
+        caller's is still blocked in one of the groups). With operations still ``in_flight`` (the last weight
+        broadcast's works), in the background: a daemon thread waits for them, leaves, and only then lets the
+        groups go. Why: gloo does not always fail an operation whose peer died (a broadcast to a SIGKILLed worker
+        stayed blocked in gloo's ``waitSend``), and a group's destructor joins the thread running it, so the
+        learner dropping its last reference to the old groups hung there, in C++, where no signal reaches Python.
+        The thread holds the groups until their operations end; a group whose operation never ends is never
+        destroyed. With nothing in flight, at once (a daemon thread still destroying groups when the interpreter
+        exits aborts the process)."""
+
+        def retire() -> None:
+            for work in in_flight:
+                try:
+                    work.wait()
+                except RuntimeError:  # its peer is gone: the operation ended with an error
+                    pass
+            if leave:
+                self.leave()
+
+        if not in_flight:
+            retire()
+            return
+        threading.Thread(target=retire, daemon=True, name="pipeline-retire").start()
 
 
 def send(obj: Any, dst: int, group) -> None:

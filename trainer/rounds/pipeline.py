@@ -144,9 +144,9 @@ class Pipeline:
             self.publisher.end(links.weights, 10.0)
         except Exception:  # a worker is gone already: what is left is to reap it
             pass
-        if self._receiver.stop(30 if self.workers.all_alive() else 2):
-            links.leave()
+        stopped = self._receiver.stop(30 if self.workers.all_alive() else 2)
         self.workers.reap()
+        links.retire(self.publisher.release(), leave=stopped)
 
     # ---- parts wired together ----------------------------------------------------------------------------
 
@@ -204,8 +204,7 @@ class Pipeline:
         self._receiver.mute()
         self.workers.terminate()
         self._receiver.stop(5)
-        self.publisher.forget()
-        self._links.leave()
+        self._links.retire(self.publisher.release())
         self._links = None  # a failure from here on: close() only reaps
         kept = []  # arrivals stay (their scores are on the way); the receiver's error about the dead worker goes
         while True:

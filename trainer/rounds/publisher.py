@@ -49,20 +49,23 @@ class WeightPublisher:
         self._works = wire.broadcast_weights(version, self.flat, group)
 
     def wait(self, timeout_s: float) -> None:
-        """The broadcast in flight done, within ``timeout_s``; else :class:`SyncTimedOut`."""
-        works, self._works = self._works, []
-        for work in works:
+        """The broadcast in flight done, within ``timeout_s``; else :class:`SyncTimedOut` (what is not done stays
+        in flight: :meth:`release`)."""
+        while self._works:
             try:
-                work.wait(timeout=datetime.timedelta(seconds=timeout_s))
+                self._works[0].wait(timeout=datetime.timedelta(seconds=timeout_s))
             except RuntimeError as exc:
                 raise SyncTimedOut(str(exc)) from None
+            self._works.pop(0)
 
     def end(self, group: Any, timeout_s: float) -> None:
         """The last broadcast done, then the end of the workers' weight threads."""
         self.wait(timeout_s)
-        for work in wire.end_weights(group):
-            work.wait(timeout=datetime.timedelta(seconds=timeout_s))
+        self._works = wire.end_weights(group)
+        self.wait(timeout_s)
 
-    def forget(self) -> None:
-        """Drop the broadcast in flight (its group is gone: the workers were stopped)."""
-        self._works = []
+    def release(self) -> list:
+        """The broadcast in flight, no longer waited for here (its group is being left: the workers were stopped);
+        the works, for :meth:`wire.Links.retire`."""
+        works, self._works = self._works, []
+        return works

@@ -10,6 +10,8 @@ COHORT_PRIME_PYTHON pointing at it); without one these tests skip, saying why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cohort.rpc.launch import health_status
+from cohort.rpc.launch import ServiceProcess, health_status
 from cohort.verifiers.base import GroupRequest, Reference, Rollout, RolloutStatus, Verdict
 from cohort.verifiers.client import VerifierClient
 
@@ -37,14 +39,14 @@ def prime_python() -> str:
     return given
 
 
-@pytest.fixture(scope="module")
-def prime_server(tmp_path_factory):
+@contextlib.contextmanager
+def serving_prime(tmp: Path, taskset: str, **env: str):
+    """``cohort serve prime_verifiers`` for ``taskset`` (a module of prime_envs/), run by the prime venv's Python;
+    its endpoint."""
     python = prime_python()
-    tmp = tmp_path_factory.mktemp("prime")
     port_file = tmp / "port"
     path = os.pathsep.join(p for p in (str(HERE / "prime_envs"), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": path, "COHORT_PRIME_TASKSET": "cohort_prime_arith",
-           "COHORT_PRIME_TIMEOUT_S": "2"}
+    env = {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": path, "COHORT_PRIME_TASKSET": taskset, **env}
     log = open(tmp / "server.log", "wb")
     proc = subprocess.Popen([python, "-m", "cohort.cli", "serve", "prime_verifiers", "--port", "0", "--port-file",
                              str(port_file)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -63,6 +65,12 @@ def prime_server(tmp_path_factory):
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def prime_server(tmp_path_factory):
+    with serving_prime(tmp_path_factory.mktemp("prime"), "cohort_prime_arith", COHORT_PRIME_TIMEOUT_S="2") as endpoint:
+        yield endpoint
 
 
 def score(endpoint: str, groups: list[GroupRequest]) -> list[tuple]:
@@ -119,6 +127,35 @@ def test_a_taskset_that_needs_a_sandbox_is_refused_at_startup(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "scores in a runtime (a sandbox: tests_pass)" in out.stderr + out.stdout
     assert "Traceback" not in out.stderr
+
+
+def test_a_cohort_verifier_is_their_tasks_reward_declared_or_plugged_and_its_outage_is_their_provider_error(tmp_path):
+    """Ours behind theirs: Cohort's math verifier as a prime task's reward (``CohortReward``), declared on the task
+    class (``correct``) and plugged by the taskset's config (``again``, weight 0.5), scored by their own
+    ``Task.score`` (in the prime_verifiers adapter, so the test reads their trace back through Cohort's contract).
+    With the math server stopped, their reward raises their ``ProviderError``: an error on the trace, not a 0."""
+    with ServiceProcess(["math"]) as math_server:
+        plug = json.dumps({"task": {"rewards": {"again": {"fn": "cohort_prime_math:again", "weight": 0.5}}}})
+        with serving_prime(tmp_path, "cohort_prime_math", COHORT_VERIFIER_ENDPOINTS=f"math={math_server.endpoint}",
+                           COHORT_PRIME_TASKSET_CONFIG=plug) as endpoint:
+            scored, empty_gold, no_answer = score(endpoint, [
+                group(["The sum is \\boxed{4}", "\\boxed{5}"], idx="0"),
+                group(["\\boxed{4}"], task_data='{"prompt": "What is 2+2?", "answer": " "}'),  # INVALID_REFERENCE
+                group(["\\boxed{4}"], task_data='{"prompt": "What is 2+2?"}'),  # no answer: the request is refused
+            ])
+            assert [(r.status, r.reward) for r in scored] == [(RolloutStatus.OK, 1.5), (RolloutStatus.OK, 0.0)]
+            assert dict(scored[0].components) == {"correct": 1.0, "again": 1.0}
+            assert dict(scored[1].components) == {"correct": 0.0, "again": 0.0}
+            # INVALID_REFERENCE raised as a plain error, as is a refused request: their boundary records a TaskError
+            # (which our adapter reads back as VERIFIER_ERROR)
+            assert empty_gold[0].status is RolloutStatus.VERIFIER_ERROR, empty_gold[0]
+            assert "TaskError" in empty_gold[0].detail and "INVALID_REFERENCE: gold answer is empty" in empty_gold[0].detail
+            assert no_answer[0].status is RolloutStatus.VERIFIER_ERROR, no_answer[0]
+            assert "TaskError" in no_answer[0].detail and "needs reference.answer" in no_answer[0].detail
+            math_server.stop()
+            (down,) = score(endpoint, [group(["\\boxed{4}"], idx="0")])
+    assert down[0].status is RolloutStatus.DEPENDENCY_UNAVAILABLE, down[0]
+    assert "ProviderError" in down[0].detail and "Cohort verifier math: DEPENDENCY_UNAVAILABLE" in down[0].detail
 
 
 if __name__ == "__main__":

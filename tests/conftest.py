@@ -121,8 +121,7 @@ def deadline(request):
     leave its children running."""
     import time
 
-    marker = request.node.get_closest_marker("timeout")
-    limit = float(marker.args[0]) if marker and marker.args else float(request.config.getini("timeout") or 0)
+    limit = _timeout_s(request.node)
     started = time.monotonic()
 
     def scaled(idle_s: float, sample_s: float = 0.2) -> float:
